@@ -1,0 +1,267 @@
+// Package metrics exposes the measurements of spec/28-metrics.md in the Prometheus text
+// format, with the documented names, types and labels. The local process and the capture
+// node serve Registry.Handler on GET /metrics.
+//
+// A timer is a summary with the 0.5, 0.95 and 0.99 quantiles plus a `_max` gauge that holds
+// the largest value of the current decay window, as the original exporter shows it.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Window is the decay window of the summaries and of the _max gauges.
+const Window = 2 * time.Minute
+
+var objectives = map[float64]float64{0.5: 0.05, 0.95: 0.01, 0.99: 0.001}
+
+// Registry holds every QueueBox metric. Its methods are safe for concurrent use.
+type Registry struct {
+	reg     *prometheus.Registry
+	started time.Time
+
+	outboxMessages     *prometheus.CounterVec
+	outboxPending      prometheus.Gauge
+	outboxReclaimed    prometheus.Counter
+	outboxOldestAge    prometheus.Gauge
+	claimsLost         *prometheus.CounterVec
+	outboxProcessErrs  prometheus.Counter
+	processing         *timer
+	publish            *timer
+	destinationMsgs    *prometheus.CounterVec
+	queueDepth         *prometheus.GaugeVec
+	httpResponses      *prometheus.CounterVec
+	transformFailures  *prometheus.CounterVec
+	inboxMessages      *prometheus.CounterVec
+	inboxRelayErrors   prometheus.Counter
+	inboxRejections    *prometheus.CounterVec
+	inboxFiltered      *prometheus.CounterVec
+	inboxOldestAge     prometheus.Gauge
+	cleanupDeleted     *prometheus.CounterVec
+	cleanupDuration    *timer
+	cleanupLastRunTime *prometheus.GaugeVec
+}
+
+// New returns a registry with the build information gauge set to version.
+func New(version string) *Registry {
+	r := &Registry{reg: prometheus.NewRegistry(), started: time.Now()}
+	f := promFactory{r.reg}
+
+	info := f.gaugeVec("queuebox", "The build information. The value is always 1.", "version")
+	info.WithLabelValues(version).Set(1)
+	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "queuebox_uptime_seconds", Help: "The seconds since the process started.",
+	}, func() float64 { return time.Since(r.started).Seconds() }))
+
+	r.outboxMessages = f.counterVec("queuebox_outbox_messages_total", "The outbox delivery outcomes.", "status")
+	r.outboxPending = f.gauge("queuebox_outbox_messages_pending", "The outbox messages that wait for a publish.")
+	r.outboxReclaimed = f.counter("queuebox_outbox_messages_reclaimed_total", "The outbox messages that returned to pending after a stale claim.")
+	r.outboxOldestAge = f.gauge("queuebox_outbox_oldest_pending_age_seconds", "The age in seconds of the oldest outbox row in state pending.")
+	r.claimsLost = f.counterVec("queuebox_claims_lost_total", "The terminal writes that lost the claim.", "component")
+	r.outboxProcessErrs = f.counter("queuebox_outbox_process_errors_total", "The errors that stopped the processing of one outbox message.")
+	r.processing = f.timer("queuebox_outbox_processing_duration_seconds", "The time to process one outbox message.")
+	r.publish = f.timer("queuebox_outbox_publish_duration_seconds", "The time to publish one message to a destination type.", "destination_type")
+	r.destinationMsgs = f.counterVec("queuebox_outbox_destination_messages_total", "The outbox messages per destination and outcome.", "destination", "outcome")
+	r.queueDepth = f.gaugeVec("queuebox_outbox_queue_depth", "The messages that wait for a publish to one destination.", "destination")
+	r.httpResponses = f.counterVec("queuebox_http_publish_responses_total", "The HTTP publish responses per status class.", "status_class")
+	r.transformFailures = f.counterVec("queuebox_transform_failures_total", "The transform failures per error strategy.", "strategy")
+	r.inboxMessages = f.counterVec("queuebox_inbox_messages_total", "The inbox messages per status.", "status")
+	r.inboxRelayErrors = f.counter("queuebox_inbox_relay_errors_total", "The errors of the inbox relay.")
+	r.inboxRejections = f.counterVec("queuebox_inbox_rejections_total", "The inbox messages that QueueBox rejected, per reason.", "reason")
+	r.inboxFiltered = f.counterVec("queuebox_inbox_filtered_total", "The inbox messages that the header filter of a source dropped.", "source")
+	r.inboxOldestAge = f.gauge("queuebox_inbox_oldest_pending_age_seconds", "The age in seconds of the oldest inbox row in state pending.")
+	r.cleanupDeleted = f.counterVec("queuebox_cleanup_messages_deleted_total", "The rows that the retention cleanup deleted, per table.", "table")
+	r.cleanupDuration = f.timer("queuebox_cleanup_duration_seconds", "The time of one cleanup run, per table.", "table")
+	r.cleanupLastRunTime = f.gaugeVec("queuebox_cleanup_last_run_timestamp", "The Unix time in seconds of the last cleanup run.", "table")
+	return r
+}
+
+// Handler serves the Prometheus text format.
+func (r *Registry) Handler() http.Handler {
+	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{})
+}
+
+// Prometheus returns the underlying registry, for collectors registered by other packages
+// (the connection pool metrics).
+func (r *Registry) Prometheus() *prometheus.Registry { return r.reg }
+
+// Outcome counts queuebox_outbox_messages_total{status}.
+func (r *Registry) Outcome(status string) { r.outboxMessages.WithLabelValues(status).Inc() }
+
+// ClaimLost counts queuebox_claims_lost_total{component="outbox"}.
+func (r *Registry) ClaimLost() { r.claimsLost.WithLabelValues("outbox").Inc() }
+
+// InboxClaimLost counts queuebox_claims_lost_total{component="inbox"}.
+func (r *Registry) InboxClaimLost() { r.claimsLost.WithLabelValues("inbox").Inc() }
+
+// Reclaimed counts queuebox_outbox_messages_reclaimed_total.
+func (r *Registry) Reclaimed(n int) { r.outboxReclaimed.Add(float64(n)) }
+
+// ProcessError counts queuebox_outbox_process_errors_total.
+func (r *Registry) ProcessError() { r.outboxProcessErrs.Inc() }
+
+// ProcessingDuration observes queuebox_outbox_processing_duration_seconds.
+func (r *Registry) ProcessingDuration(d time.Duration) { r.processing.observe(d) }
+
+// PublishDuration observes queuebox_outbox_publish_duration_seconds{destination_type}.
+func (r *Registry) PublishDuration(destinationType string, d time.Duration) {
+	r.publish.observe(d, destinationType)
+}
+
+// DestinationOutcome counts queuebox_outbox_destination_messages_total.
+func (r *Registry) DestinationOutcome(destination, outcome string) {
+	r.destinationMsgs.WithLabelValues(destination, outcome).Inc()
+}
+
+// Pending sets the outbox pending count and the oldest pending age.
+func (r *Registry) Pending(count int64, oldestAge time.Duration) {
+	r.outboxPending.Set(float64(count))
+	r.outboxOldestAge.Set(oldestAge.Seconds())
+}
+
+// QueueDepth sets queuebox_outbox_queue_depth{destination}.
+func (r *Registry) QueueDepth(destination string, count int64) {
+	r.queueDepth.WithLabelValues(destination).Set(float64(count))
+}
+
+// HTTPResponse counts queuebox_http_publish_responses_total{status_class}.
+func (r *Registry) HTTPResponse(statusClass string) {
+	r.httpResponses.WithLabelValues(statusClass).Inc()
+}
+
+// StatusClass returns the status_class label of an HTTP status: 1xx to 5xx, or other.
+func StatusClass(status int) string {
+	if status >= 100 && status < 600 {
+		return strconv.Itoa(status/100) + "xx"
+	}
+	return "other"
+}
+
+// TransformFailure counts queuebox_transform_failures_total{strategy}.
+func (r *Registry) TransformFailure(strategy string) {
+	r.transformFailures.WithLabelValues(strategy).Inc()
+}
+
+// InboxMessage counts queuebox_inbox_messages_total{status}: new, forwarded or duplicate.
+func (r *Registry) InboxMessage(status string) { r.inboxMessages.WithLabelValues(status).Inc() }
+
+// InboxRelayError counts queuebox_inbox_relay_errors_total.
+func (r *Registry) InboxRelayError() { r.inboxRelayErrors.Inc() }
+
+// InboxRejection counts queuebox_inbox_rejections_total{reason}.
+func (r *Registry) InboxRejection(reason string) { r.inboxRejections.WithLabelValues(reason).Inc() }
+
+// InboxFiltered counts queuebox_inbox_filtered_total{source}.
+func (r *Registry) InboxFiltered(source string) { r.inboxFiltered.WithLabelValues(source).Inc() }
+
+// InboxOldestPendingAge sets queuebox_inbox_oldest_pending_age_seconds.
+func (r *Registry) InboxOldestPendingAge(age time.Duration) { r.inboxOldestAge.Set(age.Seconds()) }
+
+// Cleanup records one retention run of a table.
+func (r *Registry) Cleanup(table string, deleted int64, d time.Duration, at time.Time) {
+	r.cleanupDeleted.WithLabelValues(table).Add(float64(deleted))
+	r.cleanupDuration.observe(d, table)
+	r.cleanupLastRunTime.WithLabelValues(table).Set(float64(at.Unix()))
+}
+
+type promFactory struct{ reg *prometheus.Registry }
+
+func (f promFactory) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f promFactory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f promFactory) gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	f.reg.MustRegister(g)
+	return g
+}
+
+func (f promFactory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	f.reg.MustRegister(g)
+	return g
+}
+
+// timer is a summary with quantiles plus a _max gauge over a decaying window.
+type timer struct {
+	summary *prometheus.SummaryVec
+	maxes   *prometheus.GaugeVec
+
+	mu      sync.Mutex
+	windows map[string]*maxWindow
+}
+
+func (f promFactory) timer(name, help string, labels ...string) *timer {
+	t := &timer{
+		summary: prometheus.NewSummaryVec(prometheus.SummaryOpts{
+			Name: name, Help: help, Objectives: objectives, MaxAge: Window, AgeBuckets: 3,
+		}, labels),
+		windows: map[string]*maxWindow{},
+	}
+	t.maxes = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name + "_max", Help: "The largest value of the current window of " + name + "."}, labels)
+	f.reg.MustRegister(t.summary, t.maxes)
+	return t
+}
+
+func (t *timer) observe(d time.Duration, labels ...string) {
+	s := d.Seconds()
+	t.summary.WithLabelValues(labels...).Observe(s)
+	key := ""
+	for _, l := range labels {
+		key += l + "\x00"
+	}
+	t.mu.Lock()
+	w := t.windows[key]
+	if w == nil {
+		w = &maxWindow{}
+		t.windows[key] = w
+	}
+	m := w.observe(time.Now(), s)
+	t.mu.Unlock()
+	t.maxes.WithLabelValues(labels...).Set(m)
+}
+
+// maxWindow keeps the largest value seen over the last Window, in three rotating buckets.
+type maxWindow struct {
+	buckets [3]float64
+	rotated time.Time
+	index   int
+}
+
+func (w *maxWindow) observe(now time.Time, v float64) float64 {
+	step := Window / 3
+	if w.rotated.IsZero() {
+		w.rotated = now
+	}
+	for now.Sub(w.rotated) >= step {
+		w.index = (w.index + 1) % len(w.buckets)
+		w.buckets[w.index] = 0
+		w.rotated = w.rotated.Add(step)
+		if now.Sub(w.rotated) > Window {
+			w.buckets = [3]float64{}
+			w.rotated = now
+		}
+	}
+	if v > w.buckets[w.index] {
+		w.buckets[w.index] = v
+	}
+	m := 0.0
+	for _, b := range w.buckets {
+		m = max(m, b)
+	}
+	return m
+}

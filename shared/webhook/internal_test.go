@@ -1,0 +1,81 @@
+package webhook
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestReadErrorBody(t *testing.T) {
+	t.Parallel()
+
+	const secret = "S3CRET-0123456789"
+	tests := []struct {
+		name    string
+		body    string
+		limit   int
+		secrets []string
+		want    string
+	}{
+		{name: "short body", body: "boom", limit: 2048, want: "boom"},
+		{name: "cut at the limit", body: "abcdefgh", limit: 5, want: "abcde"},
+		{name: "limit zero keeps nothing", body: "abc", limit: 0, want: ""},
+		{name: "space trimmed", body: "  boom \n", limit: 100, want: "boom"},
+		{name: "secret replaced", body: "auth=" + secret + " bad", limit: 100, secrets: []string{secret}, want: "auth=[REDACTED] bad"},
+		{name: "every occurrence", body: secret + "," + secret, limit: 100, secrets: []string{secret}, want: "[REDACTED],[REDACTED]"},
+		{name: "secret cut by the limit leaves no prefix", body: "abcd" + secret + "tail", limit: 6, secrets: []string{secret}, want: "abcd[R"},
+		{name: "secret starting right after the limit", body: "abcd" + secret, limit: 4, secrets: []string{secret}, want: "abcd"},
+		{
+			// Replacing the first occurrence shortens the text; the partly read second one must
+			// not slide into the kept part.
+			name:    "shortening does not pull in a partial secret",
+			body:    secret + "xx" + secret,
+			limit:   len(secret) + 4,
+			secrets: []string{secret},
+			want:    "[REDACTED]xx[REDACTED", // the marker counts against the limit
+		},
+		{name: "overlapping secrets", body: "..abcdef..", limit: 100, secrets: []string{"abcd", "cdef"}, want: "..[REDACTED].."},
+		{name: "NUL and invalid bytes", body: "a\x00b\xff\xfec", limit: 100, want: "a\ufffdb\ufffd\ufffdc"},
+		{name: "rune cut by the limit is dropped", body: "ab\u00e9", limit: 3, want: "ab"},
+		{name: "multibyte text kept", body: "caf\u00e9 \u2713", limit: 100, want: "caf\u00e9 \u2713"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := readErrorBody(strings.NewReader(tt.body), tt.limit, tt.secrets)
+			assert.Equal(t, tt.want, got)
+			for _, s := range tt.secrets {
+				for n := 3; n <= len(s); n++ {
+					assert.NotContains(t, got, s[:n], "no prefix of a secret survives")
+				}
+			}
+		})
+	}
+}
+
+func TestTokenLifetime(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		raw  string
+		want time.Duration
+	}{
+		{raw: `3600`, want: 3570 * time.Second},
+		{raw: `300`, want: 270 * time.Second},
+		{raw: `60`, want: 54 * time.Second},
+		{raw: `1`, want: 900 * time.Millisecond},
+		{raw: `"120"`, want: 108 * time.Second},
+		{raw: `3600.0`, want: 3570 * time.Second},
+		{raw: ``, want: defaultTokenLifetime},
+		{raw: `null`, want: defaultTokenLifetime},
+		{raw: `0`, want: defaultTokenLifetime},
+		{raw: `-5`, want: defaultTokenLifetime},
+		{raw: `"soon"`, want: defaultTokenLifetime},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, tokenLifetime(json.RawMessage(tt.raw)), "expires_in %s", tt.raw)
+	}
+}
