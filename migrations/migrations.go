@@ -12,7 +12,7 @@ import (
 	"strconv"
 )
 
-//go:embed postgresql/*.sql
+//go:embed postgresql/*.sql sqlserver/*.sql
 var files embed.FS
 
 // Dialect names a folder of migrations.

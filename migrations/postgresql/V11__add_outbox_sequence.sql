@@ -14,7 +14,12 @@ WITH base AS (
 )
 UPDATE outbox o SET sequence = numbered.n FROM numbered WHERE o.id = numbered.id;
 
-SELECT setval('outbox_sequence_seq', (SELECT COALESCE(MAX(sequence), 0) + 1 FROM outbox), false);
+-- The next value is the largest number plus one. A sequence that is already past that point
+-- keeps its place, so a second run never hands out a number twice.
+SELECT setval('outbox_sequence_seq', GREATEST(
+    (SELECT COALESCE(MAX(sequence), 0) + 1 FROM outbox),
+    (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END FROM outbox_sequence_seq)
+), false);
 
 ALTER TABLE outbox ALTER COLUMN sequence SET DEFAULT nextval('outbox_sequence_seq');
 ALTER TABLE outbox ALTER COLUMN sequence SET NOT NULL;

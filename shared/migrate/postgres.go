@@ -1,0 +1,199 @@
+package migrate
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/alternayte/queuebox/migrations"
+)
+
+// PostgresLockKey is the key of the session-level PostgreSQL advisory lock that a run holds: the
+// bytes of "QueueBox" read as a big-endian 64-bit number.
+const PostgresLockKey int64 = 0x5175657565426f78
+
+const (
+	pgHistoryExists = `SELECT to_regclass('flyway_schema_history') IS NOT NULL`
+
+	// pgCreateHistory is Flyway's own history table for PostgreSQL.
+	pgCreateHistory = `CREATE TABLE IF NOT EXISTS flyway_schema_history (
+    installed_rank INT NOT NULL,
+    version VARCHAR(50),
+    description VARCHAR(200) NOT NULL,
+    type VARCHAR(20) NOT NULL,
+    script VARCHAR(1000) NOT NULL,
+    checksum INTEGER,
+    installed_by VARCHAR(100) NOT NULL,
+    installed_on TIMESTAMP NOT NULL DEFAULT now(),
+    execution_time INTEGER NOT NULL,
+    success BOOLEAN NOT NULL,
+    CONSTRAINT flyway_schema_history_pk PRIMARY KEY (installed_rank)
+);
+CREATE INDEX IF NOT EXISTS flyway_schema_history_s_idx ON flyway_schema_history (success);`
+
+	pgReadHistory = `SELECT installed_rank, COALESCE(version, ''), COALESCE(description, ''), type, script, success
+FROM flyway_schema_history ORDER BY installed_rank`
+
+	pgInsertHistory = `INSERT INTO flyway_schema_history
+    (installed_rank, version, description, type, script, checksum, installed_by, execution_time, success)
+VALUES ($1, $2, $3, $4, $5, $6, COALESCE(NULLIF($7::text, ''), left(current_user, 100)), $8, true)`
+
+	pgTryLock     = `SELECT pg_try_advisory_lock($1)`
+	pgUnlock      = `SELECT pg_advisory_unlock($1)`
+	pgTableExists = `SELECT to_regclass(quote_ident($1)) IS NOT NULL`
+)
+
+type pgDriver struct{ pool *pgxpool.Pool }
+
+func (d *pgDriver) dialect() migrations.Dialect { return migrations.PostgreSQL }
+
+func (d *pgDriver) open(ctx context.Context, lockTimeout time.Duration) (session, error) {
+	conn, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("acquiring a connection for migrations: %w", err)
+	}
+	s := &pgSession{conn: conn}
+	if lockTimeout > 0 {
+		if err := s.lock(ctx, lockTimeout); err != nil {
+			conn.Release()
+			return nil, err
+		}
+		s.locked = true
+	}
+	return s, nil
+}
+
+// pgSession is one pooled connection; the advisory lock belongs to its database session.
+type pgSession struct {
+	conn   *pgxpool.Conn
+	locked bool
+}
+
+// lock polls pg_try_advisory_lock with backoff, so that a waiting process never sits in a
+// blocked query that it cannot take back.
+func (s *pgSession) lock(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	wait := 20 * time.Millisecond
+	for {
+		var ok bool
+		if err := s.conn.QueryRow(ctx, pgTryLock, PostgresLockKey).Scan(&ok); err != nil {
+			return fmt.Errorf("taking the migration lock: %w", err)
+		}
+		if ok {
+			return nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("%w: another process held the PostgreSQL advisory lock %d for more than %s",
+				ErrLockTimeout, PostgresLockKey, timeout)
+		}
+		t := time.NewTimer(min(wait, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("waiting for the migration lock: %w", ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+func (s *pgSession) close(ctx context.Context) {
+	defer s.conn.Release()
+	if !s.locked {
+		return
+	}
+	rctx, cancel := releaseContext(ctx)
+	defer cancel()
+	var released bool
+	if err := s.conn.QueryRow(rctx, pgUnlock, PostgresLockKey).Scan(&released); err != nil || !released {
+		// The session may still hold the lock: ending the session releases it, and the pool
+		// drops a closed connection on Release.
+		_ = s.conn.Conn().Close(rctx)
+	}
+}
+
+func (s *pgSession) historyExists(ctx context.Context) (bool, error) {
+	var ok bool
+	err := s.conn.QueryRow(ctx, pgHistoryExists).Scan(&ok)
+	return ok, err
+}
+
+func (s *pgSession) createHistory(ctx context.Context) error {
+	_, err := s.conn.Exec(ctx, pgCreateHistory)
+	return err
+}
+
+func (s *pgSession) readHistory(ctx context.Context) ([]historyEntry, error) {
+	rows, err := s.conn.Query(ctx, pgReadHistory)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (historyEntry, error) {
+		var h historyEntry
+		err := r.Scan(&h.InstalledRank, &h.Version, &h.Description, &h.Type, &h.Script, &h.Success)
+		return h, err
+	})
+}
+
+func (s *pgSession) apply(ctx context.Context, m migrations.Migration, rank int, installedBy string) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		start := time.Now()
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return err
+		}
+		elapsed := time.Since(start).Milliseconds()
+		checksum := Checksum(m.SQL)
+		_, err := tx.Exec(ctx, pgInsertHistory, rank, strconv.Itoa(m.Version), historyDescription(m.Description),
+			"SQL", m.Script, &checksum, installedBy, int32(min(elapsed, 1<<31-1)))
+		if err != nil {
+			return fmt.Errorf("recording V%d in %s: %w", m.Version, HistoryTable, err)
+		}
+		return nil
+	})
+}
+
+func (s *pgSession) baseline(ctx context.Context, ms []migrations.Migration, installedBy string) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		for i, m := range ms {
+			_, err := tx.Exec(ctx, pgInsertHistory, i+1, strconv.Itoa(m.Version), historyDescription(m.Description),
+				"BASELINE", m.Script, (*int32)(nil), installedBy, int32(0))
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *pgSession) tablesPresent(ctx context.Context, names []string) ([]string, error) {
+	var out []string
+	for _, n := range names {
+		var ok bool
+		if err := s.conn.QueryRow(ctx, pgTableExists, n).Scan(&ok); err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func (s *pgSession) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	tx, err := s.conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		rctx, cancel := releaseContext(ctx)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+		return err
+	}
+	return tx.Commit(ctx)
+}

@@ -1,0 +1,808 @@
+package migrate
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alternayte/queuebox/migrations"
+	"github.com/alternayte/queuebox/shared/dbtest"
+)
+
+// newPool gives the test an empty database of its own.
+func newPool(t *testing.T) (*pgxpool.Pool, string) {
+	t.Helper()
+	url := dbtest.NewDatabase(t)
+	return dbtest.NewPool(t, url), url
+}
+
+// applyFiles applies the PostgreSQL files V1..upTo directly, as an operator does with psql.
+func applyFiles(t *testing.T, pool *pgxpool.Pool, upTo int) {
+	t.Helper()
+	list, err := migrations.List(migrations.PostgreSQL)
+	require.NoError(t, err)
+	for _, m := range list[:upTo] {
+		_, err := pool.Exec(context.Background(), m.SQL)
+		require.NoError(t, err, m.Script)
+	}
+}
+
+// storedRow is a row of flyway_schema_history as the tests read it.
+type storedRow struct {
+	Rank        int
+	Version     string
+	Description string
+	Type        string
+	Script      string
+	Checksum    *int32
+	Success     bool
+}
+
+func readHistory(t *testing.T, pool *pgxpool.Pool) []storedRow {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT installed_rank, version, description, type, script, checksum, success
+		FROM flyway_schema_history ORDER BY installed_rank`)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storedRow, error) {
+		var h storedRow
+		err := r.Scan(&h.Rank, &h.Version, &h.Description, &h.Type, &h.Script, &h.Checksum, &h.Success)
+		return h, err
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// wantHistory is the history that applying list[from-1:] from rank `from` on writes.
+func wantHistory(t *testing.T, from, to int, typ string) []storedRow {
+	t.Helper()
+	list, err := migrations.List(migrations.PostgreSQL)
+	require.NoError(t, err)
+	var out []storedRow
+	for _, m := range list[from-1 : to] {
+		var sum *int32
+		if typ == "SQL" {
+			c := Checksum(m.SQL)
+			sum = &c
+		}
+		out = append(out, storedRow{Rank: m.Version, Version: strconv.Itoa(m.Version), Description: m.Description,
+			Type: typ, Script: m.Script, Checksum: sum, Success: true})
+	}
+	return out
+}
+
+func TestPostgresMigratesAFreshDatabaseOnce(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	ctx := context.Background()
+
+	res, err := Postgres(ctx, pool, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, seq(1, 11), res.Applied)
+	assert.Equal(t, 11, res.Current)
+	assert.Equal(t, "applied V1..V11", res.String())
+	assert.Equal(t, wantHistory(t, 1, 11, "SQL"), readHistory(t, pool))
+
+	var installedBy string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT DISTINCT installed_by FROM flyway_schema_history`).Scan(&installedBy))
+	assert.Equal(t, "postgres", installedBy, "the database user by default")
+
+	again, err := Postgres(ctx, pool, Options{})
+	require.NoError(t, err)
+	assert.Empty(t, again.Applied)
+	assert.Equal(t, "schema is up to date at V11", again.String())
+	assert.Len(t, readHistory(t, pool), 11)
+
+	var locks int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&locks))
+	assert.Zero(t, locks, "the run releases its advisory lock")
+}
+
+// pgColumn is a column in the notation of the documentation's tables.
+type pgColumn struct {
+	Type     string
+	Nullable bool
+	Default  string
+}
+
+// The PostgreSQL columns of spec/29-outbox-table.md, spec/27-inbox-table.md and COMPAT
+// ("V7 queuebox_capture_state"), as the documentation writes them.
+var documentedPGColumns = map[string]map[string]pgColumn{
+	"outbox": {
+		"id":               {"UUID", false, "gen_random_uuid()"},
+		"topic":            {"VARCHAR(255)", false, "none"},
+		"key":              {"VARCHAR(255)", true, "none"},
+		"payload":          {"JSONB", false, "none"},
+		"headers":          {"JSONB", false, "'{}'"},
+		"aggregate_type":   {"VARCHAR(255)", true, "none"},
+		"state":            {"VARCHAR(50)", false, "'pending'"},
+		"attempt":          {"INTEGER", false, "0"},
+		"max_attempts":     {"INTEGER", false, "5"},
+		"scheduled_at":     {"TIMESTAMP WITH TIME ZONE", false, "CURRENT_TIMESTAMP"},
+		"created_at":       {"TIMESTAMP WITH TIME ZONE", false, "CURRENT_TIMESTAMP"},
+		"updated_at":       {"TIMESTAMP WITH TIME ZONE", false, "CURRENT_TIMESTAMP"},
+		"claimed_at":       {"TIMESTAMP WITH TIME ZONE", true, "none"},
+		"claim_token":      {"UUID", true, "none"},
+		"lease_expires_at": {"TIMESTAMPTZ", true, "none"},
+		"last_error":       {"TEXT", true, "none"},
+		"sequence":         {"BIGINT", false, "nextval('outbox_sequence_seq')"},
+	},
+	"inbox": {
+		"id":               {"UUID", false, "gen_random_uuid()"},
+		"source":           {"VARCHAR(255)", false, "none"},
+		"idempotency_key":  {"VARCHAR(255)", false, "none"},
+		"aggregate_id":     {"VARCHAR(255)", true, "none"},
+		"event_type":       {"VARCHAR(255)", true, "none"},
+		"payload":          {"JSONB", false, "none"},
+		"headers":          {"JSONB", false, "'{}'"},
+		"correlation_id":   {"VARCHAR(128)", true, "none"},
+		"consumption":      {"VARCHAR(4)", false, "'push'"},
+		"state":            {"VARCHAR(50)", false, "'pending'"},
+		"created_at":       {"TIMESTAMP WITH TIME ZONE", false, "CURRENT_TIMESTAMP"},
+		"processed_at":     {"TIMESTAMP WITH TIME ZONE", true, "none"},
+		"scheduled_at":     {"TIMESTAMPTZ", false, "CURRENT_TIMESTAMP"},
+		"attempt":          {"INT", false, "0"},
+		"last_error":       {"TEXT", true, "none"},
+		"claimed_at":       {"TIMESTAMP WITH TIME ZONE", true, "none"},
+		"claim_token":      {"UUID", true, "none"},
+		"lease_expires_at": {"TIMESTAMPTZ", true, "none"},
+	},
+	"queuebox_capture_state": {
+		"identity_name":      {"VARCHAR(63)", false, "none"},
+		"state_id":           {"VARCHAR(36)", false, "none"},
+		"config_fingerprint": {"VARCHAR(64)", false, "none"},
+	},
+}
+
+// pgIndex is a row of the documentation's index tables.
+type pgIndex struct {
+	Table   string
+	Columns string
+	Filter  string
+}
+
+// The PostgreSQL index tables of spec/29 and spec/27. The primary key is named "Primary key",
+// as the documentation names it.
+var documentedPGIndexes = map[string]pgIndex{
+	"outbox/Primary key":            {"outbox", "id", "none"},
+	"idx_outbox_pending_scheduled":  {"outbox", "state, scheduled_at", "pending rows"},
+	"idx_outbox_topic":              {"outbox", "topic", "none"},
+	"idx_outbox_processing_claimed": {"outbox", "claimed_at", "processing rows"},
+	"idx_outbox_key_sequence":       {"outbox", "key, sequence", "pending and processing rows"},
+	"inbox/Primary key":             {"inbox", "id", "none"},
+	"uq_inbox_source_idempotency":   {"inbox", "source, idempotency_key", "unique"},
+	"idx_inbox_pending":             {"inbox", "state", "pending rows"},
+	"idx_inbox_source":              {"inbox", "source", "none"},
+	"idx_inbox_aggregate_state":     {"inbox", "aggregate_id, state", "none"},
+	"idx_inbox_processing_claimed":  {"inbox", "claimed_at", "processing rows"},
+	"idx_inbox_state_created":       {"inbox", "state, created_at", "none"},
+	"idx_inbox_consumption_pending": {"inbox", "consumption, state, scheduled_at", "none"},
+	"idx_inbox_pull_pending":        {"inbox", "source, scheduled_at, created_at, id", "pending pull rows"},
+	"idx_inbox_pull_busy":           {"inbox", "source, aggregate_id, lease_expires_at", "processing pull rows"},
+}
+
+// pgTypeOf turns a type as the documentation writes it into format_type's spelling.
+func pgTypeOf(doc string) string {
+	if m := regexp.MustCompile(`^VARCHAR\((\d+)\)$`).FindStringSubmatch(doc); m != nil {
+		return "character varying(" + m[1] + ")"
+	}
+	return map[string]string{
+		"UUID": "uuid", "JSONB": "jsonb", "INTEGER": "integer", "INT": "integer", "BIGINT": "bigint",
+		"TEXT": "text", "TIMESTAMP WITH TIME ZONE": "timestamp with time zone",
+		"TIMESTAMPTZ": "timestamp with time zone",
+	}[doc]
+}
+
+// pgFilterOf turns a filter in the documentation's words into the predicate as PostgreSQL
+// prints it, without casts and parentheses.
+var pgFilterOf = map[string]string{
+	"none":                        "",
+	"unique":                      "",
+	"pending rows":                "state = 'pending'",
+	"processing rows":             "state = 'processing'",
+	"pending pull rows":           "consumption = 'pull' AND state = 'pending'",
+	"processing pull rows":        "consumption = 'pull' AND state = 'processing'",
+	"pending and processing rows": "state = ANY ARRAY['pending', 'processing']",
+}
+
+var (
+	castRe  = regexp.MustCompile(`::[a-z]+(?: [a-z]+)*(\(\d+\))?(\[\])?`)
+	parenRe = regexp.MustCompile(`[()]`)
+)
+
+type actualColumn struct {
+	Type     string
+	Nullable bool
+	Default  string
+}
+
+func readColumns(t *testing.T, pool *pgxpool.Pool) map[string]map[string]actualColumn {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull,
+		       COALESCE(pg_get_expr(d.adbin, d.adrelid), '')
+		FROM pg_attribute a
+		JOIN pg_class c ON c.oid = a.attrelid
+		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+		WHERE c.relname IN ('outbox', 'inbox', 'queuebox_capture_state') AND c.relkind = 'r'
+		  AND c.relnamespace = 'public'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped`)
+	require.NoError(t, err)
+	out := map[string]map[string]actualColumn{}
+	for rows.Next() {
+		var table, name string
+		var c actualColumn
+		require.NoError(t, rows.Scan(&table, &name, &c.Type, &c.Nullable, &c.Default))
+		if out[table] == nil {
+			out[table] = map[string]actualColumn{}
+		}
+		out[table][name] = c
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+type actualIndex struct {
+	Table   string
+	Columns string
+	Unique  bool
+	Filter  string
+}
+
+func readIndexes(t *testing.T, pool *pgxpool.Pool) map[string]actualIndex {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT CASE WHEN ix.indisprimary THEN tc.relname || '/Primary key' ELSE ic.relname END,
+		       tc.relname, ix.indisunique AND NOT ix.indisprimary,
+		       (SELECT string_agg(a.attname, ', ' ORDER BY k.ord)
+		          FROM unnest(ix.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+		          JOIN pg_attribute a ON a.attrelid = tc.oid AND a.attnum = k.attnum),
+		       COALESCE(pg_get_expr(ix.indpred, ix.indrelid), '')
+		FROM pg_index ix
+		JOIN pg_class ic ON ic.oid = ix.indexrelid
+		JOIN pg_class tc ON tc.oid = ix.indrelid
+		WHERE tc.relname IN ('outbox', 'inbox') AND tc.relnamespace = 'public'::regnamespace`)
+	require.NoError(t, err)
+	out := map[string]actualIndex{}
+	for rows.Next() {
+		var name string
+		var ix actualIndex
+		require.NoError(t, rows.Scan(&name, &ix.Table, &ix.Unique, &ix.Columns, &ix.Filter))
+		ix.Filter = strings.TrimSpace(parenRe.ReplaceAllString(castRe.ReplaceAllString(ix.Filter, ""), ""))
+		out[name] = ix
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// assertDocumentedSchema compares the tables with the documentation's tables.
+func assertDocumentedSchema(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	wantCols := map[string]map[string]actualColumn{}
+	for table, cols := range documentedPGColumns {
+		wantCols[table] = map[string]actualColumn{}
+		for name, c := range cols {
+			d := c.Default
+			if d == "none" {
+				d = ""
+			}
+			wantCols[table][name] = actualColumn{Type: pgTypeOf(c.Type), Nullable: c.Nullable, Default: d}
+		}
+	}
+	gotCols := readColumns(t, pool)
+	for _, cols := range gotCols {
+		for name, c := range cols {
+			c.Default = castRe.ReplaceAllString(c.Default, "")
+			cols[name] = c
+		}
+	}
+	assert.Equal(t, wantCols, gotCols)
+
+	wantIdx := map[string]actualIndex{}
+	for name, ix := range documentedPGIndexes {
+		wantIdx[name] = actualIndex{Table: ix.Table, Columns: ix.Columns, Unique: ix.Filter == "unique", Filter: pgFilterOf[ix.Filter]}
+	}
+	assert.Equal(t, wantIdx, readIndexes(t, pool))
+}
+
+func TestPostgresSchemaEqualsTheDocumentation(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	_, err := Postgres(context.Background(), pool, Options{})
+	require.NoError(t, err)
+	assertDocumentedSchema(t, pool)
+
+	var check string
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'ck_inbox_consumption'`).Scan(&check))
+	assert.Contains(t, check, "'push'")
+	assert.Contains(t, check, "'pull'")
+}
+
+func TestPostgresV11NumbersExistingRows(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	ctx := context.Background()
+
+	res, err := Postgres(ctx, pool, Options{Target: 10})
+	require.NoError(t, err)
+	require.Equal(t, seq(1, 10), res.Applied)
+
+	// Inserted in an order that is neither the created_at order nor the id order; two rows
+	// share a created_at.
+	dbtest.Exec(t, pool, `INSERT INTO outbox (id, topic, key, payload, created_at) VALUES
+		('ffffffff-0000-0000-0000-000000000001', 't', 'k', '{}', '2024-01-01 00:00:01+00'),
+		('00000000-0000-0000-0000-000000000002', 't', 'k', '{}', '2024-01-01 00:00:02+00'),
+		('00000000-0000-0000-0000-000000000001', 't', 'k', '{}', '2024-01-01 00:00:02+00'),
+		('80000000-0000-0000-0000-000000000001', 't', NULL, '{}', '2024-01-01 00:00:00+00')`)
+
+	res, err = Postgres(ctx, pool, Options{})
+	require.NoError(t, err)
+	require.Equal(t, []int{11}, res.Applied)
+
+	numbers := func() map[string]int64 {
+		rows, err := pool.Query(ctx, `SELECT id::text, sequence FROM outbox`)
+		require.NoError(t, err)
+		out := map[string]int64{}
+		for rows.Next() {
+			var id string
+			var n int64
+			require.NoError(t, rows.Scan(&id, &n))
+			out[id] = n
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	want := map[string]int64{
+		"80000000-0000-0000-0000-000000000001": 1, // earliest created_at
+		"ffffffff-0000-0000-0000-000000000001": 2,
+		"00000000-0000-0000-0000-000000000001": 3, // tie on created_at: smaller id first
+		"00000000-0000-0000-0000-000000000002": 4,
+	}
+	assert.Equal(t, want, numbers())
+
+	var next int64
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO outbox (topic, payload) VALUES ('t', '{}') RETURNING sequence`).Scan(&next))
+	assert.Equal(t, int64(5), next, "a new row gets max + 1")
+
+	// The file is safe to run twice: the numbers stay, and a number that the sequence handed
+	// out (here to a rolled-back insert) is never handed out again.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	var lost int64
+	require.NoError(t, tx.QueryRow(ctx, `INSERT INTO outbox (topic, payload) VALUES ('t', '{}') RETURNING sequence`).Scan(&lost))
+	require.NoError(t, tx.Rollback(ctx))
+	require.Equal(t, int64(6), lost)
+	list, err := migrations.List(migrations.PostgreSQL)
+	require.NoError(t, err)
+	dbtest.Exec(t, pool, list[10].SQL)
+	dbtest.Exec(t, pool, list[10].SQL)
+	got := numbers()
+	var all []int64
+	for id, n := range got {
+		all = append(all, n)
+		if w, ok := want[id]; ok {
+			assert.Equal(t, w, n, id)
+		}
+	}
+	slices.Sort(all)
+	assert.Equal(t, []int64{1, 2, 3, 4, 5}, all)
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO outbox (topic, payload) VALUES ('t', '{}') RETURNING sequence`).Scan(&next))
+	assert.Equal(t, int64(7), next)
+}
+
+// helperURLEnv selects the helper mode of the test binary: migrate the database it names.
+const helperURLEnv = "QUEUEBOX_MIGRATE_HELPER_URL"
+
+// TestHelperProcessMigrate is not a test: TestPostgresConcurrentMigrate runs the test binary
+// with helperURLEnv set, and this function is then the whole process. It prints "ready", waits
+// for a line on stdin (the start signal), migrates and prints "applied: <versions>".
+func TestHelperProcessMigrate(t *testing.T) {
+	url := os.Getenv(helperURLEnv)
+	if url == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, url)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(3)
+	}
+	fmt.Println("ready")
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		fmt.Fprintln(os.Stderr, "helper: waiting for the start signal:", err)
+		os.Exit(3)
+	}
+	res, err := Postgres(ctx, pool, Options{})
+	pool.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		os.Exit(4)
+	}
+	fmt.Printf("applied: %s\n", strings.Trim(fmt.Sprint(res.Applied), "[]"))
+	os.Exit(0)
+}
+
+func TestPostgresConcurrentMigrate(t *testing.T) {
+	t.Parallel()
+	pool, url := newPool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	const processes, goroutines = 4, 4
+	type proc struct {
+		cmd    *exec.Cmd
+		stdin  io.WriteCloser
+		stdout *bufio.Reader
+		stderr strings.Builder
+	}
+	procs := make([]*proc, processes)
+	for i := range procs {
+		p := &proc{cmd: exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperProcessMigrate$", "-test.count=1")}
+		p.cmd.Env = append(os.Environ(), helperURLEnv+"="+url)
+		p.cmd.Stderr = &p.stderr
+		var err error
+		p.stdin, err = p.cmd.StdinPipe()
+		require.NoError(t, err)
+		out, err := p.cmd.StdoutPipe()
+		require.NoError(t, err)
+		p.stdout = bufio.NewReader(out)
+		require.NoError(t, p.cmd.Start())
+		t.Cleanup(func() { _ = p.cmd.Process.Kill(); _ = p.cmd.Wait() })
+		procs[i] = p
+	}
+	for i, p := range procs {
+		line, err := p.stdout.ReadString('\n')
+		require.NoError(t, err, "helper %d: %s", i, p.stderr.String())
+		require.Equal(t, "ready\n", line)
+	}
+
+	// Start every process and every goroutine at once.
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	applied := make([][]int, goroutines)
+	errs := make([]error, goroutines)
+	for i := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res, err := Postgres(ctx, pool, Options{})
+			applied[i], errs[i] = res.Applied, err
+		}()
+	}
+	for _, p := range procs {
+		_, err := io.WriteString(p.stdin, "go\n")
+		require.NoError(t, err)
+	}
+	close(start)
+
+	var all []int
+	for i, p := range procs {
+		out, _ := io.ReadAll(p.stdout)
+		require.NoError(t, p.cmd.Wait(), "helper %d: %s", i, p.stderr.String())
+		m := regexp.MustCompile(`(?m)^applied: (.*)$`).FindStringSubmatch(string(out))
+		require.NotNil(t, m, "helper %d printed %q", i, out)
+		for _, f := range strings.Fields(m[1]) {
+			v, err := strconv.Atoi(f)
+			require.NoError(t, err)
+			all = append(all, v)
+		}
+	}
+	wg.Wait()
+	for i := range goroutines {
+		require.NoError(t, errs[i], "goroutine %d", i)
+		all = append(all, applied[i]...)
+	}
+	slices.Sort(all)
+	assert.Equal(t, seq(1, 11), all, "each version applied by exactly one of the runs")
+
+	var perVersion []int
+	rows, err := pool.Query(ctx, `SELECT count(*) FROM flyway_schema_history GROUP BY version ORDER BY version::int`)
+	require.NoError(t, err)
+	perVersion, err = pgx.CollectRows(rows, pgx.RowTo[int])
+	require.NoError(t, err)
+	assert.Equal(t, slices.Repeat([]int{1}, 11), perVersion, "each version recorded exactly once")
+	assert.Equal(t, wantHistory(t, 1, 11, "SQL"), readHistory(t, pool))
+	assertDocumentedSchema(t, pool)
+}
+
+// jvmHistory creates flyway_schema_history as Flyway does and records versions 1..upTo as the
+// JVM QueueBox leaves them: its own descriptions, checksums of its own files.
+func jvmHistory(t *testing.T, pool *pgxpool.Pool, upTo int) {
+	t.Helper()
+	dbtest.Exec(t, pool, `CREATE TABLE "public"."flyway_schema_history" (
+		"installed_rank" INT NOT NULL,
+		"version" VARCHAR(50),
+		"description" VARCHAR(200) NOT NULL,
+		"type" VARCHAR(20) NOT NULL,
+		"script" VARCHAR(1000) NOT NULL,
+		"checksum" INTEGER,
+		"installed_by" VARCHAR(100) NOT NULL,
+		"installed_on" TIMESTAMP NOT NULL DEFAULT now(),
+		"execution_time" INTEGER NOT NULL,
+		"success" BOOLEAN NOT NULL
+	);
+	ALTER TABLE "public"."flyway_schema_history" ADD CONSTRAINT "flyway_schema_history_pk" PRIMARY KEY ("installed_rank");
+	CREATE INDEX "flyway_schema_history_s_idx" ON "public"."flyway_schema_history" ("success");`)
+	list, err := migrations.List(migrations.PostgreSQL)
+	require.NoError(t, err)
+	for _, m := range list[:upTo] {
+		dbtest.Exec(t, pool, `INSERT INTO flyway_schema_history
+			(installed_rank, version, description, type, script, checksum, installed_by, execution_time, success)
+			VALUES ($1, $2, $3, 'SQL', $4, $5, 'queuebox', 17, true)`,
+			m.Version, strconv.Itoa(m.Version), m.Description, m.Script, int32(-1000003*m.Version))
+	}
+}
+
+func TestPostgresAdoptsAJVMMigratedDatabase(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	ctx := context.Background()
+	applyFiles(t, pool, 10)
+	jvmHistory(t, pool, 10)
+
+	res, err := Postgres(ctx, pool, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []int{11}, res.Applied)
+	assert.Equal(t, "applied V11", res.String())
+
+	h := readHistory(t, pool)
+	require.Len(t, h, 11)
+	assert.Equal(t, int32(-1000003), *h[0].Checksum, "the JVM's rows stay as they are")
+	assert.Equal(t, wantHistory(t, 11, 11, "SQL"), h[10:], "V11 is installed_rank 11")
+	assertDocumentedSchema(t, pool)
+}
+
+func TestPostgresAdoptsAFlywayBaseline(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	ctx := context.Background()
+	applyFiles(t, pool, 9)
+	jvmHistory(t, pool, 0)
+	dbtest.Exec(t, pool, `INSERT INTO flyway_schema_history
+		(installed_rank, version, description, type, script, checksum, installed_by, execution_time, success)
+		VALUES (1, '9', '<< Flyway Baseline >>', 'BASELINE', '<< Flyway Baseline >>', NULL, 'queuebox', 0, true)`)
+
+	res, err := Postgres(ctx, pool, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []int{10, 11}, res.Applied)
+	h := readHistory(t, pool)
+	require.Len(t, h, 3)
+	assert.Equal(t, []string{"9", "10", "11"}, []string{h[0].Version, h[1].Version, h[2].Version})
+	assert.Equal(t, []int{1, 2, 3}, []int{h[0].Rank, h[1].Rank, h[2].Rank})
+}
+
+func TestPostgresStopsOnAFailedHistoryRow(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	applyFiles(t, pool, 2)
+	jvmHistory(t, pool, 2)
+	dbtest.Exec(t, pool, `INSERT INTO flyway_schema_history
+		(installed_rank, version, description, type, script, checksum, installed_by, execution_time, success)
+		VALUES (3, '3', 'add claimed at', 'SQL', 'V3__add_claimed_at.sql', 1, 'queuebox', 5, false)`)
+
+	for _, migrate := range []bool{true, false} {
+		_, err := CheckStart(context.Background(), pool, migrate, Options{})
+		require.ErrorIs(t, err, ErrFailedMigration, "migrate=%v", migrate)
+		assert.Contains(t, err.Error(), "V3 (add claimed at) as failed at installed_rank 3")
+	}
+	assert.Len(t, readHistory(t, pool), 3, "nothing ran")
+}
+
+func TestPostgresFailedMigrationLeavesNoTrace(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	ctx := context.Background()
+	_, err := Postgres(ctx, pool, Options{Target: 1})
+	require.NoError(t, err)
+	// An inbox that V2 cannot index: V2 fails on its second statement.
+	dbtest.Exec(t, pool, `CREATE TABLE inbox (id UUID PRIMARY KEY)`)
+
+	_, err = Postgres(ctx, pool, Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "applying migration V2__create_inbox.sql")
+	assert.Equal(t, wantHistory(t, 1, 1, "SQL"), readHistory(t, pool))
+	var idx int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE tablename = 'inbox' AND indexname LIKE 'idx_%'`).Scan(&idx))
+	assert.Zero(t, idx, "the migration's transaction rolled back")
+
+	// After the operator repairs the table, the next run goes on from V2.
+	dbtest.Exec(t, pool, `DROP TABLE inbox`)
+	res, err := Postgres(ctx, pool, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, seq(2, 11), res.Applied)
+}
+
+func TestPostgresBaseline(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	ctx := context.Background()
+	applyFiles(t, pool, 11)
+
+	_, err := CheckStart(ctx, pool, true, Options{})
+	require.ErrorIs(t, err, ErrNoHistory)
+	assert.Contains(t, err.Error(), "queuebox migrate --baseline")
+	assert.Contains(t, err.Error(), "outbox, inbox")
+	_, err = Postgres(ctx, pool, Options{})
+	require.ErrorIs(t, err, ErrNoHistory, "queuebox migrate refuses as well")
+
+	_, err = Baseline(ctx, pool, 12, Options{})
+	require.ErrorIs(t, err, ErrInvalidVersion)
+
+	res, err := Baseline(ctx, pool, 11, Options{InstalledBy: "operator"})
+	require.NoError(t, err)
+	assert.Equal(t, "recorded V1..V11 as baseline", res.String())
+	assert.Equal(t, wantHistory(t, 1, 11, "BASELINE"), readHistory(t, pool))
+
+	start, err := CheckStart(ctx, pool, true, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, LevelInfo, start.Level)
+	assert.Equal(t, "schema is up to date at V11", start.Message)
+	assert.Empty(t, start.Migration.Applied)
+
+	_, err = Baseline(ctx, pool, 11, Options{})
+	require.ErrorIs(t, err, ErrHistoryExists)
+	assert.Contains(t, err.Error(), "holds 11 rows")
+	assert.Len(t, readHistory(t, pool), 11)
+}
+
+func TestPostgresBaselineBelowLatestThenMigrate(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	ctx := context.Background()
+	applyFiles(t, pool, 9)
+
+	_, err := Baseline(ctx, pool, 9, Options{})
+	require.NoError(t, err)
+	start, err := CheckStart(ctx, pool, true, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, "applied V10..V11", start.Message)
+	assertDocumentedSchema(t, pool)
+}
+
+func TestPostgresCheckStartWithoutMigrate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		setup       func(t *testing.T, pool *pgxpool.Pool)
+		names       func(o *Options)
+		wantLevel   Level
+		wantPending []int
+		wantMessage string
+	}{
+		{
+			name:        "schema applied by hand, no history",
+			setup:       func(t *testing.T, pool *pgxpool.Pool) { applyFiles(t, pool, 11) },
+			wantLevel:   LevelInfo,
+			wantMessage: "database.migrate is false and the database has no migration history; the schema is managed by hand",
+		},
+		{
+			name: "custom tables, no history",
+			setup: func(t *testing.T, pool *pgxpool.Pool) {
+				dbtest.Exec(t, pool, `CREATE TABLE qb_outbox (id UUID); CREATE TABLE qb_inbox (id UUID)`)
+			},
+			names:       func(o *Options) { o.Names.OutboxTable, o.Names.InboxTable = "qb_outbox", "qb_inbox" },
+			wantLevel:   LevelInfo,
+			wantMessage: "database.migrate is false and the database has no migration history; the schema is managed by hand",
+		},
+		{
+			name: "history behind the release",
+			setup: func(t *testing.T, pool *pgxpool.Pool) {
+				applyFiles(t, pool, 9)
+				jvmHistory(t, pool, 9)
+			},
+			wantLevel:   LevelWarning,
+			wantPending: []int{10, 11},
+			wantMessage: "database.migrate is false and migrations V10..V11 are not applied; apply them by hand before this version runs (see Upgrade QueueBox)",
+		},
+		{
+			name: "history up to date",
+			setup: func(t *testing.T, pool *pgxpool.Pool) {
+				_, err := Postgres(context.Background(), pool, Options{})
+				require.NoError(t, err)
+			},
+			wantLevel:   LevelInfo,
+			wantMessage: "schema is up to date at V11 (database.migrate is false)",
+		},
+		{
+			name: "history from a newer release",
+			setup: func(t *testing.T, pool *pgxpool.Pool) {
+				applyFiles(t, pool, 11)
+				jvmHistory(t, pool, 11)
+				dbtest.Exec(t, pool, `INSERT INTO flyway_schema_history
+					(installed_rank, version, description, type, script, checksum, installed_by, execution_time, success)
+					VALUES (12, '12', 'something new', 'SQL', 'V12__something_new.sql', 1, 'queuebox', 5, true)`)
+			},
+			wantLevel:   LevelWarning,
+			wantMessage: "schema is up to date at V11 (database.migrate is false); flyway_schema_history records versions that this release does not ship (V12); a newer QueueBox migrated this database",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool, _ := newPool(t)
+			tc.setup(t, pool)
+			before := historyCount(t, pool)
+			opts := Options{}.WithDefaults()
+			if tc.names != nil {
+				tc.names(&opts)
+			}
+			res, err := CheckStart(context.Background(), pool, false, opts)
+			require.NoError(t, err)
+			assert.Equal(t, tc.wantLevel, res.Level)
+			assert.Equal(t, tc.wantPending, res.Pending)
+			assert.Equal(t, tc.wantMessage, res.Message)
+			assert.Equal(t, before, historyCount(t, pool), "migrate=false writes nothing")
+		})
+	}
+}
+
+func historyCount(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var exists bool
+	require.NoError(t, pool.QueryRow(context.Background(), pgHistoryExists).Scan(&exists))
+	if !exists {
+		return -1
+	}
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM flyway_schema_history`).Scan(&n))
+	return n
+}
+
+func TestPostgresWaitsForTheLockThenGivesUp(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	ctx := context.Background()
+	holder, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer holder.Release()
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, PostgresLockKey)
+	require.NoError(t, err)
+
+	_, err = Postgres(ctx, pool, Options{LockTimeout: 300 * time.Millisecond})
+	require.ErrorIs(t, err, ErrLockTimeout)
+	assert.Equal(t, -1, historyCount(t, pool), "nothing ran without the lock")
+
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := Postgres(cctx, pool, Options{}); done <- err }()
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, PostgresLockKey)
+	require.NoError(t, err)
+	res, err := Postgres(ctx, pool, Options{LockTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	assert.Len(t, res.Applied, 11)
+}
+
+func TestPostgresRejectsBadNames(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	opts := Options{}.WithDefaults()
+	opts.Names.InboxTable = `inbox"; DROP TABLE outbox; --`
+	_, err := CheckStart(context.Background(), pool, true, opts)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "database.inboxTableName")
+	assert.False(t, errors.Is(err, ErrNoHistory))
+}
