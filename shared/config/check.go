@@ -1,0 +1,147 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+var (
+	sqlIdentifierPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	captureNamePattern   = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
+	templatePlaceholder  = regexp.MustCompile(`\{\{\s*(.*?)\s*\}\}`)
+	payloadField         = regexp.MustCompile(`^(payload|data)(\.[^.\s{}]+)+$`)
+	indexStep            = regexp.MustCompile(`^-?[0-9]+$`)
+)
+
+// checkDefiniteJSONPath checks that path is a definite JSONPath: $ followed by .name,
+// ['name'], ["name"] and [number] steps. A deep scan ($..id), a wildcard ($.items[*]), a filter
+// ([?(...)]), a slice or a union can match several values and is refused.
+func checkDefiniteJSONPath(path string) error {
+	bad := fmt.Errorf("must be a definite JSONPath: $ followed by .name, ['name'] or [index] steps, not %q", path)
+	if !strings.HasPrefix(path, "$") {
+		return bad
+	}
+	s := path[1:]
+	for s != "" {
+		switch s[0] {
+		case '.':
+			end := strings.IndexAny(s[1:], ".[")
+			if end < 0 {
+				end = len(s) - 1
+			}
+			name := s[1 : 1+end]
+			if name == "" || strings.ContainsAny(name, "*?()@,:'\" \t") {
+				return bad
+			}
+			s = s[1+end:]
+		case '[':
+			rest, ok := bracketStep(s)
+			if !ok {
+				return bad
+			}
+			s = rest
+		default:
+			return bad
+		}
+	}
+	return nil
+}
+
+// bracketStep consumes one definite bracket step, ['name'], ["name"] or [number], and returns
+// the rest of the path.
+func bracketStep(s string) (string, bool) {
+	if len(s) < 3 {
+		return "", false
+	}
+	if q := s[1]; q == '\'' || q == '"' {
+		for i := 2; i < len(s); i++ {
+			switch s[i] {
+			case '\\':
+				i++
+			case q:
+				if i+1 < len(s) && s[i+1] == ']' {
+					return s[i+2:], true
+				}
+				return "", false
+			}
+		}
+		return "", false
+	}
+	end := strings.IndexByte(s, ']')
+	if end < 0 || !indexStep.MatchString(strings.TrimSpace(s[1:end])) {
+		return "", false
+	}
+	return s[end+1:], true
+}
+
+// unknownAddressPlaceholders returns the placeholders of an address template that are not
+// {{ topic }}, {{ key }}, {{ aggregateType }}, {{ payload.<field> }} or {{ data.<field> }}.
+func unknownAddressPlaceholders(tmpl string) []string {
+	var out []string
+	for _, m := range templatePlaceholder.FindAllStringSubmatch(tmpl, -1) {
+		switch name := m[1]; {
+		case name == "topic", name == "key", name == "aggregateType", payloadField.MatchString(name):
+		default:
+			out = append(out, m[0])
+		}
+	}
+	return out
+}
+
+// readsEventType reports whether a source topic template reads {{ eventType }}.
+func readsEventType(tmpl string) bool {
+	for _, m := range templatePlaceholder.FindAllStringSubmatch(tmpl, -1) {
+		if m[1] == "eventType" {
+			return true
+		}
+	}
+	return false
+}
+
+// checkHTTPURL checks a destination baseUrl or an OAuth2 tokenUrl: an absolute http or https URL
+// with a host, no user info and no . or .. path segment.
+func checkHTTPURL(raw string) error {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || !u.IsAbs() || u.Opaque != "" || u.Hostname() == "" ||
+		(!strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https")) {
+		return fmt.Errorf("must be an absolute http or https URL with a host, not %q", MaskURL(raw))
+	}
+	if u.User != nil {
+		return errors.New("must not hold a user name or a password")
+	}
+	if hasDotSegment(u.EscapedPath()) {
+		return fmt.Errorf("must not hold a . or a .. path segment, not %q", MaskURL(raw))
+	}
+	return nil
+}
+
+// hasDotSegment reports whether a URL path holds a . or .. segment, also percent-encoded.
+func hasDotSegment(path string) bool {
+	path, _, _ = strings.Cut(path, "?")
+	path, _, _ = strings.Cut(path, "#")
+	for _, seg := range strings.Split(path, "/") {
+		if s, err := url.PathUnescape(seg); err == nil {
+			seg = s
+		}
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// checkAMQPURL checks a RabbitMQ URI: amqp:// or amqps:// with a host.
+func checkAMQPURL(raw string) error {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (!strings.EqualFold(u.Scheme, "amqp") && !strings.EqualFold(u.Scheme, "amqps")) || u.Hostname() == "" {
+		hint := ""
+		if strings.HasPrefix(raw, "file:") {
+			hint = " (a file: reference is read literally here; supply the URI through its variable)"
+		}
+		return fmt.Errorf("must be an amqp:// or amqps:// URI with a host, not %q%s", MaskURL(raw), hint)
+	}
+	return nil
+}

@@ -1,0 +1,48 @@
+// Package config is the configuration of QueueBox: the model of every key of queuebox.yml, the
+// loader that reads it from QUEUEBOX_ environment variables, a YAML file and the packaged
+// default, and the validation that runs before anything starts.
+//
+// The documentation is ../shared/spec/23-configuration.md (the keys, their types, defaults and
+// rules) and ../shared/spec/24-environment-variables.md (the variables and the precedence).
+//
+// # Loading
+//
+// Load reads three sources, the first that sets a key winning:
+//
+//  1. the QUEUEBOX_ variables of LoadOptions.Env;
+//  2. the YAML file that QUEUEBOX_CONFIG_FILE names, by default /etc/queuebox/queuebox.yml;
+//  3. the packaged default (queuebox.yml embedded in this package), read only when there is no
+//     file and no QUEUEBOX_ variable.
+//
+// A variable merges with the file key by key inside a map; a variable that touches a list
+// replaces the file's list whole. Key names match in any letter case. ${NAME} and
+// ${NAME:-fallback} placeholders resolve from the same environment, and a secret written as
+// file:/path is read once, at load, without its trailing newline.
+//
+// Only this package reads the environment, and only through LoadOptions, so that tests pass a
+// map. OSOptions builds the options of a real process.
+//
+// # Kinds
+//
+// A destination, a source and an auth block each have several kinds. The loader selects the kind
+// from the required keys that the entry sets (type is documentation only) and fills exactly one
+// of the kind fields: Destination.HTTP, .RabbitMQ, .Kafka or .NATS; Source.HTTP, .RabbitMQ,
+// .Kafka or .NATS; DestinationAuth.OAuth2, .Basic or .Header; InboundAuth.Bearer, .APIKey or
+// .HMAC.
+//
+// # Errors
+//
+// Load reports every problem at once in a *ValidationError. Each problem names the key path and
+// its QUEUEBOX_ variable, for example
+//
+//	outbox.pollIntervalMs (QUEUEBOX_OUTBOX_POLLINTERVALMS) must be above 0
+//
+// Keys and variables that match no configuration key are not errors; Load returns them as
+// warnings, so that `queuebox config check` can print them.
+//
+// # Secrets
+//
+// Secret and ConnectionURL values never print their credential: fmt, slog, encoding/json and
+// yaml.v3 all see Secret(***), Secret(empty) or a URL whose password is masked. Reveal returns
+// the value for the code that must use it.
+package config

@@ -1,0 +1,116 @@
+package config
+
+import (
+	"bytes"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+)
+
+// secretValues are values that must never show in a rendering of the configuration.
+var secretValues = []string{"db-pass", "admin-token", "orders-secret", "stripe-secret", "guest-pw", "url-pw", "sasl-pw", "nats-token"}
+
+func loadSecretHeavyExample(t *testing.T) *Config {
+	t.Helper()
+	env := map[string]string{
+		"QUEUEBOX_DATABASE_URL":                               "jdbc:postgresql://db:5432/queuebox?user=queuebox&password=url-pw",
+		"QUEUEBOX_DESTINATIONS_EVENTS-EXCHANGE_URL":           "amqp://guest:guest-pw@rabbitmq:5672",
+		"QUEUEBOX_SOURCES_ORDERS-QUEUE_CONNECTIONURL":         "amqps://guest:guest-pw@rabbitmq:5671",
+		"QUEUEBOX_DESTINATIONS_EVENTS-TOPIC_SECURITYPROTOCOL": "SASL_SSL",
+		"QUEUEBOX_DESTINATIONS_EVENTS-TOPIC_SASLMECHANISM":    "PLAIN",
+		"QUEUEBOX_DESTINATIONS_EVENTS-TOPIC_SASLUSERNAME":     "u",
+		"QUEUEBOX_DESTINATIONS_EVENTS-TOPIC_SASLPASSWORD":     "sasl-pw",
+		"QUEUEBOX_DESTINATIONS_EVENTS-SUBJECT_TOKEN":          "nats-token",
+	}
+	for k, v := range exampleEnv {
+		env[k] = v
+	}
+	cfg, _, err := Load(LoadOptions{Env: env, ReadFile: os.ReadFile})
+	require.NoError(t, err)
+	return cfg
+}
+
+func TestMaskedYAMLShowsNoSecret(t *testing.T) {
+	t.Parallel()
+	cfg := loadSecretHeavyExample(t)
+	out, err := cfg.MaskedYAML()
+	require.NoError(t, err)
+	text := string(out)
+	for _, v := range secretValues {
+		assert.NotContains(t, text, v)
+	}
+	for _, want := range []string{
+		"  password: Secret(***)\n",
+		"  url: jdbc:postgresql://db:5432/queuebox?user=queuebox&password=***\n",
+		"    url: amqp://guest:***@rabbitmq:5672\n",
+		"    connectionUrl: amqps://guest:***@rabbitmq:5671\n",
+		"    saslPassword: Secret(***)\n",
+		"    token: Secret(***)\n",
+		"      clientSecret: Secret(***)\n",
+		"      secret: Secret(***)\n",
+		"    type: http\n",
+		"    type: kafka\n",
+		"      signaturePayloadFormat: BODY\n",
+		"    maxAge: 7d\n",
+	} {
+		assert.Contains(t, text, want)
+	}
+
+	// The rendering is YAML that a reader, or the loader, reads back.
+	var back map[string]any
+	require.NoError(t, yaml.Unmarshal(out, &back))
+	assert.Equal(t, 9090, back["server"].(map[string]any)["managementPort"])
+}
+
+func TestMaskedYAMLOfTheDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, _, err := Load(LoadOptions{ReadFile: noFiles.read})
+	require.NoError(t, err)
+	out, err := cfg.MaskedYAML()
+	require.NoError(t, err)
+	assert.NotContains(t, string(out), "password: queuebox")
+	assert.Contains(t, string(out), "maxAttempts: 5\n")
+	assert.NotContains(t, string(out), "destinations:")
+	assert.NotContains(t, string(out), "managementPort")
+
+	// The rendered defaults load again to the same configuration, but for the masked password.
+	again, _, err := loadYAML(t, string(out), map[string]string{"QUEUEBOX_DATABASE_PASSWORD": "queuebox"}, nil)
+	require.NoError(t, err)
+	again.Origin, cfg.Origin = Origin{}, Origin{}
+	assert.Equal(t, cfg.Database.Password.Reveal(), again.Database.Password.Reveal())
+	again.Database.Password, cfg.Database.Password = Secret{}, Secret{}
+	assert.Equal(t, cfg.Database.URL.Reveal(), again.Database.URL.Reveal())
+	again.Database.URL, cfg.Database.URL = ConnectionURL{}, ConnectionURL{}
+	assert.Equal(t, cfg, again)
+}
+
+func TestSummaryAndLogValueShowNoSecret(t *testing.T) {
+	t.Parallel()
+	cfg := loadSecretHeavyExample(t)
+	summary := cfg.Summary()
+	assert.Equal(t, "database postgresql db:5432/queuebox as queuebox (password Secret(***)); capture polling; "+
+		"destinations events-exchange (rabbitmq), events-subject (nats), events-topic (kafka), orders-api (http); 2 routes; "+
+		"sources orders (http, pull), orders-log (kafka, push), orders-queue (rabbitmq, push), orders-stream (nats, push), stripe (http, push); "+
+		"admin on (bearer); retention on; from testdata/example-queuebox.yml and 8 QUEUEBOX_ variables", summary)
+
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("configuration loaded", "config", cfg)
+	for _, v := range secretValues {
+		assert.NotContains(t, buf.String(), v)
+	}
+	assert.Contains(t, buf.String(), `"database":"db:5432/queuebox"`)
+	assert.Contains(t, buf.String(), `"routes":2`)
+}
+
+func TestOriginString(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, "defaults", Origin{}.String())
+	assert.Equal(t, "the packaged queuebox.yml", Origin{Packaged: true}.String())
+	assert.Equal(t, "/f.yml and 1 QUEUEBOX_ variable", Origin{File: "/f.yml", Variables: []string{"QUEUEBOX_A"}}.String())
+	assert.True(t, strings.HasSuffix(Origin{Variables: []string{"A", "B"}}.String(), "2 QUEUEBOX_ variables"))
+}

@@ -1,0 +1,403 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+)
+
+// SourceKind is the kind of an inbox source, selected from its required keys.
+type SourceKind string
+
+// The kinds of source.
+const (
+	SourceHTTP     SourceKind = "http"
+	SourceRabbitMQ SourceKind = "rabbitmq"
+	SourceKafka    SourceKind = "kafka"
+	SourceNATS     SourceKind = "nats"
+)
+
+// Source is one entry of sources. Kind says which one of HTTP, RabbitMQ, Kafka and NATS is set;
+// the others are nil.
+type Source struct {
+	// Name is the map key of the entry, stored in the source column of each inbox row. It is not
+	// a configuration key.
+	Name string `yaml:"-"`
+	// Kind is selected from the required keys that the entry sets: path and idempotencyKeyPath
+	// (http); queueName and connectionUrl (rabbitmq); bootstrapServers, topics and groupId
+	// (kafka); servers, stream and durable (nats).
+	Kind SourceKind `yaml:"-"`
+	// Type is the type key as written: documentation only, the loader does not check it.
+	Type string `yaml:"type,omitempty"`
+	// Consumption is push (the relay copies the row into the outbox) or pull (a pull client
+	// claims it). Default: push.
+	Consumption Consumption `yaml:"consumption"`
+	// Topic is the outbox topic that the relay writes; {{ source }} and {{ eventType }} render.
+	// It must not be blank on a push source. Default: {{ eventType }} for HTTP, {{ source }} for
+	// the others.
+	Topic string `yaml:"topic"`
+	// IdempotencyKeyPath is the definite JSONPath of the idempotency key in the body. Required
+	// for HTTP; default $.id for the others.
+	IdempotencyKeyPath string `yaml:"idempotencyKeyPath"`
+	// AggregateIDPath is the definite JSONPath of the aggregate identifier. Default: empty, none.
+	AggregateIDPath string `yaml:"aggregateIdPath,omitempty"`
+	// EventTypePath is the definite JSONPath of the event type. Default: empty, none.
+	EventTypePath string `yaml:"eventTypePath,omitempty"`
+	// Transform runs before the store. Default: nil, none.
+	Transform *Transform `yaml:"transform,omitempty"`
+	// Filter is the header filter. Default: empty, every message passes.
+	Filter Filter `yaml:"filter,omitempty"`
+	// RateLimit limits the requests of an HTTP source; the other kinds ignore it.
+	// Default: nil, none.
+	RateLimit *RateLimit `yaml:"rateLimit,omitempty"`
+
+	// HTTP is set when Kind is http.
+	HTTP *HTTPSource `yaml:"-"`
+	// RabbitMQ is set when Kind is rabbitmq.
+	RabbitMQ *RabbitMQSource `yaml:"-"`
+	// Kafka is set when Kind is kafka.
+	Kafka *KafkaSource `yaml:"-"`
+	// NATS is set when Kind is nats.
+	NATS *NATSSource `yaml:"-"`
+}
+
+// NewSource returns a source of the given kind with every default of that kind, as the loader
+// builds it before it reads the entry's keys. Code that builds a configuration by hand, a test
+// for example, starts from it.
+func NewSource(name string, kind SourceKind) *Source {
+	s := &Source{Name: name}
+	s.setDefaults()
+	s.selectKind(string(kind))
+	return s
+}
+
+// NewInboundAuth returns a source or admin auth block of the given kind with its defaults.
+func NewInboundAuth(kind InboundAuthKind) *InboundAuth {
+	a := &InboundAuth{}
+	a.selectKind(string(kind))
+	if a.HMAC != nil {
+		a.HMAC.resolveDefaults()
+	}
+	return a
+}
+
+// Broker returns the keys that the RabbitMQ, Kafka and NATS sources share, or nil for an HTTP
+// source.
+func (s *Source) Broker() *BrokerSource {
+	switch {
+	case s.RabbitMQ != nil:
+		return &s.RabbitMQ.BrokerSource
+	case s.Kafka != nil:
+		return &s.Kafka.BrokerSource
+	case s.NATS != nil:
+		return &s.NATS.BrokerSource
+	}
+	return nil
+}
+
+// RateLimit is sources.<name>.rateLimit.
+type RateLimit struct {
+	// RequestsPerMinute is the request limit; a request over it gets 429. It must be above 0.
+	RequestsPerMinute int `yaml:"requestsPerMinute"`
+}
+
+// Filter is sources.<name>.filter: a message must match every Require rule and no Exclude rule.
+type Filter struct {
+	// Require lists the rules that a message must all match. Default: empty.
+	Require []FilterRule `yaml:"require,omitempty"`
+	// Exclude lists the rules that a message must not match. Default: empty.
+	Exclude []FilterRule `yaml:"exclude,omitempty"`
+}
+
+// IsZero reports whether the filter has no rule.
+func (f Filter) IsZero() bool { return len(f.Require) == 0 && len(f.Exclude) == 0 }
+
+// FilterRule is one rule of a filter. It sets exactly one of Equals, In, Matches and Exists
+// (and Exists only as true).
+type FilterRule struct {
+	// Header is the header name; it matches in any letter case. Required.
+	Header string `yaml:"header"`
+	// Equals: the value must equal this string. Nil when not set.
+	Equals *string `yaml:"equals,omitempty"`
+	// In: the value must equal one entry; the list must not be empty. Nil when not set.
+	In []string `yaml:"in,omitempty"`
+	// Matches: the value must match this topic glob. Nil when not set.
+	Matches *string `yaml:"matches,omitempty"`
+	// Exists: true means the header must be present; false stops the start. Nil when not set.
+	Exists *bool `yaml:"exists,omitempty"`
+}
+
+// HTTPSource holds the keys of an HTTP source, which answers POST <inbox.basePath><path>.
+type HTTPSource struct {
+	// Path is the path after inbox.basePath. Required.
+	Path string `yaml:"path"`
+	// Auth holds the credentials that each request must carry: bearer, api-key or hmac.
+	// Default: nil, none.
+	Auth *InboundAuth `yaml:"auth,omitempty"`
+}
+
+// AttributeHeaders names the headers from which a broker source reads three attributes.
+type AttributeHeaders struct {
+	// IdempotencyKey is the header of the idempotency key. Default: x-idempotency-key.
+	IdempotencyKey string `yaml:"idempotencyKey"`
+	// AggregateID is the header of the aggregate identifier. Default: x-aggregate-id.
+	AggregateID string `yaml:"aggregateId"`
+	// EventType is the header of the event type. Default: x-event-type.
+	EventType string `yaml:"eventType"`
+}
+
+// BrokerSource holds the keys that the RabbitMQ, Kafka and NATS sources share.
+type BrokerSource struct {
+	// EventTypeFromHeader declares that every publisher sets the event type header.
+	// Default: false.
+	EventTypeFromHeader bool `yaml:"eventTypeFromHeader"`
+	// AttributeHeaders names the attribute headers.
+	AttributeHeaders AttributeHeaders `yaml:"attributeHeaders"`
+}
+
+// RabbitMQSource holds the keys of a RabbitMQ source.
+type RabbitMQSource struct {
+	// QueueName is the queue to consume. Required.
+	QueueName string `yaml:"queueName"`
+	// ConnectionURL is the AMQP URI of the broker. Required. It takes no file: reference.
+	ConnectionURL ConnectionURL `yaml:"connectionUrl"`
+	// PrefetchCount is the largest number of unacknowledged deliveries. It must be above 0.
+	// Default: 10.
+	PrefetchCount int `yaml:"prefetchCount"`
+	// DeclareQueue declares the queue as durable before the consumer starts. Default: false.
+	DeclareQueue bool `yaml:"declareQueue"`
+	// BrokerSource holds eventTypeFromHeader and attributeHeaders.
+	BrokerSource `yaml:",inline"`
+}
+
+// KafkaSource holds the keys of a Kafka source.
+type KafkaSource struct {
+	// BootstrapServers lists the brokers, separated by commas. Required. See Brokers.
+	BootstrapServers string `yaml:"bootstrapServers"`
+	// Topics lists the Kafka topics; no entry may be blank. Required.
+	Topics []string `yaml:"topics"`
+	// GroupID is the consumer group. Required.
+	GroupID string `yaml:"groupId"`
+	// AutoOffsetReset is where a new group starts: earliest or latest. Default: earliest.
+	AutoOffsetReset AutoOffsetReset `yaml:"autoOffsetReset"`
+	// MaxPollRecords is the largest number of records in one poll. It must be above 0.
+	// Default: 100.
+	MaxPollRecords int `yaml:"maxPollRecords"`
+	// KafkaSecurity holds securityProtocol and the SASL keys.
+	KafkaSecurity `yaml:",inline"`
+	// BrokerSource holds eventTypeFromHeader and attributeHeaders.
+	BrokerSource `yaml:",inline"`
+}
+
+// Brokers returns BootstrapServers split at the commas.
+func (k *KafkaSource) Brokers() []string { return splitList(k.BootstrapServers) }
+
+// NATSSource holds the keys of a NATS JetStream source.
+type NATSSource struct {
+	// Servers lists the server URLs, separated by commas. Required. See ServerList.
+	Servers string `yaml:"servers"`
+	// Stream is the JetStream stream. Required.
+	Stream string `yaml:"stream"`
+	// Durable is the durable consumer name. Required.
+	Durable string `yaml:"durable"`
+	// FilterSubject is a subject filter. Default: empty, every subject of the stream.
+	FilterSubject string `yaml:"filterSubject,omitempty"`
+	// AckWaitMs is how long JetStream waits for the acknowledgement before it redelivers. It
+	// must be above 0. Default: 30000.
+	AckWaitMs Milliseconds `yaml:"ackWaitMs"`
+	// BatchSize is the largest number of messages in one fetch. It must be above 0.
+	// Default: 100.
+	BatchSize int `yaml:"batchSize"`
+	// NATSCredentials holds username, password and token.
+	NATSCredentials `yaml:",inline"`
+	// BrokerSource holds eventTypeFromHeader and attributeHeaders.
+	BrokerSource `yaml:",inline"`
+}
+
+// ServerList returns Servers split at the commas.
+func (n *NATSSource) ServerList() []string { return splitList(n.Servers) }
+
+// DefaultAttributeHeaders returns the default attribute header names.
+func DefaultAttributeHeaders() AttributeHeaders {
+	return AttributeHeaders{IdempotencyKey: "x-idempotency-key", AggregateID: "x-aggregate-id", EventType: "x-event-type"}
+}
+
+// The kinds of source, in the order the loader tries them.
+var sourceKinds = []kindSpec{
+	{name: string(SourceHTTP), required: []string{"path", "idempotencyKeyPath"}, typ: reflect.TypeFor[HTTPSource]()},
+	{name: string(SourceRabbitMQ), required: []string{"queueName", "connectionUrl"}, typ: reflect.TypeFor[RabbitMQSource]()},
+	{name: string(SourceKafka), required: []string{"bootstrapServers", "topics", "groupId"}, typ: reflect.TypeFor[KafkaSource]()},
+	{name: string(SourceNATS), required: []string{"servers", "stream", "durable"}, typ: reflect.TypeFor[NATSSource]()},
+}
+
+func (s *Source) setDefaults() { s.Consumption = ConsumptionPush }
+
+func (s *Source) kinds() ([]kindSpec, string) { return sourceKinds, "source" }
+
+func (s *Source) selectKind(kind string) any {
+	s.Kind = SourceKind(kind)
+	broker := BrokerSource{AttributeHeaders: DefaultAttributeHeaders()}
+	if s.Kind == SourceHTTP {
+		s.Topic = "{{ eventType }}"
+	} else {
+		s.Topic = "{{ source }}"
+		s.IdempotencyKeyPath = "$.id"
+	}
+	switch s.Kind {
+	case SourceHTTP:
+		s.HTTP = &HTTPSource{}
+		return s.HTTP
+	case SourceRabbitMQ:
+		s.RabbitMQ = &RabbitMQSource{PrefetchCount: 10, BrokerSource: broker}
+		return s.RabbitMQ
+	case SourceKafka:
+		s.Kafka = &KafkaSource{AutoOffsetReset: OffsetEarliest, MaxPollRecords: 100,
+			KafkaSecurity: KafkaSecurity{SecurityProtocol: SecurityPlaintext}, BrokerSource: broker}
+		return s.Kafka
+	case SourceNATS:
+		s.NATS = &NATSSource{AckWaitMs: 30000, BatchSize: 100, BrokerSource: broker}
+		return s.NATS
+	}
+	panic(fmt.Sprintf("config: unknown source kind %q", kind))
+}
+
+func (s *Source) kindPart() (string, any) {
+	switch s.Kind {
+	case SourceHTTP:
+		return string(s.Kind), s.HTTP
+	case SourceRabbitMQ:
+		return string(s.Kind), s.RabbitMQ
+	case SourceKafka:
+		return string(s.Kind), s.Kafka
+	case SourceNATS:
+		return string(s.Kind), s.NATS
+	}
+	return "", nil
+}
+
+func (s *Source) typeKey() string { return s.Type }
+
+func (s *Source) setName(name string) { s.Name = name }
+
+// InboundAuthKind is the kind of a source or admin auth block.
+type InboundAuthKind string
+
+// The kinds of inbound auth.
+const (
+	AuthBearer InboundAuthKind = "bearer"
+	AuthAPIKey InboundAuthKind = "api-key"
+	AuthHMAC   InboundAuthKind = "hmac"
+)
+
+// InboundAuth is sources.<name>.auth and admin.auth: the credentials that a request must carry.
+// Kind says which one of Bearer, APIKey and HMAC is set.
+type InboundAuth struct {
+	// Kind is selected from the required keys: token (bearer), key (api-key), secret (hmac).
+	Kind InboundAuthKind `yaml:"-"`
+	// Type is the type key as written: documentation only.
+	Type string `yaml:"type,omitempty"`
+	// Bearer is set when Kind is bearer.
+	Bearer *BearerAuth `yaml:"-"`
+	// APIKey is set when Kind is api-key.
+	APIKey *APIKeyAuth `yaml:"-"`
+	// HMAC is set when Kind is hmac.
+	HMAC *HMACAuth `yaml:"-"`
+}
+
+// CredentialHeader returns the header that carries the credential: Authorization for bearer,
+// HeaderName for api-key and hmac. A stored inbox row never holds it.
+func (a *InboundAuth) CredentialHeader() string {
+	switch {
+	case a.APIKey != nil:
+		return a.APIKey.HeaderName
+	case a.HMAC != nil:
+		return a.HMAC.HeaderName
+	}
+	return "Authorization"
+}
+
+// BearerAuth requires Authorization: Bearer <token>.
+type BearerAuth struct {
+	// Token is the expected token. Required.
+	Token Secret `yaml:"token"`
+}
+
+// APIKeyAuth requires a key in a header.
+type APIKeyAuth struct {
+	// Key is the expected key. Required.
+	Key Secret `yaml:"key"`
+	// HeaderName is the header that carries the key. Default: X-API-Key.
+	HeaderName string `yaml:"headerName"`
+}
+
+// HMACAuth requires an HMAC signature of the request.
+type HMACAuth struct {
+	// Secret is the HMAC key. Required.
+	Secret Secret `yaml:"secret"`
+	// HeaderName is the header that carries the signature. Default: X-Signature.
+	HeaderName string `yaml:"headerName"`
+	// Algorithm is HmacSHA256 or HmacSHA512, in this letter case. Default: HmacSHA256.
+	Algorithm HMACAlgorithm `yaml:"algorithm"`
+	// SignaturePrefix is the text before the hexadecimal signature; "" for none.
+	// Default: sha256=.
+	SignaturePrefix string `yaml:"signaturePrefix"`
+	// TimestampHeader carries the request time in Unix milliseconds. Default: empty, none.
+	TimestampHeader string `yaml:"timestampHeader,omitempty"`
+	// TimestampTolerance is the largest difference between the request time and the clock. It
+	// must be above 0. Default: 300000.
+	TimestampTolerance Milliseconds `yaml:"timestampTolerance"`
+	// SignaturePayloadFormat is BODY or TIMESTAMP_DOT_BODY (body and timestamp-dot-body load as
+	// well). TIMESTAMP_DOT_BODY needs TimestampHeader. Default: TIMESTAMP_DOT_BODY when
+	// TimestampHeader is set, BODY otherwise (Load fills it in).
+	SignaturePayloadFormat SignaturePayloadFormat `yaml:"signaturePayloadFormat"`
+}
+
+// The kinds of inbound auth, in the order the loader tries them.
+var inboundAuthKinds = []kindSpec{
+	{name: string(AuthBearer), required: []string{"token"}, typ: reflect.TypeFor[BearerAuth]()},
+	{name: string(AuthAPIKey), required: []string{"key"}, typ: reflect.TypeFor[APIKeyAuth]()},
+	{name: string(AuthHMAC), required: []string{"secret"}, typ: reflect.TypeFor[HMACAuth]()},
+}
+
+func (a *InboundAuth) kinds() ([]kindSpec, string) { return inboundAuthKinds, "auth" }
+
+func (a *InboundAuth) selectKind(kind string) any {
+	a.Kind = InboundAuthKind(kind)
+	switch a.Kind {
+	case AuthBearer:
+		a.Bearer = &BearerAuth{}
+		return a.Bearer
+	case AuthAPIKey:
+		a.APIKey = &APIKeyAuth{HeaderName: "X-API-Key"}
+		return a.APIKey
+	case AuthHMAC:
+		a.HMAC = &HMACAuth{HeaderName: "X-Signature", Algorithm: HmacSHA256, SignaturePrefix: "sha256=", TimestampTolerance: 300000}
+		return a.HMAC
+	}
+	panic(fmt.Sprintf("config: unknown inbound auth kind %q", kind))
+}
+
+func (a *InboundAuth) kindPart() (string, any) {
+	switch a.Kind {
+	case AuthBearer:
+		return string(a.Kind), a.Bearer
+	case AuthAPIKey:
+		return string(a.Kind), a.APIKey
+	case AuthHMAC:
+		return string(a.Kind), a.HMAC
+	}
+	return "", nil
+}
+
+func (a *InboundAuth) typeKey() string { return a.Type }
+
+// resolveDefaults fills the default that depends on another key: the payload format.
+func (h *HMACAuth) resolveDefaults() {
+	if h.SignaturePayloadFormat != "" {
+		return
+	}
+	if h.TimestampHeader != "" {
+		h.SignaturePayloadFormat = PayloadTimestampDotBody
+	} else {
+		h.SignaturePayloadFormat = PayloadBody
+	}
+}

@@ -1,0 +1,208 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Milliseconds is a whole number of milliseconds: every key whose name ends in Ms.
+type Milliseconds int64
+
+// Duration returns the value as a time.Duration.
+func (m Milliseconds) Duration() time.Duration {
+	return time.Duration(m) * time.Millisecond
+}
+
+// RetentionDuration is a retention duration: a whole number and one suffix, s, m, h or d, for
+// example 7d. The zero value is unset.
+type RetentionDuration struct {
+	text string
+	d    time.Duration
+}
+
+var retentionDurationPattern = regexp.MustCompile(`^([0-9]+)([smhd])$`)
+
+// maxRetentionDuration bounds a retention duration: a longer one is a typo.
+const maxRetentionDuration = 100 * 365 * 24 * time.Hour
+
+// ParseRetentionDuration parses a retention duration such as 30s, 15m, 1h or 7d.
+func ParseRetentionDuration(s string) (RetentionDuration, error) {
+	m := retentionDurationPattern.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return RetentionDuration{}, fmt.Errorf("%q is not a whole number followed by s, m, h or d", s)
+	}
+	unit := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour}[m[2]]
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil || n > int64(maxRetentionDuration/unit) {
+		return RetentionDuration{}, fmt.Errorf("%q is longer than a century", s)
+	}
+	return RetentionDuration{text: m[1] + m[2], d: time.Duration(n) * unit}, nil
+}
+
+// MustRetentionDuration is ParseRetentionDuration for constants; it panics on a bad value.
+func MustRetentionDuration(s string) RetentionDuration {
+	r, err := ParseRetentionDuration(s)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// Duration returns the length of the duration.
+func (r RetentionDuration) Duration() time.Duration { return r.d }
+
+// IsZero reports whether the duration is unset.
+func (r RetentionDuration) IsZero() bool { return r.text == "" }
+
+// String returns the duration as written, for example 7d.
+func (r RetentionDuration) String() string { return r.text }
+
+// MarshalYAML writes the duration as written, for example 7d.
+func (r RetentionDuration) MarshalYAML() (any, error) { return r.text, nil }
+
+// decodeScalar implements scalarDecoder.
+func (r *RetentionDuration) decodeScalar(s string) error {
+	v, err := ParseRetentionDuration(s)
+	if err != nil {
+		return fmt.Errorf("must be a whole number and one suffix s, m, h or d, for example 7d, not %q", s)
+	}
+	*r = v
+	return nil
+}
+
+// DatabaseType is database.type.
+type DatabaseType string
+
+// The values of database.type.
+const (
+	PostgreSQL DatabaseType = "postgresql"
+	SQLServer  DatabaseType = "sqlserver"
+)
+
+// CaptureMode is outbox.capture.mode.
+type CaptureMode string
+
+// The values of outbox.capture.mode.
+const (
+	CapturePolling         CaptureMode = "polling"
+	CapturePostgresLogical CaptureMode = "postgres-logical"
+	CaptureSQLServerCDC    CaptureMode = "sqlserver-cdc"
+)
+
+// OnError is the error strategy of a transform: Fail, Skip or Dead, in this letter case.
+type OnError string
+
+// The values of transform.onError.
+const (
+	OnErrorFail OnError = "Fail"
+	OnErrorSkip OnError = "Skip"
+	OnErrorDead OnError = "Dead"
+)
+
+// RetentionPolicy is retention.outbox.policy or retention.inbox.policy, in upper case.
+type RetentionPolicy string
+
+// The values of a retention policy. The inbox accepts AGE and DISABLED.
+const (
+	RetentionAge      RetentionPolicy = "AGE"
+	RetentionCount    RetentionPolicy = "COUNT"
+	RetentionDisabled RetentionPolicy = "DISABLED"
+)
+
+// Consumption is sources.<name>.consumption: who takes a stored inbox row.
+type Consumption string
+
+// The values of a source's consumption, as stored in the consumption column.
+const (
+	ConsumptionPush Consumption = "push"
+	ConsumptionPull Consumption = "pull"
+)
+
+// ExchangeType is the type of the exchange that a RabbitMQ destination declares.
+type ExchangeType string
+
+// The values of exchangeType.
+const (
+	ExchangeTopic  ExchangeType = "topic"
+	ExchangeDirect ExchangeType = "direct"
+	ExchangeFanout ExchangeType = "fanout"
+)
+
+// DeliveryMode is the delivery mode of a RabbitMQ destination.
+type DeliveryMode string
+
+// The values of deliveryMode.
+const (
+	DeliveryPersistent DeliveryMode = "persistent"
+	DeliveryTransient  DeliveryMode = "transient"
+)
+
+// SecurityProtocol is the Kafka securityProtocol.
+type SecurityProtocol string
+
+// The values of securityProtocol.
+const (
+	SecurityPlaintext     SecurityProtocol = "PLAINTEXT"
+	SecuritySSL           SecurityProtocol = "SSL"
+	SecuritySASLPlaintext SecurityProtocol = "SASL_PLAINTEXT"
+	SecuritySASLSSL       SecurityProtocol = "SASL_SSL"
+)
+
+// IsSASL reports whether the protocol authenticates with SASL.
+func (p SecurityProtocol) IsSASL() bool {
+	return strings.HasPrefix(string(p), "SASL_")
+}
+
+// AutoOffsetReset is where a new Kafka consumer group starts.
+type AutoOffsetReset string
+
+// The values of autoOffsetReset.
+const (
+	OffsetEarliest AutoOffsetReset = "earliest"
+	OffsetLatest   AutoOffsetReset = "latest"
+)
+
+// HMACAlgorithm is the algorithm of an hmac auth block: HmacSHA256 or HmacSHA512.
+type HMACAlgorithm string
+
+// The values of an HMAC algorithm.
+const (
+	HmacSHA256 HMACAlgorithm = "HmacSHA256"
+	HmacSHA512 HMACAlgorithm = "HmacSHA512"
+)
+
+// SignaturePayloadFormat is what an hmac auth block signs. The loader accepts body and
+// timestamp-dot-body as well and stores the upper-case names.
+type SignaturePayloadFormat string
+
+// The values of signaturePayloadFormat.
+const (
+	PayloadBody             SignaturePayloadFormat = "BODY"
+	PayloadTimestampDotBody SignaturePayloadFormat = "TIMESTAMP_DOT_BODY"
+)
+
+// AddressColumn is exchangeFrom, topicFrom or subjectFrom: the outbox column whose value is the
+// address of a message.
+type AddressColumn string
+
+// The permitted address columns, spelled with the underscore.
+const (
+	ColumnAggregateType AddressColumn = "aggregate_type"
+	ColumnTopic         AddressColumn = "topic"
+	ColumnKey           AddressColumn = "key"
+)
+
+// splitList splits a comma-separated list (bootstrapServers, servers), trimming each entry and
+// dropping empty ones.
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if p := strings.TrimSpace(part); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
