@@ -9,9 +9,10 @@ TESTFLAGS ?= -race -count=1 -timeout 20m
 
 all: build
 
-## build: the queuebox command in bin/queuebox
+## build: the queuebox command in bin/queuebox and the demo receiver in bin/receiver
 build:
 	$(GO) build -o $(BIN)/queuebox ./local
+	$(GO) build -o $(BIN)/receiver ./local/receiver
 
 ## run: a private PostgreSQL (unless QUEUEBOX_DATABASE_URL is set), the migrations, and queuebox serve
 run: build

@@ -55,5 +55,13 @@ if [ -z "${QUEUEBOX_DATABASE_URL:-}" ]; then
 fi
 
 export QUEUEBOX_CONFIG_FILE="${QUEUEBOX_CONFIG_FILE:-$root/local/queuebox.yml}"
+
+# The demo receiver prints every request it gets: `delivered POST /webhook {...}`.
+if [ "${QUEUEBOX_LOCAL_RECEIVER:-on}" = on ]; then
+  ./bin/receiver -addr 127.0.0.1:8088 &
+  receiver=$!
+  trap 'kill $receiver 2>/dev/null || true' EXIT
+fi
+
 ./bin/queuebox migrate
-exec ./bin/queuebox serve
+./bin/queuebox serve

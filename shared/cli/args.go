@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Usage is printed after a usage error and by `queuebox help`.
+const Usage = `Usage:
+  queuebox [serve]                  start QueueBox (the default command)
+  queuebox config check             load and validate the configuration, print it with secrets masked
+  queuebox migrate                  apply the bundled migrations (ignores database.migrate)
+  queuebox migrate --baseline <N>   record versions 1..N as applied, for tables created by hand
+  queuebox help                     print this text
+
+The configuration comes from QUEUEBOX_ environment variables, then the file named by
+QUEUEBOX_CONFIG_FILE (default /etc/queuebox/queuebox.yml), then the packaged default.
+Exit codes: 0 success, 1 failure, 2 usage.
+`
+
+// command is one parsed command line.
+type command struct {
+	name     string // serve, config-check, migrate, help
+	baseline int    // migrate --baseline N; 0 when absent
+}
+
+// usageError is a command line that QueueBox does not understand.
+type usageError struct{ unknown []string }
+
+func (e usageError) Error() string { return "Unknown arguments: " + strings.Join(e.unknown, " ") }
+
+// parseArgs turns the arguments after the program name into a command.
+func parseArgs(args []string) (command, error) {
+	if len(args) == 0 {
+		return command{name: "serve"}, nil
+	}
+	switch args[0] {
+	case "serve":
+		if len(args) > 1 {
+			return command{}, usageError{args[1:]}
+		}
+		return command{name: "serve"}, nil
+	case "help", "--help", "-h":
+		if len(args) > 1 {
+			return command{}, usageError{args[1:]}
+		}
+		return command{name: "help"}, nil
+	case "config":
+		if len(args) == 2 && args[1] == "check" {
+			return command{name: "config-check"}, nil
+		}
+		if len(args) < 2 {
+			return command{}, usageError{args}
+		}
+		return command{}, usageError{args[1:]}
+	case "migrate":
+		return parseMigrate(args[1:])
+	default:
+		return command{}, usageError{args}
+	}
+}
+
+func parseMigrate(args []string) (command, error) {
+	c := command{name: "migrate"}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		var value string
+		switch {
+		case a == "--baseline" || a == "-baseline":
+			if i+1 >= len(args) {
+				return command{}, usageError{args[i:]}
+			}
+			value = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--baseline="):
+			value = strings.TrimPrefix(a, "--baseline=")
+		default:
+			return command{}, usageError{args[i:]}
+		}
+		n, err := strconv.Atoi(value)
+		if err != nil || n < 1 {
+			return command{}, usageError{[]string{"--baseline", value}}
+		}
+		if c.baseline != 0 {
+			return command{}, usageError{args[i-1:]}
+		}
+		c.baseline = n
+	}
+	return c, nil
+}

@@ -1,0 +1,180 @@
+// Package cli is the queuebox command line: `queuebox [serve]`, `queuebox config check` and
+// `queuebox migrate [--baseline N]`. local/main.go only calls Main.
+//
+// Exit codes: 0 success, 1 failure, 2 usage. Unknown arguments print
+// "Unknown arguments: ..." and the usage text on stderr.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/redact"
+	"github.com/alternayte/queuebox/shared/service"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+)
+
+// Env is what a command reads and writes; tests pass their own.
+type Env struct {
+	Stdout io.Writer
+	Stderr io.Writer
+	// Environ is the process environment, as os.Environ returns it.
+	Environ []string
+	// ReadFile reads the configuration file and file: secrets; nil means os.ReadFile.
+	ReadFile func(string) ([]byte, error)
+}
+
+// OSEnv returns the environment of the running process.
+func OSEnv() Env {
+	return Env{Stdout: os.Stdout, Stderr: os.Stderr, Environ: os.Environ(), ReadFile: os.ReadFile}
+}
+
+// Main runs the command line args (without the program name) and returns the exit code. ctx
+// is cancelled by the caller on SIGTERM or SIGINT.
+func Main(ctx context.Context, args []string, env Env) int {
+	cmd, err := parseArgs(args)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, err.Error())
+		fmt.Fprint(env.Stderr, Usage)
+		return ExitUsage
+	}
+	switch cmd.name {
+	case "help":
+		fmt.Fprint(env.Stdout, Usage)
+		return ExitOK
+	case "config-check":
+		return configCheck(env)
+	case "migrate":
+		return migrateCommand(ctx, env, cmd.baseline)
+	default:
+		return serveCommand(ctx, env)
+	}
+}
+
+func loadOptions(env Env) config.LoadOptions {
+	return config.LoadOptions{Env: config.EnvMap(env.Environ), ReadFile: env.ReadFile}
+}
+
+// configCheck loads and validates the configuration; it prints the resolved configuration
+// with every secret masked, or every error.
+func configCheck(env Env) int {
+	cfg, warnings, err := config.Load(loadOptions(env))
+	for _, w := range warnings {
+		fmt.Fprintf(env.Stderr, "warning: %s\n", w.String())
+	}
+	if err != nil {
+		printConfigError(env.Stderr, err)
+		return ExitFailure
+	}
+	out, err := cfg.MaskedYAML()
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "QueueBox could not print the configuration. Reason: %s\n", redact.Error(err))
+		return ExitFailure
+	}
+	_, _ = env.Stdout.Write(out)
+	fmt.Fprintf(env.Stderr, "The configuration is valid (%s).\n", originText(cfg))
+	return ExitOK
+}
+
+func printConfigError(w io.Writer, err error) {
+	var verr *config.ValidationError
+	if errors.As(err, &verr) {
+		fmt.Fprintf(w, "QueueBox could not load the configuration: %d problem(s).\n", len(verr.Problems))
+		for _, p := range verr.Problems {
+			fmt.Fprintf(w, "  - %s\n", p.String())
+		}
+		return
+	}
+	fmt.Fprintf(w, "QueueBox could not load the configuration. Reason: %s\n", redact.Error(err))
+}
+
+func originText(cfg *config.Config) string {
+	var parts []string
+	if cfg.Origin.File != "" {
+		parts = append(parts, "file "+cfg.Origin.File)
+	}
+	if cfg.Origin.Packaged {
+		parts = append(parts, "the packaged default")
+	}
+	if n := len(cfg.Origin.Variables); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d QUEUEBOX_ variable(s)", n))
+	}
+	if len(parts) == 0 {
+		return "no source"
+	}
+	return "from " + strings.Join(parts, ", ")
+}
+
+// load loads the configuration for a command that runs, logging the warnings.
+func load(env Env, log *slog.Logger) (*config.Config, bool) {
+	cfg, warnings, err := config.Load(loadOptions(env))
+	for _, w := range warnings {
+		log.Warn("configuration warning", "warning", w.String())
+	}
+	if err != nil {
+		printConfigError(env.Stderr, err)
+		return nil, false
+	}
+	return cfg, true
+}
+
+func migrateCommand(ctx context.Context, env Env, baseline int) int {
+	log := service.NewLogger(env.Stderr, slog.LevelInfo)
+	cfg, ok := load(env, log)
+	if !ok {
+		return ExitFailure
+	}
+	db, err := service.Connect(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, err.Error())
+		return ExitFailure
+	}
+	defer db.Close()
+	if baseline > 0 {
+		res, err := db.Migrations.Baseline(ctx, baseline)
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "QueueBox could not record the baseline. Reason: %s\n", redact.Error(err))
+			return ExitFailure
+		}
+		fmt.Fprintln(env.Stdout, res.String())
+		return ExitOK
+	}
+	res, err := db.Migrations.Migrate(ctx)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "QueueBox could not apply the database migrations. Reason: %s\n", redact.Error(err))
+		return ExitFailure
+	}
+	fmt.Fprintln(env.Stdout, res.String())
+	return ExitOK
+}
+
+func serveCommand(ctx context.Context, env Env) int {
+	log := service.NewLogger(env.Stderr, slog.LevelInfo)
+	cfg, ok := load(env, log)
+	if !ok {
+		return ExitFailure
+	}
+	log.Info("configuration loaded", "config", cfg.LogValue())
+	local, err := service.NewLocal(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintln(env.Stderr, err.Error())
+		return ExitFailure
+	}
+	if err := local.Run(ctx); err != nil {
+		fmt.Fprintf(env.Stderr, "QueueBox stopped with an error. Reason: %s\n", redact.Error(err))
+		return ExitFailure
+	}
+	return ExitOK
+}

@@ -1,0 +1,672 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/alternayte/queuebox/shared/redact"
+	"github.com/alternayte/queuebox/shared/route"
+	"github.com/alternayte/queuebox/shared/store"
+)
+
+// Options build a Poller.
+type Options struct {
+	Store        store.OutboxStore
+	Config       Config
+	Routes       *route.Table
+	Destinations []Destination
+	// Metrics receives the measurements; nil means NopMetrics.
+	Metrics Metrics
+	// Logger receives the log lines; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Poller claims and delivers outbox rows. One Poller serves one process; Run may be called
+// again after it returns (a warm Lambda container), but not concurrently.
+type Poller struct {
+	store   store.OutboxStore
+	cfg     Config
+	routes  *route.Table
+	dests   map[string]Destination
+	metrics Metrics
+	log     *slog.Logger
+	wake    chan struct{}
+
+	mu          sync.Mutex
+	lastReclaim time.Time
+	lastGauges  time.Time
+	depthSeen   map[string]bool
+}
+
+// New returns a Poller.
+func New(opts Options) (*Poller, error) {
+	if opts.Store == nil {
+		return nil, errors.New("outbox: a store is required")
+	}
+	if opts.Routes == nil {
+		opts.Routes = route.NewTable(nil)
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NopMetrics{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	dests := make(map[string]Destination, len(opts.Destinations))
+	for _, d := range opts.Destinations {
+		dests[d.Name] = d
+	}
+	return &Poller{
+		store:     opts.Store,
+		cfg:       opts.Config.WithDefaults(),
+		routes:    opts.Routes,
+		dests:     dests,
+		metrics:   opts.Metrics,
+		log:       opts.Logger.With("component", "outbox"),
+		wake:      make(chan struct{}, 1),
+		depthSeen: map[string]bool{},
+	}, nil
+}
+
+// Wake makes a waiting run claim at once. It never blocks; a wake that finds the run busy is
+// merged with the pending one. A lost wake costs latency, never a message.
+func (p *Poller) Wake() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// RunOptions choose how a run ends.
+type RunOptions struct {
+	// StopWhenIdle ends the run as soon as a claim finds nothing and no row is in flight
+	// (the drain mode of the Lambda driver).
+	StopWhenIdle bool
+	// ClaimUntil, when not zero, is the time after which the run claims nothing more. The
+	// run then waits for the rows in flight and returns.
+	ClaimUntil time.Time
+}
+
+// Run claims and delivers rows until ctx is done or the options end the run. When it stops
+// claiming, it waits up to Config.ShutdownTimeout (and never past ctx's deadline) for the
+// rows in flight; a row still in flight after that stays processing, and the reclaim step
+// recovers it when its lease expires. Database errors are logged and the claim is retried
+// after a pause; a run never ends because of them.
+func (p *Poller) Run(ctx context.Context, opts RunOptions) Summary {
+	r := newRun(ctx, p)
+	r.start()
+	r.claimLoop(ctx, opts)
+	r.stop(ctx)
+	return r.summary()
+}
+
+// RunOnce claims one batch, delivers it and waits for it to finish. Tests and tools use it.
+func (p *Poller) RunOnce(ctx context.Context) Summary {
+	r := newRun(ctx, p)
+	r.start()
+	r.claimOnce(ctx)
+	r.stop(ctx)
+	return r.summary()
+}
+
+// run is the state of one Run call.
+type run struct {
+	p *Poller
+
+	pubCtx    context.Context
+	pubCancel context.CancelFunc
+
+	results  chan result
+	finished chan struct{} // signalled after every flush of finishing writes
+	done     chan struct{} // closed when the run stops its helpers
+
+	mu       sync.Mutex
+	inflight map[string]*flight
+	sum      Summary
+	abandon  bool
+
+	publishers sync.WaitGroup
+	helpers    sync.WaitGroup
+}
+
+type flight struct {
+	row     store.OutboxMessage
+	started time.Time
+	cancel  context.CancelFunc
+	// finishing is true once the publish returned; renewals skip such rows.
+	finishing bool
+}
+
+type result struct {
+	f    *flight
+	err  error
+	dead bool // no retry: no route, or no publisher for the destination
+}
+
+func newRun(ctx context.Context, p *Poller) *run {
+	base := context.WithoutCancel(ctx)
+	var cancel context.CancelFunc
+	if deadline, ok := ctx.Deadline(); ok {
+		base, cancel = context.WithDeadline(base, deadline)
+	}
+	pubCtx, pubCancel := context.WithCancel(base)
+	if cancel != nil {
+		inner := pubCancel
+		pubCancel = func() { inner(); cancel() }
+	}
+	return &run{
+		p:         p,
+		pubCtx:    pubCtx,
+		pubCancel: pubCancel,
+		results:   make(chan result, p.cfg.Concurrency),
+		finished:  make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		inflight:  map[string]*flight{},
+	}
+}
+
+func (r *run) start() {
+	r.helpers.Add(2)
+	go r.finisher()
+	go r.renewer()
+}
+
+// claimLoop claims while slots are free, until ctx is done or the options end the run.
+func (r *run) claimLoop(ctx context.Context, opts RunOptions) {
+	p := r.p
+	pause := time.NewTimer(0)
+	defer pause.Stop()
+	for ctx.Err() == nil {
+		if !opts.ClaimUntil.IsZero() && !time.Now().Before(opts.ClaimUntil) {
+			return
+		}
+		free := p.cfg.Concurrency - r.inflightCount()
+		if free <= 0 {
+			select {
+			case <-ctx.Done():
+			case <-r.finished:
+			}
+			continue
+		}
+		limit := min(p.cfg.BatchSize, free)
+		claimed, err := r.claimBatch(ctx, limit)
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.Error("outbox cycle failed; retrying after a pause", "error", redact.Error(err))
+			}
+			r.sleep(ctx, pause, max(p.cfg.PollInterval, time.Second), false)
+			continue
+		}
+		if claimed == limit {
+			continue
+		}
+		if claimed == 0 && opts.StopWhenIdle && r.inflightCount() == 0 {
+			return
+		}
+		// A finished row can free the next row of its key, so a flush also ends the wait.
+		r.sleep(ctx, pause, p.cfg.PollInterval, r.inflightCount() > 0)
+	}
+}
+
+func (r *run) claimOnce(ctx context.Context) {
+	if _, err := r.claimBatch(ctx, r.p.cfg.BatchSize); err != nil {
+		r.p.log.Error("outbox cycle failed", "error", redact.Error(err))
+	}
+}
+
+// sleep waits for d, a wake, ctx, and (when onFinish) the next flush of finishing writes.
+func (r *run) sleep(ctx context.Context, t *time.Timer, d time.Duration, onFinish bool) {
+	t.Reset(d)
+	var finished <-chan struct{}
+	if onFinish {
+		finished = r.finished
+	}
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+		return
+	case <-r.p.wake:
+	case <-finished:
+	}
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+}
+
+// claimBatch runs the maintenance steps that are due, claims up to limit rows and starts
+// their publishes. It returns the number of rows claimed.
+func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
+	p := r.p
+	if err := p.maybeReclaim(ctx, r); err != nil {
+		return 0, err
+	}
+	p.maybeRefreshGauges(ctx)
+	rows, err := p.store.OutboxClaim(ctx, store.OutboxClaimParams{Limit: limit, Lease: p.cfg.ClaimTimeout})
+	if err != nil {
+		return 0, fmt.Errorf("claiming outbox batch: %w", err)
+	}
+	r.mu.Lock()
+	r.sum.Claimed += len(rows)
+	r.mu.Unlock()
+	for _, row := range rows {
+		r.launch(row)
+	}
+	return len(rows), nil
+}
+
+func (r *run) launch(row store.OutboxMessage) {
+	fctx, cancel := context.WithCancel(r.pubCtx)
+	f := &flight{row: row, started: time.Now(), cancel: cancel}
+	r.mu.Lock()
+	r.inflight[row.ID] = f
+	r.mu.Unlock()
+	r.publishers.Add(1)
+	go func() {
+		defer r.publishers.Done()
+		res := r.p.deliver(fctx, f)
+		r.mu.Lock()
+		f.finishing = true
+		r.mu.Unlock()
+		r.results <- res
+	}()
+}
+
+func (r *run) inflightCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.inflight)
+}
+
+// deliver routes and publishes one row.
+func (p *Poller) deliver(ctx context.Context, f *flight) result {
+	msg := messageOf(f.row, p.log)
+	rt, ok := p.routes.Match(msg.Topic)
+	if !ok {
+		return result{f: f, err: noRouteError(msg.Topic), dead: true}
+	}
+	msg.Route = rt
+	dest, ok := p.dests[rt.Destination]
+	if !ok || dest.Publisher == nil {
+		return result{f: f, err: fmt.Errorf("no publisher supports destination %s", rt.Destination), dead: true}
+	}
+	start := time.Now()
+	err := dest.Publisher.Publish(ctx, msg)
+	p.metrics.PublishDuration(dest.Publisher.Type(), time.Since(start))
+	if err != nil {
+		p.metrics.DestinationOutcome(dest.Name, "failure")
+		return result{f: f, err: err}
+	}
+	p.metrics.DestinationOutcome(dest.Name, "success")
+	return result{f: f}
+}
+
+// messageOf turns a claimed row into the message a publisher sees.
+func messageOf(row store.OutboxMessage, log *slog.Logger) Message {
+	m := Message{
+		ID: row.ID, Topic: row.Topic, Key: row.Key, AggregateType: row.AggregateType,
+		Payload: row.Payload, Attempt: row.Attempt, CreatedAt: row.CreatedAt,
+	}
+	if len(row.Headers) > 0 {
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(row.Headers, &raw); err != nil {
+			log.Warn("outbox row headers are not a JSON object; sending none", "message_id", row.ID, "error", err)
+		} else if len(raw) > 0 {
+			m.Headers = make(map[string]string, len(raw))
+			for k, v := range raw {
+				var s string
+				if json.Unmarshal(v, &s) == nil {
+					m.Headers[k] = s
+				} else {
+					m.Headers[k] = string(v)
+				}
+			}
+		}
+	}
+	return m
+}
+
+// finisher groups the results that are ready and finishes them with one fenced statement per
+// kind, then frees their slots.
+func (r *run) finisher() {
+	defer r.helpers.Done()
+	for {
+		var batch []result
+		select {
+		case res := <-r.results:
+			batch = append(batch, res)
+		case <-r.done:
+			return
+		}
+	drain:
+		for len(batch) < 500 {
+			select {
+			case res := <-r.results:
+				batch = append(batch, res)
+			default:
+				break drain
+			}
+		}
+		r.finish(batch)
+	}
+}
+
+func (r *run) finish(batch []result) {
+	p := r.p
+	r.mu.Lock()
+	abandon := r.abandon
+	r.mu.Unlock()
+	if !abandon {
+		var sent []store.Claim
+		var retries []store.OutboxRetryParams
+		var deads []store.OutboxDeadParams
+		for _, res := range batch {
+			row := res.f.row
+			switch {
+			case res.err == nil:
+				sent = append(sent, row.Claim())
+			case res.dead || row.Attempt >= row.MaxAttempts:
+				deads = append(deads, store.OutboxDeadParams{Claim: row.Claim(), LastError: redact.Error(res.err)})
+			default:
+				delay := RetryDelay(p.cfg.RetryBaseDelay, row.Attempt, rand.Float64()*0.25, p.cfg.MaxRetryDelay)
+				retries = append(retries, store.OutboxRetryParams{Claim: row.Claim(), Delay: delay, LastError: redact.Error(res.err)})
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		r.finishSent(ctx, sent)
+		r.finishRetries(ctx, retries)
+		r.finishDeads(ctx, deads)
+		cancel()
+	}
+	r.mu.Lock()
+	for _, res := range batch {
+		res.f.cancel()
+		delete(r.inflight, res.f.row.ID)
+		p.metrics.ProcessingDuration(time.Since(res.f.started))
+	}
+	r.mu.Unlock()
+	select {
+	case r.finished <- struct{}{}:
+	default:
+	}
+}
+
+// withRetries runs a finishing write, retrying a failed statement a few times while the
+// leases are still young. A write that keeps failing leaves the rows processing; the reclaim
+// step recovers them after their leases expire.
+func withRetries[T any](ctx context.Context, p *Poller, what string, n int, write func(context.Context) (T, error)) (T, bool) {
+	var zero T
+	delays := []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
+	var err error
+	for _, d := range delays {
+		if d > 0 {
+			select {
+			case <-ctx.Done():
+				return zero, false
+			case <-time.After(d):
+			}
+		}
+		var v T
+		if v, err = write(ctx); err == nil {
+			return v, true
+		}
+	}
+	p.log.Error("outbox finishing write failed; the rows return to pending when their leases expire",
+		"write", what, "rows", n, "error", redact.Error(err))
+	for range n {
+		p.metrics.ProcessError()
+	}
+	return zero, false
+}
+
+func changedSet(ids []string) map[string]bool {
+	m := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
+}
+
+func (r *run) finishSent(ctx context.Context, claims []store.Claim) {
+	if len(claims) == 0 {
+		return
+	}
+	p := r.p
+	ids, ok := withRetries(ctx, p, "mark sent", len(claims), func(ctx context.Context) ([]string, error) {
+		return p.store.OutboxMarkSent(ctx, claims)
+	})
+	if !ok {
+		return
+	}
+	changed := changedSet(ids)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range claims {
+		if changed[c.ID] {
+			r.sum.Sent++
+			p.metrics.Outcome("sent")
+			continue
+		}
+		r.sum.ClaimsLost++
+		p.metrics.ClaimLost()
+		p.log.Error("outbox message was delivered after its claim was lost; the new owner delivers it again, a duplicate",
+			"message_id", c.ID)
+	}
+}
+
+func (r *run) finishRetries(ctx context.Context, retries []store.OutboxRetryParams) {
+	if len(retries) == 0 {
+		return
+	}
+	p := r.p
+	ids, ok := withRetries(ctx, p, "retry", len(retries), func(ctx context.Context) ([]string, error) {
+		return p.store.OutboxRetry(ctx, retries)
+	})
+	if !ok {
+		return
+	}
+	changed := changedSet(ids)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rt := range retries {
+		if changed[rt.ID] {
+			r.sum.Retried++
+			p.metrics.Outcome("failed")
+			p.log.Warn("outbox delivery failed; retrying later", "message_id", rt.ID,
+				"retry_in_ms", rt.Delay.Milliseconds(), "error", rt.LastError)
+			continue
+		}
+		r.sum.ClaimsLost++
+		p.metrics.ClaimLost()
+		p.log.Warn("outbox retry lost its claim; another replica owns the message", "message_id", rt.ID)
+	}
+}
+
+func (r *run) finishDeads(ctx context.Context, deads []store.OutboxDeadParams) {
+	if len(deads) == 0 {
+		return
+	}
+	p := r.p
+	ids, ok := withRetries(ctx, p, "mark dead", len(deads), func(ctx context.Context) ([]string, error) {
+		return p.store.OutboxMarkDead(ctx, deads)
+	})
+	if !ok {
+		return
+	}
+	changed := changedSet(ids)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, d := range deads {
+		if changed[d.ID] {
+			r.sum.Dead++
+			p.metrics.Outcome("dead")
+			p.log.Warn("outbox message is dead", "message_id", d.ID, "error", d.LastError)
+			continue
+		}
+		r.sum.ClaimsLost++
+		p.metrics.ClaimLost()
+		p.log.Warn("outbox dead letter lost its claim; another replica owns the message", "message_id", d.ID)
+	}
+}
+
+// renewer extends the leases of rows whose publish still runs, every third of the lease,
+// and cancels the publish of a row whose claim was lost.
+func (r *run) renewer() {
+	defer r.helpers.Done()
+	p := r.p
+	tick := time.NewTicker(max(p.cfg.ClaimTimeout/3, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.done:
+			return
+		case <-tick.C:
+		}
+		r.mu.Lock()
+		var claims []store.Claim
+		flights := map[string]*flight{}
+		for id, f := range r.inflight {
+			if !f.finishing {
+				claims = append(claims, f.row.Claim())
+				flights[id] = f
+			}
+		}
+		r.mu.Unlock()
+		if len(claims) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), max(p.cfg.ClaimTimeout/3, time.Second))
+		renewed, err := p.store.OutboxRenew(ctx, store.OutboxRenewParams{Claims: claims, Lease: p.cfg.ClaimTimeout})
+		cancel()
+		if err != nil {
+			p.log.Error("renewing outbox leases failed", "rows", len(claims), "error", redact.Error(err))
+			continue
+		}
+		ok := map[string]bool{}
+		for _, c := range renewed {
+			ok[c.ID] = true
+		}
+		for id, f := range flights {
+			if !ok[id] {
+				p.log.Warn("outbox lease renewal lost the claim; cancelling the publish", "message_id", id)
+				f.cancel()
+			}
+		}
+	}
+}
+
+// stop ends a run: it waits for the rows in flight up to the shutdown timeout (and never
+// past the caller's deadline), then abandons the rest to lease expiry.
+func (r *run) stop(ctx context.Context) {
+	p := r.p
+	wait := p.cfg.ShutdownTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		if left := time.Until(deadline); left < wait {
+			wait = left
+		}
+	}
+	idle := make(chan struct{})
+	go func() {
+		r.publishers.Wait()
+		for r.inflightCount() > 0 {
+			select {
+			case <-r.finished:
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		close(idle)
+	}()
+	select {
+	case <-idle:
+	case <-time.After(wait):
+		r.mu.Lock()
+		r.abandon = true
+		n := len(r.inflight)
+		r.mu.Unlock()
+		p.log.Warn("outbox rows still in flight at stop; they return to pending when their leases expire", "rows", n)
+		r.pubCancel()
+		<-idle
+	}
+	r.pubCancel()
+	close(r.done)
+	r.helpers.Wait()
+}
+
+func (r *run) summary() Summary {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sum
+}
+
+// maybeReclaim returns expired claims to pending at most once per ClaimTimeout / 5.
+func (p *Poller) maybeReclaim(ctx context.Context, r *run) error {
+	p.mu.Lock()
+	due := time.Since(p.lastReclaim) >= p.cfg.ClaimTimeout/5
+	if due {
+		p.lastReclaim = time.Now()
+	}
+	p.mu.Unlock()
+	if !due {
+		return nil
+	}
+	n, err := p.store.OutboxReclaim(ctx)
+	if err != nil {
+		p.mu.Lock()
+		p.lastReclaim = time.Time{}
+		p.mu.Unlock()
+		return fmt.Errorf("reclaiming expired outbox claims: %w", err)
+	}
+	if n > 0 {
+		p.metrics.Reclaimed(int(n))
+		p.log.Info("outbox claims reclaimed after their leases expired", "rows", n)
+		r.mu.Lock()
+		r.sum.Reclaimed += int(n)
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// maybeRefreshGauges queries the pending figures at most once per PendingGaugeInterval.
+func (p *Poller) maybeRefreshGauges(ctx context.Context) {
+	p.mu.Lock()
+	due := time.Since(p.lastGauges) >= p.cfg.PendingGaugeInterval
+	if due {
+		p.lastGauges = time.Now()
+	}
+	p.mu.Unlock()
+	if !due {
+		return
+	}
+	stats, err := p.store.OutboxStats(ctx)
+	if err != nil {
+		p.log.Warn("reading the outbox pending gauges failed", "error", redact.Error(err))
+		return
+	}
+	p.metrics.Pending(stats.Pending, stats.OldestPendingAge)
+	depth := map[string]int64{}
+	for topic, n := range stats.PendingByTopic {
+		if rt, ok := p.routes.Match(topic); ok {
+			depth[rt.Destination] += n
+		}
+	}
+	p.mu.Lock()
+	for d := range depth {
+		p.depthSeen[d] = true
+	}
+	seen := make([]string, 0, len(p.depthSeen))
+	for d := range p.depthSeen {
+		seen = append(seen, d)
+	}
+	p.mu.Unlock()
+	for _, d := range seen {
+		p.metrics.QueueDepth(d, depth[d])
+	}
+}

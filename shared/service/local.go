@@ -1,0 +1,204 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/metrics"
+	"github.com/alternayte/queuebox/shared/outbox"
+)
+
+// HTTPDrainTimeout is how long the HTTP servers drain requests in flight at shutdown.
+const HTTPDrainTimeout = 5 * time.Second
+
+// Local is the long-running local process: the data port, the management port, and the
+// workers in loops.
+type Local struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	db      *Database
+	metrics *metrics.Registry
+	outbox  *Outbox
+
+	shuttingDown atomic.Bool
+
+	mu        sync.Mutex
+	listeners []net.Listener
+	ready     chan struct{}
+}
+
+// NewLocal opens the database (waiting for it, migrating or checking the schema) and builds
+// every worker of the local process.
+func NewLocal(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, error) {
+	db, err := Open(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	reg := metrics.New(Version)
+	ob, err := NewOutbox(ctx, cfg, db.Store, reg, log)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &Local{cfg: cfg, log: log, db: db, metrics: reg, outbox: ob, ready: make(chan struct{})}, nil
+}
+
+// Poller returns the outbox poller, for tests and wakes.
+func (l *Local) Poller() *outbox.Poller { return l.outbox.Poller }
+
+// Addrs returns the addresses that the servers listen on once Ready is closed: the data port
+// first, then the management port when one is configured.
+func (l *Local) Addrs() []net.Addr {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []net.Addr
+	for _, ln := range l.listeners {
+		out = append(out, ln.Addr())
+	}
+	return out
+}
+
+// Ready is closed when the servers listen.
+func (l *Local) Ready() <-chan struct{} { return l.ready }
+
+// Run serves and works until ctx is cancelled, then shuts down in the documented order: the
+// HTTP servers refuse new requests with 503 and drain for up to 5 s, the workers stop (the
+// poller waits up to outbox.shutdownTimeoutMs for publishes in flight), then the publishers
+// and the pool close.
+func (l *Local) Run(ctx context.Context) error {
+	defer l.db.Close()
+	defer l.outbox.Close()
+
+	servers, err := l.listen()
+	if err != nil {
+		close(l.ready)
+		return err
+	}
+	close(l.ready)
+	serveErr := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() {
+			if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("serving %s: %w", s.ln.Addr(), err)
+			}
+		}()
+	}
+
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	var workers sync.WaitGroup
+	workers.Add(1)
+	go func() {
+		defer workers.Done()
+		sum := l.outbox.Poller.Run(workCtx, outbox.RunOptions{})
+		l.log.Info("outbox poller stopped", "sent", sum.Sent, "retried", sum.Retried, "dead", sum.Dead, "claims_lost", sum.ClaimsLost)
+	}()
+	l.log.Info("QueueBox started", "version", Version, "addresses", addrStrings(l.Addrs()))
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-serveErr:
+	}
+	l.log.Info("QueueBox is shutting down")
+	l.shuttingDown.Store(true)
+	drainCtx, cancel := context.WithTimeout(context.Background(), HTTPDrainTimeout)
+	for _, s := range servers {
+		if err := s.srv.Shutdown(drainCtx); err != nil {
+			l.log.Warn("HTTP server did not drain in time", "address", s.ln.Addr().String(), "error", err)
+		}
+	}
+	cancel()
+	stopWork()
+	workers.Wait()
+	l.log.Info("QueueBox stopped")
+	return runErr
+}
+
+type server struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+func (l *Local) listen() ([]server, error) {
+	data, mgmt := l.handlers()
+	var out []server
+	bind := func(port int, h http.Handler) error {
+		ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
+		if err != nil {
+			return startError("listen on port "+strconv.Itoa(port), err)
+		}
+		l.mu.Lock()
+		l.listeners = append(l.listeners, ln)
+		l.mu.Unlock()
+		out = append(out, server{srv: &http.Server{Handler: l.gate(h), ReadHeaderTimeout: 10 * time.Second}, ln: ln})
+		return nil
+	}
+	if err := bind(l.cfg.Server.HTTPPort, data); err != nil {
+		return nil, err
+	}
+	if mgmt != nil {
+		if err := bind(l.cfg.Server.ManagementPort, mgmt); err != nil {
+			for _, s := range out {
+				_ = s.ln.Close()
+			}
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// handlers returns the data port handler and, when server.managementPort is set, the
+// management port handler; otherwise the data port serves the management routes too.
+func (l *Local) handlers() (data http.Handler, mgmt http.Handler) {
+	management := http.NewServeMux()
+	management.Handle("GET /metrics", l.metrics.Handler())
+	management.HandleFunc("GET /health/live", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"healthy","components":{"process":{"status":"up"}}}`))
+	})
+	management.HandleFunc("GET /{$}", running)
+
+	if l.cfg.Server.ManagementPort == 0 {
+		return management, nil
+	}
+	dataMux := http.NewServeMux()
+	dataMux.HandleFunc("GET /{$}", running)
+	return dataMux, management
+}
+
+func running(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("QueueBox is running!"))
+}
+
+// gate answers 503 to every request once the shutdown began.
+func (l *Local) gate(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if l.shuttingDown.Load() {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Connection", "close")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":"QueueBox is shutting down"}`))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func addrStrings(addrs []net.Addr) []string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = a.String()
+	}
+	return out
+}

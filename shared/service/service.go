@@ -1,0 +1,330 @@
+// Package service assembles QueueBox from a loaded configuration: the logger, the database
+// (wait, migrations, schema check, store), the publishers and the outbox poller. The local
+// process (local/) and the Lambda functions (functions/) are thin drivers over it, so both run
+// exactly the same code.
+package service
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/microsoft/go-mssqldb" // registers the sqlserver driver
+
+	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/migrate"
+	"github.com/alternayte/queuebox/shared/outbox"
+	"github.com/alternayte/queuebox/shared/redact"
+	"github.com/alternayte/queuebox/shared/route"
+	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/postgres"
+	"github.com/alternayte/queuebox/shared/store/sqlserver"
+	"github.com/alternayte/queuebox/shared/webhook"
+)
+
+// Version is the release of this build; the queuebox{version} metric carries it. The build
+// sets it with -ldflags "-X github.com/alternayte/queuebox/shared/service.Version=...".
+var Version = "0.1.0-dev"
+
+// StartError is a failure of one step of the start. It prints as the original does:
+// "QueueBox could not <step>. Reason: <redacted text>".
+type StartError struct {
+	Step string
+	Err  error
+}
+
+func (e *StartError) Error() string {
+	return "QueueBox could not " + e.Step + ". Reason: " + redact.Error(e.Err)
+}
+
+func (e *StartError) Unwrap() error { return e.Err }
+
+func startError(step string, err error) error { return &StartError{Step: step, Err: err} }
+
+// NewLogger returns the process logger: JSON lines through the redaction of shared/redact,
+// so no secret reaches a log.
+func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(redact.Handler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})))
+}
+
+// Names maps the configured table and column names to the store's names.
+func Names(cfg *config.Config) store.Names {
+	t := cfg.Database.Tables()
+	o, i := t.OutboxColumns, t.InboxColumns
+	return store.Names{
+		OutboxTable: t.Outbox,
+		InboxTable:  t.Inbox,
+		Outbox: store.OutboxColumns{
+			ID: o.ID, Topic: o.Topic, Key: o.Key, AggregateType: o.AggregateType,
+			Payload: o.Payload, Headers: o.Headers, State: o.State, Attempt: o.Attempt,
+			MaxAttempts: o.MaxAttempts, ScheduledAt: o.ScheduledAt, CreatedAt: o.CreatedAt,
+			UpdatedAt: o.UpdatedAt, ClaimedAt: o.ClaimedAt, ClaimToken: o.ClaimToken,
+			LeaseExpiresAt: o.LeaseExpiresAt, LastError: o.LastError, Sequence: o.Sequence,
+		},
+		Inbox: store.InboxColumns{
+			ID: i.ID, Source: i.Source, IdempotencyKey: i.IdempotencyKey,
+			AggregateID: i.AggregateID, EventType: i.EventType, Payload: i.Payload,
+			Headers: i.Headers, State: i.State, Consumption: i.Consumption, Attempt: i.Attempt,
+			LastError: i.LastError, ScheduledAt: i.ScheduledAt, CreatedAt: i.CreatedAt,
+			ProcessedAt: i.ProcessedAt, ClaimedAt: i.ClaimedAt, ClaimToken: i.ClaimToken,
+			LeaseExpiresAt: i.LeaseExpiresAt, CorrelationID: i.CorrelationID,
+		},
+	}
+}
+
+// Database is an open database: the store and, for the tools that need it, the driver handle.
+type Database struct {
+	Store store.Store
+	// Pool is the pgx pool on PostgreSQL; nil on SQL Server.
+	Pool *pgxpool.Pool
+	// DB is the database/sql handle on SQL Server; nil on PostgreSQL.
+	DB *sql.DB
+	// Migrations runs and checks the bundled migrations.
+	Migrations *migrate.Runner
+}
+
+// Close releases the connections.
+func (d *Database) Close() {
+	if d.Store != nil {
+		d.Store.Close()
+	}
+}
+
+// Connect waits up to database.startupTimeoutMs for the database to answer and opens the
+// store. It neither migrates nor checks the schema; see Prepare.
+func Connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Database, error) {
+	names := Names(cfg)
+	opts := migrate.Options{Names: names, Logger: log}
+	timeout := cfg.Database.StartupTimeoutMs.Duration()
+	switch cfg.Database.Type {
+	case config.SQLServer:
+		dsn, err := cfg.Database.SQLServerURL()
+		if err != nil {
+			return nil, startError("connect to the database", err)
+		}
+		db, err := sql.Open("sqlserver", dsn)
+		if err != nil {
+			return nil, startError("connect to the database", err)
+		}
+		db.SetMaxOpenConns(cfg.Database.PoolSize)
+		db.SetMaxIdleConns(cfg.Database.PoolSize)
+		if err := migrate.WaitForDatabase(ctx, db.PingContext, timeout); err != nil {
+			_ = db.Close()
+			return nil, startError("connect to the database", err)
+		}
+		st, err := sqlserver.New(db, names)
+		if err != nil {
+			_ = db.Close()
+			return nil, startError("open the store", err)
+		}
+		return &Database{Store: st, DB: db, Migrations: migrate.NewSQLServer(db, opts)}, nil
+	default:
+		dsn, err := cfg.Database.PgxConnString()
+		if err != nil {
+			return nil, startError("connect to the database", err)
+		}
+		pcfg, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			return nil, startError("connect to the database", fmt.Errorf("parsing database.url: %w", err))
+		}
+		pcfg.MaxConns = int32(cfg.Database.PoolSize)
+		if ms := cfg.Database.ConnectionTimeoutMs.Duration(); ms > 0 {
+			pcfg.ConnConfig.ConnectTimeout = ms
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+		if err != nil {
+			return nil, startError("connect to the database", err)
+		}
+		if err := migrate.WaitForDatabase(ctx, pool.Ping, timeout); err != nil {
+			pool.Close()
+			return nil, startError("connect to the database", err)
+		}
+		st, err := postgres.New(pool, names)
+		if err != nil {
+			pool.Close()
+			return nil, startError("open the store", err)
+		}
+		return &Database{Store: st, Pool: pool, Migrations: migrate.NewPostgres(pool, opts)}, nil
+	}
+}
+
+// Prepare runs the start checks of the schema: it applies the pending migrations when
+// database.migrate is true (or refuses tables without a history), then checks that the inbox
+// headers column and the outbox sequence column exist.
+func Prepare(ctx context.Context, cfg *config.Config, db *Database, log *slog.Logger) error {
+	res, err := db.Migrations.CheckStart(ctx, cfg.Database.Migrate)
+	if err != nil {
+		return startError("apply the database migrations", err)
+	}
+	if res.Message != "" {
+		if res.Level == migrate.LevelWarning {
+			log.Warn(res.Message)
+		} else {
+			log.Info(res.Message)
+		}
+	}
+	if err := db.Store.CheckSchema(ctx); err != nil {
+		return startError("check the database schema", err)
+	}
+	return nil
+}
+
+// Open is Connect followed by Prepare.
+func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Database, error) {
+	db, err := Connect(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := Prepare(ctx, cfg, db, log); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// Metrics is what the assembled parts report to: the outbox measurements and the HTTP
+// response classes.
+type Metrics interface {
+	outbox.Metrics
+	webhook.Metrics
+}
+
+// Routes compiles the configured routes.
+func Routes(cfg *config.Config) (*route.Table, error) {
+	var routes []route.Route
+	for i, r := range cfg.Routes {
+		p, err := route.Compile(r.TopicPattern)
+		if err != nil {
+			return nil, fmt.Errorf("routes[%d].topicPattern: %w", i, err)
+		}
+		routes = append(routes, route.Route{
+			Pattern: p, Destination: r.Destination, Index: i,
+			RoutingKeyTemplate:            r.RoutingKeyTemplate,
+			RoutingKeyMissingFieldDefault: r.RoutingKeyMissingFieldDefault,
+		})
+	}
+	return route.NewTable(routes), nil
+}
+
+// Publishers builds one publisher per destination whose kind this build supports. A
+// destination without a publisher is left out, so its rows go dead with a clear reason.
+// With http.blockPrivateAddresses it first refuses a baseUrl or tokenUrl on a private address.
+func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, log *slog.Logger) ([]outbox.Destination, func(), error) {
+	var dests []outbox.Destination
+	var closers []func()
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	for name, d := range cfg.Destinations {
+		switch d.Kind {
+		case config.DestinationHTTP:
+			wc := webhookConfig(cfg, d)
+			if cfg.HTTP.BlockPrivateAddresses {
+				for _, u := range []string{wc.BaseURL, wc.Auth.OAuth2.TokenURL} {
+					if u == "" {
+						continue
+					}
+					if err := webhook.CheckPrivateAddresses(ctx, u, net.DefaultResolver); err != nil {
+						closeAll()
+						return nil, nil, fmt.Errorf("destinations.%s: %w", name, err)
+					}
+				}
+			}
+			p, err := webhook.New(wc, m)
+			if err != nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("destinations.%s: %w", name, err)
+			}
+			closers = append(closers, func() { _ = p.Close() })
+			dests = append(dests, outbox.Destination{Name: name, Publisher: p})
+		default:
+			log.Warn("no publisher in this build supports the destination kind; its rows go dead",
+				"destination", name, "kind", string(d.Kind))
+		}
+	}
+	return dests, closeAll, nil
+}
+
+func webhookConfig(cfg *config.Config, d *config.Destination) webhook.Config {
+	h := d.HTTP
+	wc := webhook.Config{
+		Name:              d.Name,
+		BaseURL:           h.BaseURL,
+		Path:              h.Path,
+		Timeout:           h.TimeoutMs.Duration(),
+		Headers:           d.Headers,
+		MaxErrorBodyBytes: cfg.HTTP.MaxErrorBodyBytes,
+	}
+	if a := h.Auth; a != nil {
+		switch a.Kind {
+		case config.AuthOAuth2:
+			wc.Auth = webhook.Auth{Kind: webhook.AuthOAuth2, OAuth2: webhook.OAuth2{
+				ClientID: a.OAuth2.ClientID, ClientSecret: a.OAuth2.ClientSecret.Reveal(),
+				TokenURL: a.OAuth2.TokenURL, Scope: a.OAuth2.Scope, ExtraParams: a.OAuth2.ExtraParams,
+			}}
+		case config.AuthBasic:
+			wc.Auth = webhook.Auth{Kind: webhook.AuthBasic, Basic: webhook.Basic{
+				Username: a.Basic.Username, Password: a.Basic.Password.Reveal(),
+			}}
+		case config.AuthHeader:
+			wc.Auth = webhook.Auth{Kind: webhook.AuthHeader, Header: webhook.Header{
+				Name: a.Header.HeaderName, Value: a.Header.HeaderValue.Reveal(),
+			}}
+		}
+	}
+	return wc
+}
+
+// OutboxConfig maps outbox.* to the poller's settings.
+func OutboxConfig(cfg *config.Config) outbox.Config {
+	o := cfg.Outbox
+	return outbox.Config{
+		PollInterval:         o.PollIntervalMs.Duration(),
+		BatchSize:            o.BatchSize,
+		Concurrency:          o.Concurrency,
+		RetryBaseDelay:       o.RetryBaseDelayMs.Duration(),
+		ClaimTimeout:         o.ClaimTimeoutMs.Duration(),
+		PendingGaugeInterval: o.PendingGaugeIntervalMs.Duration(),
+		ShutdownTimeout:      o.ShutdownTimeoutMs.Duration(),
+	}.WithDefaults()
+}
+
+// Outbox is the assembled outbox: the poller and what closes its publishers.
+type Outbox struct {
+	Poller *outbox.Poller
+	close  func()
+}
+
+// Close releases the publishers.
+func (o *Outbox) Close() {
+	if o.close != nil {
+		o.close()
+	}
+}
+
+// NewOutbox builds the poller with its routes and publishers.
+func NewOutbox(ctx context.Context, cfg *config.Config, st store.OutboxStore, m Metrics, log *slog.Logger) (*Outbox, error) {
+	routes, err := Routes(cfg)
+	if err != nil {
+		return nil, startError("build the routes", err)
+	}
+	dests, closeAll, err := Publishers(ctx, cfg, m, log)
+	if err != nil {
+		return nil, startError("build the destinations", err)
+	}
+	p, err := outbox.New(outbox.Options{
+		Store: st, Config: OutboxConfig(cfg), Routes: routes, Destinations: dests,
+		Metrics: m, Logger: log,
+	})
+	if err != nil {
+		closeAll()
+		return nil, startError("build the outbox poller", err)
+	}
+	return &Outbox{Poller: p, close: closeAll}, nil
+}

@@ -1,0 +1,521 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/alternayte/queuebox/shared/store"
+)
+
+// insertVariant selects the optional columns of an outbox insert, so that a zero field takes
+// the column default of the table (which a custom table may define differently).
+type insertVariant uint8
+
+const (
+	insertWithID insertVariant = 1 << iota
+	insertWithMaxAttempts
+	insertWithDelay
+
+	insertVariants = 1 << iota
+)
+
+// outboxInsertSQL builds the insert of one variant. The parameters are $1 topic, $2 key,
+// $3 aggregate type, $4 payload, $5 headers, then in this order and only when the variant has
+// them: the id, max_attempts, and the delay in microseconds.
+func outboxInsertSQL(v insertVariant) string {
+	cols := []string{"{topic}", "{key}", "{aggregate_type}", "{payload}", "{headers}"}
+	vals := []string{"$1", "NULLIF($2::text, '')", "NULLIF($3::text, '')", "$4::jsonb", "COALESCE($5::jsonb, '{}'::jsonb)"}
+	next := 6
+	if v&insertWithID != 0 {
+		cols = append(cols, "{id}")
+		vals = append(vals, fmt.Sprintf("$%d::uuid", next))
+		next++
+	}
+	if v&insertWithMaxAttempts != 0 {
+		cols = append(cols, "{max_attempts}")
+		vals = append(vals, fmt.Sprintf("$%d::int", next))
+		next++
+	}
+	if v&insertWithDelay != 0 {
+		cols = append(cols, "{scheduled_at}")
+		vals = append(vals, fmt.Sprintf("clock_timestamp() + $%d::bigint * interval '1 microsecond'", next))
+	}
+	return "INSERT INTO {table} (" + strings.Join(cols, ", ") + ")\nVALUES (" + strings.Join(vals, ", ") +
+		")\nRETURNING {id}::text"
+}
+
+// querier is what an insert runs on: the pool or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// OutboxInsert writes one outbox row and returns its id.
+func (s *Store) OutboxInsert(ctx context.Context, params store.OutboxInsertParams) (string, error) {
+	id, err := s.outboxInsert(ctx, s.pool, params)
+	if err != nil {
+		return "", wrapErr("inserting outbox row", err)
+	}
+	return id, nil
+}
+
+func (s *Store) outboxInsert(ctx context.Context, q querier, p store.OutboxInsertParams) (string, error) {
+	if p.ID != "" && !isUUID(p.ID) {
+		return "", fmt.Errorf("id %q is not a UUID", p.ID)
+	}
+	var headers any
+	if p.Headers != nil {
+		headers = p.Headers
+	}
+	var v insertVariant
+	args := []any{p.Topic, p.Key, p.AggregateType, p.Payload, headers}
+	if p.ID != "" {
+		v |= insertWithID
+		args = append(args, p.ID)
+	}
+	if p.MaxAttempts > 0 {
+		v |= insertWithMaxAttempts
+		args = append(args, p.MaxAttempts)
+	}
+	if p.Delay > 0 {
+		v |= insertWithDelay
+		args = append(args, micros(p.Delay))
+	}
+	var id string
+	if err := q.QueryRow(ctx, s.sql.outboxInsert[v], args...).Scan(&id); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// outboxClaimSQL claims due pending rows. A row of a non-empty key qualifies only when no
+// earlier row of its key (by sequence) is pending or processing, so at most one row of a key
+// qualifies and a row that waits for a retry holds its key; a dead or sent row releases it.
+// The NOT EXISTS probe uses the partial index on (key, sequence). Rows that another claim has
+// locked are skipped; the later rows of their key still see them pending and stay back.
+//
+// The order of one key comes from that predicate, not from the ORDER BY. The scan walks the
+// partial index on (state, scheduled_at) in scheduled_at order and stops at the limit; within
+// one scheduled_at (rows of one transaction) it takes the index order, which follows the
+// insert order. Ordering the scan by sequence as well would make PostgreSQL sort every due
+// row on each claim when a bulk insert gives many rows one scheduled_at. The claimed batch
+// is returned in scheduled_at, sequence order.
+//
+// One clock reading gives claimed_at, updated_at and the lease of every row.
+const outboxClaimSQL = `
+WITH qb_clock AS (
+    SELECT clock_timestamp() AS now
+),
+qb_candidates AS (
+    SELECT o.{id}
+    FROM {table} o
+    WHERE o.{state} = 'pending'
+      AND o.{scheduled_at} <= clock_timestamp()
+      AND (o.{key} IS NULL OR o.{key} = '' OR NOT EXISTS (
+          SELECT 1
+          FROM {table} e
+          WHERE e.{key} = o.{key}
+            AND e.{sequence} < o.{sequence}
+            AND e.{state} IN ('pending', 'processing')))
+    ORDER BY o.{scheduled_at}
+    LIMIT $1
+    FOR UPDATE OF o SKIP LOCKED
+),
+qb_claimed AS (
+    UPDATE {table} o
+    SET {state} = 'processing',
+        {claim_token} = gen_random_uuid(),
+        {claimed_at} = qb_clock.now,
+        {lease_expires_at} = qb_clock.now + $2::bigint * interval '1 microsecond',
+        {updated_at} = qb_clock.now
+    FROM qb_candidates c, qb_clock
+    WHERE o.{id} = c.{id}
+    RETURNING o.{id}::text AS id, o.{topic} AS topic, COALESCE(o.{key}, '') AS msg_key,
+        COALESCE(o.{aggregate_type}, '') AS aggregate_type, o.{payload} AS payload,
+        o.{headers} AS headers, o.{attempt}::int AS attempt, o.{max_attempts}::int AS max_attempts,
+        o.{scheduled_at} AS scheduled_at, o.{created_at} AS created_at,
+        o.{sequence}::bigint AS seq, o.{claim_token}::text AS claim_token,
+        o.{lease_expires_at} AS lease_expires_at
+)
+SELECT id, topic, msg_key, aggregate_type, payload, headers, attempt, max_attempts,
+    scheduled_at, created_at, seq, claim_token, lease_expires_at
+FROM qb_claimed
+ORDER BY scheduled_at, seq`
+
+// OutboxClaim claims up to Limit due pending rows, at most one per non-empty key.
+func (s *Store) OutboxClaim(ctx context.Context, params store.OutboxClaimParams) ([]store.OutboxMessage, error) {
+	if params.Limit <= 0 {
+		return nil, fmt.Errorf("claiming outbox batch: limit %d is not above 0", params.Limit)
+	}
+	if params.Lease <= 0 {
+		return nil, fmt.Errorf("claiming outbox batch: lease %s is not above 0", params.Lease)
+	}
+	rows, err := s.pool.Query(ctx, s.sql.outboxClaim, params.Limit, micros(params.Lease))
+	if err != nil {
+		return nil, wrapErr("claiming outbox batch", err)
+	}
+	msgs := make([]store.OutboxMessage, 0, params.Limit)
+	for rows.Next() {
+		var m store.OutboxMessage
+		var payload, headers []byte
+		if err := rows.Scan(&m.ID, &m.Topic, &m.Key, &m.AggregateType, &payload, &headers,
+			&m.Attempt, &m.MaxAttempts, &m.ScheduledAt, &m.CreatedAt, &m.Sequence,
+			&m.ClaimToken, &m.LeaseExpiresAt); err != nil {
+			rows.Close()
+			return nil, wrapErr("claiming outbox batch: reading row", err)
+		}
+		m.Payload = payload
+		m.Headers = headers
+		msgs = append(msgs, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrapErr("claiming outbox batch", err)
+	}
+	return msgs, nil
+}
+
+// The fenced writes take their claims as parallel arrays ($1 ids, $2 tokens). A row changes
+// only when it is processing, carries the caller's token and its lease has not passed by the
+// database clock. A null claim token never equals anything. The id = ANY test lets the
+// planner find the rows through the primary key whatever it believes about processing rows.
+const fence = `
+  AND o.{id} = ANY ($1::uuid[])
+  AND o.{state} = 'processing'
+  AND o.{claim_token} = f.token
+  AND o.{lease_expires_at} > clock_timestamp()`
+
+const outboxRenewSQL = `
+UPDATE {table} o
+SET {lease_expires_at} = clock_timestamp() + $3::bigint * interval '1 microsecond'
+FROM unnest($1::uuid[], $2::uuid[]) AS f(id, token)
+WHERE o.{id} = f.id` + fence + `
+RETURNING o.{id}::text, o.{claim_token}::text`
+
+const outboxMarkSentSQL = `
+UPDATE {table} o
+SET {state} = 'sent',
+    {claim_token} = NULL,
+    {lease_expires_at} = NULL,
+    {updated_at} = clock_timestamp()
+FROM unnest($1::uuid[], $2::uuid[]) AS f(id, token)
+WHERE o.{id} = f.id` + fence + `
+RETURNING o.{id}::text`
+
+const outboxRetrySQL = `
+UPDATE {table} o
+SET {state} = 'pending',
+    {attempt} = o.{attempt} + 1,
+    {scheduled_at} = clock_timestamp() + f.delay_us * interval '1 microsecond',
+    {last_error} = f.last_error,
+    {claim_token} = NULL,
+    {lease_expires_at} = NULL,
+    {updated_at} = clock_timestamp()
+FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::text[]) AS f(id, token, delay_us, last_error)
+WHERE o.{id} = f.id` + fence + `
+RETURNING o.{id}::text`
+
+const outboxMarkDeadSQL = `
+UPDATE {table} o
+SET {state} = 'dead',
+    {last_error} = f.last_error,
+    {claim_token} = NULL,
+    {lease_expires_at} = NULL,
+    {updated_at} = clock_timestamp()
+FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS f(id, token, last_error)
+WHERE o.{id} = f.id` + fence + `
+RETURNING o.{id}::text`
+
+// fenced is one claim of a batch with its extra values, kept together while the batch is
+// filtered and sorted.
+type fenced struct {
+	store.Claim
+	delay     time.Duration
+	lastError string
+}
+
+// prepareFenced drops the claims whose id or token is not a UUID (they can match no row) and
+// sorts the rest by id, so that concurrent batches lock shared rows in one order.
+func prepareFenced(in []fenced) []fenced {
+	out := make([]fenced, 0, len(in))
+	for _, f := range in {
+		if isUUID(f.ID) && isUUID(f.Token) {
+			f.ID = strings.ToLower(f.ID)
+			f.Token = strings.ToLower(f.Token)
+			out = append(out, f)
+		}
+	}
+	slices.SortFunc(out, func(a, b fenced) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+func claimsOf(in []store.Claim) []fenced {
+	out := make([]fenced, len(in))
+	for i, c := range in {
+		out[i] = fenced{Claim: c}
+	}
+	return out
+}
+
+func idsAndTokens(fs []fenced) (ids, tokens []string) {
+	ids = make([]string, len(fs))
+	tokens = make([]string, len(fs))
+	for i, f := range fs {
+		ids[i], tokens[i] = f.ID, f.Token
+	}
+	return ids, tokens
+}
+
+// OutboxRenew extends the leases of the claims whose fence holds and returns them.
+func (s *Store) OutboxRenew(ctx context.Context, params store.OutboxRenewParams) ([]store.Claim, error) {
+	if params.Lease <= 0 {
+		return nil, fmt.Errorf("renewing outbox leases: lease %s is not above 0", params.Lease)
+	}
+	fs := prepareFenced(claimsOf(params.Claims))
+	if len(fs) == 0 {
+		return nil, nil
+	}
+	ids, tokens := idsAndTokens(fs)
+	rows, err := s.pool.Query(ctx, s.sql.outboxRenew, ids, tokens, micros(params.Lease))
+	if err != nil {
+		return nil, wrapErr("renewing outbox leases", err)
+	}
+	renewed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Claim, error) {
+		var c store.Claim
+		err := r.Scan(&c.ID, &c.Token)
+		return c, err
+	})
+	if err != nil {
+		return nil, wrapErr("renewing outbox leases", err)
+	}
+	return renewed, nil
+}
+
+// OutboxMarkSent marks the fenced claims sent and returns the ids it changed.
+func (s *Store) OutboxMarkSent(ctx context.Context, claims []store.Claim) ([]string, error) {
+	fs := prepareFenced(claimsOf(claims))
+	if len(fs) == 0 {
+		return nil, nil
+	}
+	ids, tokens := idsAndTokens(fs)
+	return s.collectIDs(ctx, "marking outbox rows sent", s.sql.outboxMarkSent, ids, tokens)
+}
+
+// OutboxRetry schedules the fenced retries and returns the ids it changed.
+func (s *Store) OutboxRetry(ctx context.Context, retries []store.OutboxRetryParams) ([]string, error) {
+	in := make([]fenced, len(retries))
+	for i, r := range retries {
+		if r.Delay < 0 {
+			r.Delay = 0
+		}
+		in[i] = fenced{Claim: r.Claim, delay: r.Delay, lastError: r.LastError}
+	}
+	fs := prepareFenced(in)
+	if len(fs) == 0 {
+		return nil, nil
+	}
+	ids, tokens := idsAndTokens(fs)
+	delays := make([]int64, len(fs))
+	errs := make([]string, len(fs))
+	for i, f := range fs {
+		delays[i] = micros(f.delay)
+		errs[i] = cleanText(f.lastError)
+	}
+	return s.collectIDs(ctx, "scheduling outbox retries", s.sql.outboxRetry, ids, tokens, delays, errs)
+}
+
+// OutboxMarkDead marks the fenced claims dead and returns the ids it changed.
+func (s *Store) OutboxMarkDead(ctx context.Context, deads []store.OutboxDeadParams) ([]string, error) {
+	in := make([]fenced, len(deads))
+	for i, d := range deads {
+		in[i] = fenced{Claim: d.Claim, lastError: d.LastError}
+	}
+	fs := prepareFenced(in)
+	if len(fs) == 0 {
+		return nil, nil
+	}
+	ids, tokens := idsAndTokens(fs)
+	errs := make([]string, len(fs))
+	for i, f := range fs {
+		errs[i] = cleanText(f.lastError)
+	}
+	return s.collectIDs(ctx, "marking outbox rows dead", s.sql.outboxMarkDead, ids, tokens, errs)
+}
+
+func (s *Store) collectIDs(ctx context.Context, op, sql string, args ...any) ([]string, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, wrapErr(op, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, wrapErr(op, err)
+	}
+	return ids, nil
+}
+
+// outboxReclaimSQL returns processing rows whose lease passed (or that have none) to pending,
+// with attempt unchanged. A live fenced write and the reclaim exclude each other: one needs
+// lease_expires_at > clock, the other lease_expires_at <= clock, and the row lock orders them.
+const outboxReclaimSQL = `
+UPDATE {table} o
+SET {state} = 'pending',
+    {claim_token} = NULL,
+    {lease_expires_at} = NULL,
+    {updated_at} = clock_timestamp()
+WHERE o.{state} = 'processing'
+  AND (o.{lease_expires_at} IS NULL OR o.{lease_expires_at} <= clock_timestamp())`
+
+// OutboxReclaim returns every processing row whose lease expired to pending.
+func (s *Store) OutboxReclaim(ctx context.Context) (int64, error) {
+	tag, err := s.pool.Exec(ctx, s.sql.outboxReclaim)
+	if err != nil {
+		return 0, wrapErr("reclaiming expired outbox claims", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// outboxReplaySQL moves sent and dead rows that match every given filter back to pending. A
+// null parameter does not filter.
+const outboxReplaySQL = `
+UPDATE {table} o
+SET {state} = 'pending',
+    {attempt} = 0,
+    {scheduled_at} = clock_timestamp(),
+    {last_error} = NULL,
+    {claimed_at} = NULL,
+    {claim_token} = NULL,
+    {lease_expires_at} = NULL,
+    {updated_at} = clock_timestamp()
+WHERE o.{state} IN ('sent', 'dead')
+  AND ($1::uuid[] IS NULL OR o.{id} = ANY ($1::uuid[]))
+  AND ($2::text[] IS NULL OR o.{topic} = ANY ($2::text[]))
+  AND ($3::timestamptz IS NULL OR o.{created_at} >= $3::timestamptz)
+  AND ($4::timestamptz IS NULL OR o.{created_at} < $4::timestamptz)`
+
+// ErrNoReplayFilter reports a replay without any filter, which would move every sent and dead
+// row of the outbox.
+var ErrNoReplayFilter = errors.New("postgres: a replay needs at least one filter")
+
+// OutboxReplay moves the selected sent and dead rows to pending and returns the count. A call
+// without any filter is refused with ErrNoReplayFilter.
+func (s *Store) OutboxReplay(ctx context.Context, params store.OutboxReplayParams) (int64, error) {
+	if len(params.IDs) == 0 && len(params.Topics) == 0 && params.CreatedFrom == nil && params.CreatedTo == nil {
+		return 0, fmt.Errorf("replaying outbox rows: %w", ErrNoReplayFilter)
+	}
+	var ids, topics any
+	if len(params.IDs) > 0 {
+		// An id that is not a UUID matches no row; it must not widen the selection, so the
+		// filter stays set even when no valid id is left.
+		valid := make([]string, 0, len(params.IDs))
+		for _, id := range params.IDs {
+			if isUUID(id) {
+				valid = append(valid, id)
+			}
+		}
+		ids = valid
+	}
+	if len(params.Topics) > 0 {
+		topics = params.Topics
+	}
+	tag, err := s.pool.Exec(ctx, s.sql.outboxReplay, ids, topics, params.CreatedFrom, params.CreatedTo)
+	if err != nil {
+		return 0, wrapErr("replaying outbox rows", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+const outboxStatsSQL = `
+SELECT o.{topic},
+       count(*),
+       (EXTRACT(EPOCH FROM clock_timestamp() - min(o.{created_at})) * 1000000)::bigint
+FROM {table} o
+WHERE o.{state} = 'pending'
+GROUP BY o.{topic}`
+
+// OutboxStats returns the pending count, the age of the oldest pending row and the pending
+// count per topic.
+func (s *Store) OutboxStats(ctx context.Context) (store.OutboxStats, error) {
+	stats := store.OutboxStats{PendingByTopic: map[string]int64{}}
+	rows, err := s.pool.Query(ctx, s.sql.outboxStats)
+	if err != nil {
+		return store.OutboxStats{}, wrapErr("reading outbox stats", err)
+	}
+	var topic string
+	var count, ageMicros int64
+	_, err = pgx.ForEachRow(rows, []any{&topic, &count, &ageMicros}, func() error {
+		stats.Pending += count
+		stats.PendingByTopic[topic] = count
+		if age := time.Duration(ageMicros) * time.Microsecond; age > stats.OldestPendingAge {
+			stats.OldestPendingAge = age
+		}
+		return nil
+	})
+	if err != nil {
+		return store.OutboxStats{}, wrapErr("reading outbox stats", err)
+	}
+	return stats, nil
+}
+
+// outboxDeleteFinishedSQL deletes a batch of old sent and dead rows. The outer WHERE repeats
+// the state and age tests, so a row that a replay moved back to pending between the subquery
+// and the delete is rechecked on its new version and kept.
+const outboxDeleteFinishedSQL = `
+DELETE FROM {table} o
+WHERE o.{id} IN (
+        SELECT d.{id}
+        FROM {table} d
+        WHERE d.{state} IN ('sent', 'dead')
+          AND d.{updated_at} < clock_timestamp() - $1::bigint * interval '1 microsecond'
+        LIMIT $2)
+  AND o.{state} IN ('sent', 'dead')
+  AND o.{updated_at} < clock_timestamp() - $1::bigint * interval '1 microsecond'`
+
+// outboxDeleteExcessSQL deletes a batch of the rows of one final state beyond the newest $2.
+const outboxDeleteExcessSQL = `
+DELETE FROM {table} o
+WHERE o.{id} IN (
+        SELECT d.{id}
+        FROM {table} d
+        WHERE d.{state} = $1::text
+        ORDER BY d.{updated_at} DESC, d.{sequence} DESC
+        OFFSET $2
+        LIMIT $3)
+  AND o.{state} = $1::text`
+
+// OutboxDeleteFinished deletes at most Limit sent or dead rows older than MaxAge.
+func (s *Store) OutboxDeleteFinished(ctx context.Context, params store.DeleteFinishedParams) (int64, error) {
+	if params.Limit <= 0 {
+		return 0, fmt.Errorf("deleting finished outbox rows: limit %d is not above 0", params.Limit)
+	}
+	if params.MaxAge < 0 {
+		return 0, fmt.Errorf("deleting finished outbox rows: max age %s is negative", params.MaxAge)
+	}
+	tag, err := s.pool.Exec(ctx, s.sql.outboxDeleteFinished, micros(params.MaxAge), params.Limit)
+	if err != nil {
+		return 0, wrapErr("deleting finished outbox rows", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// OutboxDeleteExcess deletes at most Limit rows of State beyond the Keep newest of that state.
+func (s *Store) OutboxDeleteExcess(ctx context.Context, params store.DeleteExcessParams) (int64, error) {
+	if params.State != store.OutboxSent && params.State != store.OutboxDead {
+		return 0, fmt.Errorf("deleting excess outbox rows: state %q is not %s or %s", params.State, store.OutboxSent, store.OutboxDead)
+	}
+	if params.Limit <= 0 {
+		return 0, fmt.Errorf("deleting excess outbox rows: limit %d is not above 0", params.Limit)
+	}
+	if params.Keep < 0 {
+		return 0, fmt.Errorf("deleting excess outbox rows: keep %d is negative", params.Keep)
+	}
+	tag, err := s.pool.Exec(ctx, s.sql.outboxDeleteExcess, params.State, params.Keep, params.Limit)
+	if err != nil {
+		return 0, wrapErr("deleting excess outbox rows", err)
+	}
+	return tag.RowsAffected(), nil
+}
