@@ -20,7 +20,8 @@ const (
 //
 // The chain is walked with errors.Unwrap. A wrapper's message usually ends with the message of
 // the error it wraps (fmt.Errorf("dialing: %w", io.EOF) reads "dialing: EOF"), so each level
-// shows only its own text: "dialing | caused by EOF". A wrapper that adds no text of its own
+// shows only its own text: "dialing | caused by EOF"; a wrapper whose message does not end
+// with the wrapped message shows its whole message. A wrapper that adds no text of its own
 // (a bare "%w") is not counted as a level. An error that wraps several errors (errors.Join, or
 // fmt.Errorf with two %w) ends the walk and shows its whole message.
 func Error(err error) string {

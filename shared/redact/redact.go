@@ -131,8 +131,9 @@ func String(s string) string {
 	return truncate(s)
 }
 
-// A finder returns the first match of a rule that starts at or after from, as submatch
-// indices into s, or nil.
+// A finder returns the first match of a rule that starts at or after from, or nil. m[0] and
+// m[1] are the start and end of the match in s; m[2] and m[3] mark the part that the
+// replacement needs.
 type finder func(s string, from int) []int
 
 // rewrite replaces every match that next finds with what repl writes for it. It returns s
@@ -396,8 +397,16 @@ func userInfoEnd(s string, a int, noAt *int) int {
 // or is 16 or more characters long.
 func nextScheme(s string, from int) []int {
 	for i := from; i < len(s); i++ {
+		switch s[i] | 0x20 {
+		case 'b', 'd', 'n', 't':
+		default:
+			continue
+		}
+		if i > 0 && isWord(s[i-1]) {
+			continue
+		}
 		n := schemeNameLen(s[i:])
-		if n == 0 || !isWordStart(s, i) {
+		if n == 0 {
 			continue
 		}
 		b := i + n
@@ -490,16 +499,8 @@ func hasKeyEnding(s string) bool {
 // schemeNameLen returns the length of the name of authSchemes that s starts with, in any
 // ASCII letter case, or 0.
 func schemeNameLen(s string) int {
-	if len(s) == 0 {
-		return 0
-	}
-	switch s[0] | 0x20 {
-	case 'b', 'd', 'n', 't':
-	default:
-		return 0
-	}
 	for _, name := range authSchemes {
-		if len(s) >= len(name) && equalFoldASCII(s[:len(name)], name) {
+		if len(s) >= len(name) && s[0]|0x20 == name[0] && equalFoldASCII(s[:len(name)], name) {
 			return len(name)
 		}
 	}
