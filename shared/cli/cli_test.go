@@ -1,0 +1,369 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/alternayte/queuebox/shared/dbtest"
+)
+
+func TestParseArgs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args     []string
+		want     command
+		wantErr  string
+		baseline int
+	}{
+		{args: nil, want: command{name: "serve"}},
+		{args: []string{"serve"}, want: command{name: "serve"}},
+		{args: []string{"config", "check"}, want: command{name: "config-check"}},
+		{args: []string{"migrate"}, want: command{name: "migrate"}},
+		{args: []string{"migrate", "--baseline", "11"}, want: command{name: "migrate", baseline: 11}},
+		{args: []string{"migrate", "--baseline=7"}, want: command{name: "migrate", baseline: 7}},
+		{args: []string{"help"}, want: command{name: "help"}},
+		{args: []string{"bogus"}, wantErr: "Unknown arguments: bogus"},
+		{args: []string{"serve", "--now"}, wantErr: "Unknown arguments: --now"},
+		{args: []string{"config"}, wantErr: "Unknown arguments: config"},
+		{args: []string{"config", "show"}, wantErr: "Unknown arguments: show"},
+		{args: []string{"migrate", "--baseline"}, wantErr: "Unknown arguments: --baseline"},
+		{args: []string{"migrate", "--baseline", "x"}, wantErr: "Unknown arguments: --baseline x"},
+		{args: []string{"migrate", "--baseline", "0"}, wantErr: "Unknown arguments: --baseline 0"},
+		{args: []string{"migrate", "now"}, wantErr: "Unknown arguments: now"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, "_"), func(t *testing.T) {
+			got, err := parseArgs(tt.args)
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("error = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("parseArgs = %+v, %v; want %+v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func run(t *testing.T, ctx context.Context, env map[string]string, args ...string) result {
+	t.Helper()
+	var out, errOut syncBuffer
+	var environ []string
+	for k, v := range env {
+		environ = append(environ, k+"="+v)
+	}
+	code := Main(ctx, args, Env{Stdout: &out, Stderr: &errOut, Environ: environ, ReadFile: os.ReadFile})
+	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+// syncBuffer is a bytes.Buffer that the serve goroutine and the test can share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestUnknownArgumentsExitTwo(t *testing.T) {
+	t.Parallel()
+	r := run(t, context.Background(), nil, "bogus", "--flag")
+	if r.code != ExitUsage {
+		t.Errorf("exit = %d, want 2", r.code)
+	}
+	if !strings.HasPrefix(r.stderr, "Unknown arguments: bogus --flag\n") || !strings.Contains(r.stderr, "Usage:") {
+		t.Errorf("stderr = %q", r.stderr)
+	}
+	if r.stdout != "" {
+		t.Errorf("stdout = %q", r.stdout)
+	}
+}
+
+const completeExample = "../../../shared/spec/examples/queuebox.yml"
+
+func TestConfigCheckOnTheCompleteExample(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"QUEUEBOX_CONFIG_FILE":  completeExample,
+		"DB_PASSWORD":           "db-pass-6f1c",
+		"ADMIN_TOKEN":           "admin-token-77a2",
+		"ORDERS_CLIENT_SECRET":  "client-secret-91bb",
+		"STRIPE_WEBHOOK_SECRET": "whsec_stripe-3c0d",
+	}
+	r := run(t, context.Background(), env, "config", "check")
+	if r.code != ExitOK {
+		t.Fatalf("exit = %d, stderr:\n%s", r.code, r.stderr)
+	}
+	for _, secret := range []string{"db-pass-6f1c", "admin-token-77a2", "client-secret-91bb", "whsec_stripe-3c0d"} {
+		if strings.Contains(r.stdout, secret) || strings.Contains(r.stderr, secret) {
+			t.Errorf("the output shows the secret %q", secret)
+		}
+	}
+	for _, want := range []string{"Secret(***)", "orders-api", "events-exchange", "topicPattern: order.*", "stripe"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the resolved configuration lacks %q", want)
+		}
+	}
+	if !strings.Contains(r.stderr, "The configuration is valid") {
+		t.Errorf("stderr = %q", r.stderr)
+	}
+}
+
+func TestConfigCheckReportsEveryProblemAndUnknownKeys(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"QUEUEBOX_DATABASE_URL":            "jdbc:postgresql://db:5432/queuebox",
+		"QUEUEBOX_DATABASE_USERNAME":       "queuebox",
+		"QUEUEBOX_DATABASE_PASSWORD":       "x",
+		"QUEUEBOX_OUTBOX_POLLINTERVALMS":   "0",
+		"QUEUEBOX_OUTBOX_BATCHSIZE":        "-1",
+		"QUEUEBOX_OUTBOX_POLL_INTERVAL_MS": "5",
+	}
+	r := run(t, context.Background(), env, "config", "check")
+	if r.code != ExitFailure {
+		t.Fatalf("exit = %d, want 1; stderr:\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{
+		"outbox.pollIntervalMs (QUEUEBOX_OUTBOX_POLLINTERVALMS) must be above 0",
+		"outbox.batchSize (QUEUEBOX_OUTBOX_BATCHSIZE)",
+		"QUEUEBOX_OUTBOX_POLL_INTERVAL_MS",
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+}
+
+func TestConfigCheckMissingFile(t *testing.T) {
+	t.Parallel()
+	r := run(t, context.Background(), map[string]string{"QUEUEBOX_CONFIG_FILE": "/nonexistent/queuebox.yml"}, "config", "check")
+	if r.code != ExitFailure || !strings.Contains(r.stderr, "/nonexistent/queuebox.yml") {
+		t.Errorf("exit = %d, stderr = %q", r.code, r.stderr)
+	}
+}
+
+// dbEnv returns the QUEUEBOX_ variables of a fresh empty database.
+func dbEnv(t *testing.T) map[string]string {
+	t.Helper()
+	u, err := url.Parse(dbtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := "postgres"
+	if u.User != nil && u.User.Username() != "" {
+		user = u.User.Username()
+	}
+	pass, _ := u.User.Password()
+	if pass == "" {
+		pass = "trust-auth"
+	}
+	return map[string]string{
+		"QUEUEBOX_DATABASE_URL":      "jdbc:postgresql://" + u.Host + u.Path,
+		"QUEUEBOX_DATABASE_USERNAME": user,
+		"QUEUEBOX_DATABASE_PASSWORD": pass,
+	}
+}
+
+func TestMigrateAndBaseline(t *testing.T) {
+	t.Parallel()
+	env := dbEnv(t)
+	ctx := context.Background()
+	r := run(t, ctx, env, "migrate")
+	if r.code != ExitOK || strings.TrimSpace(r.stdout) != "applied V1..V11" {
+		t.Fatalf("first migrate: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	r = run(t, ctx, env, "migrate")
+	if r.code != ExitOK || strings.TrimSpace(r.stdout) != "schema is up to date at V11" {
+		t.Fatalf("second migrate: exit %d, stdout %q", r.code, r.stdout)
+	}
+	r = run(t, ctx, env, "migrate", "--baseline", "11")
+	if r.code != ExitFailure || !strings.Contains(r.stderr, "QueueBox could not record the baseline") {
+		t.Errorf("baseline on a migrated database: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestStartGivesUpAfterStartupTimeout(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	env := map[string]string{
+		"QUEUEBOX_DATABASE_URL":              "jdbc:postgresql://" + addr + "/queuebox",
+		"QUEUEBOX_DATABASE_USERNAME":         "queuebox",
+		"QUEUEBOX_DATABASE_PASSWORD":         "s3cret-pass-do-not-print",
+		"QUEUEBOX_DATABASE_STARTUPTIMEOUTMS": "500",
+	}
+	r := run(t, context.Background(), env, "serve")
+	if r.code != ExitFailure {
+		t.Fatalf("exit = %d", r.code)
+	}
+	if !strings.Contains(r.stderr, "QueueBox could not connect to the database. Reason:") ||
+		!strings.Contains(r.stderr, "database.startupTimeoutMs") {
+		t.Errorf("stderr = %s", r.stderr)
+	}
+	if strings.Contains(r.stderr, "s3cret-pass-do-not-print") {
+		t.Error("the password reached the output")
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestServeDeliversAndShutsDown runs `queuebox serve` on a fresh database: the migrations
+// apply at start, an inserted row reaches the receiver and is sent with attempt 0, the data
+// port answers GET / and hides /metrics behind the management port, and a cancelled context
+// (SIGTERM) stops the process with exit code 0.
+func TestServeDeliversAndShutsDown(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var bodies []string
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, r.URL.Path+" "+string(b))
+		mu.Unlock()
+	}))
+	defer receiver.Close()
+
+	env := dbEnv(t)
+	dataPort, mgmtPort := freePort(t), freePort(t)
+	env["QUEUEBOX_SERVER_HTTPPORT"] = strconv.Itoa(dataPort)
+	env["QUEUEBOX_SERVER_MANAGEMENTPORT"] = strconv.Itoa(mgmtPort)
+	env["QUEUEBOX_DESTINATIONS_WEBHOOK_BASEURL"] = receiver.URL
+	env["QUEUEBOX_DESTINATIONS_WEBHOOK_PATH"] = "/webhook"
+	env["QUEUEBOX_ROUTES_0_TOPICPATTERN"] = "order.*"
+	env["QUEUEBOX_ROUTES_0_DESTINATION"] = "webhook"
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan result, 1)
+	go func() { done <- run(t, ctx, env, "serve") }()
+
+	base := fmt.Sprintf("http://127.0.0.1:%d", dataPort)
+	mgmt := fmt.Sprintf("http://127.0.0.1:%d", mgmtPort)
+	waitFor(t, 30*time.Second, "the data port", func() bool {
+		resp, err := http.Get(base + "/")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == 200 && string(b) == "QueueBox is running!"
+	})
+
+	conn, err := pgx.Connect(context.Background(), pgURL(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(),
+		`INSERT INTO outbox (topic, key, payload) VALUES ('order.created', 'order-1001', '{"orderId":"1001","amount":42}')`); err != nil {
+		t.Fatal(err)
+	}
+	var state string
+	var attempt int
+	waitFor(t, 30*time.Second, "the row to be sent", func() bool {
+		_ = conn.QueryRow(context.Background(), `SELECT state, attempt FROM outbox`).Scan(&state, &attempt)
+		return state == "sent"
+	})
+	if attempt != 0 {
+		t.Errorf("attempt = %d", attempt)
+	}
+	mu.Lock()
+	got := append([]string(nil), bodies...)
+	mu.Unlock()
+	if len(got) != 1 || !strings.HasPrefix(got[0], "/webhook ") || !strings.Contains(got[0], `"orderId": "1001"`) && !strings.Contains(got[0], `"orderId":"1001"`) {
+		t.Errorf("receiver got %q", got)
+	}
+
+	if code := status(t, base+"/metrics"); code != http.StatusNotFound {
+		t.Errorf("data port /metrics = %d, want 404 with a management port", code)
+	}
+	resp, err := http.Get(mgmt + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsText, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metricsText), `queuebox_outbox_messages_total{status="sent"} 1`) {
+		t.Errorf("metrics lack the sent count:\n%s", metricsText)
+	}
+
+	cancel()
+	select {
+	case r := <-done:
+		if r.code != ExitOK {
+			t.Errorf("serve exit = %d, stderr:\n%s", r.code, r.stderr)
+		}
+		if !strings.Contains(r.stderr, "QueueBox stopped") {
+			t.Errorf("no stop line in the log:\n%s", r.stderr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not stop after its context was cancelled")
+	}
+}
+
+func pgURL(env map[string]string) string {
+	return "postgres://" + url.UserPassword(env["QUEUEBOX_DATABASE_USERNAME"], env["QUEUEBOX_DATABASE_PASSWORD"]).String() + "@" +
+		strings.TrimPrefix(env["QUEUEBOX_DATABASE_URL"], "jdbc:postgresql://") + "?sslmode=disable"
+}
+
+func status(t *testing.T, u string) int {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
