@@ -1,0 +1,82 @@
+package metrics
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func scrape(t *testing.T, r *Registry) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	b, _ := io.ReadAll(rec.Body)
+	return string(b)
+}
+
+func TestScrapeShowsTheDocumentedOutboxFamilies(t *testing.T) {
+	t.Parallel()
+	r := New("1.2.3")
+	r.Outcome("sent")
+	r.ClaimLost()
+	r.Reclaimed(2)
+	r.ProcessingDuration(30 * time.Millisecond)
+	r.PublishDuration("http", 20*time.Millisecond)
+	r.DestinationOutcome("orders-api", "success")
+	r.Pending(7, 3*time.Second)
+	r.QueueDepth("orders-api", 7)
+	r.HTTPResponse(StatusClass(503))
+	body := scrape(t, r)
+	for _, want := range []string{
+		`queuebox{version="1.2.3"} 1`,
+		`queuebox_uptime_seconds `,
+		`queuebox_outbox_messages_total{status="sent"} 1`,
+		`queuebox_claims_lost_total{component="outbox"} 1`,
+		`queuebox_outbox_messages_reclaimed_total 2`,
+		`queuebox_outbox_processing_duration_seconds{quantile="0.99"}`,
+		`queuebox_outbox_processing_duration_seconds_max 0.03`,
+		`queuebox_outbox_publish_duration_seconds_count{destination_type="http"} 1`,
+		`queuebox_outbox_publish_duration_seconds_max{destination_type="http"} 0.02`,
+		`queuebox_outbox_destination_messages_total{destination="orders-api",outcome="success"} 1`,
+		`queuebox_outbox_messages_pending 7`,
+		`queuebox_outbox_oldest_pending_age_seconds 3`,
+		`queuebox_outbox_queue_depth{destination="orders-api"} 7`,
+		`queuebox_http_publish_responses_total{status_class="5xx"} 1`,
+		`# TYPE queuebox_outbox_messages_total counter`,
+		`# TYPE queuebox_outbox_processing_duration_seconds summary`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the scrape lacks %q", want)
+		}
+	}
+}
+
+func TestStatusClass(t *testing.T) {
+	t.Parallel()
+	cases := map[int]string{100: "1xx", 200: "2xx", 204: "2xx", 302: "3xx", 404: "4xx", 599: "5xx", 0: "other", 600: "other", -1: "other"}
+	for status, want := range cases {
+		if got := StatusClass(status); got != want {
+			t.Errorf("StatusClass(%d) = %q, want %q", status, got, want)
+		}
+	}
+}
+
+func TestMaxWindowDecays(t *testing.T) {
+	t.Parallel()
+	var w maxWindow
+	start := time.Unix(1000, 0)
+	if got := w.observe(start, 5); got != 5 {
+		t.Fatalf("max = %v", got)
+	}
+	if got := w.observe(start.Add(Window/3), 1); got != 5 {
+		t.Errorf("max one step later = %v, want 5", got)
+	}
+	if got := w.observe(start.Add(Window+Window/3), 2); got != 2 {
+		t.Errorf("max after the window passed = %v, want 2", got)
+	}
+	if got := w.observe(start.Add(10*Window), 0.5); got != 0.5 {
+		t.Errorf("max long after = %v, want 0.5", got)
+	}
+}
