@@ -367,3 +367,21 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestServeRefusesAPrivateDestinationWhenBlocked(t *testing.T) {
+	t.Parallel()
+	env := dbEnv(t)
+	env["QUEUEBOX_SERVER_HTTPPORT"] = strconv.Itoa(freePort(t))
+	env["QUEUEBOX_HTTP_BLOCKPRIVATEADDRESSES"] = "true"
+	env["QUEUEBOX_DESTINATIONS_INTERNAL_BASEURL"] = "http://127.0.0.1:9/hook"
+	env["QUEUEBOX_ROUTES_0_TOPICPATTERN"] = "**"
+	env["QUEUEBOX_ROUTES_0_DESTINATION"] = "internal"
+	r := run(t, context.Background(), env, "serve")
+	if r.code != ExitFailure {
+		t.Fatalf("exit = %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "QueueBox could not build the destinations") || !strings.Contains(r.stderr, "destinations.internal") ||
+		!strings.Contains(r.stderr, "loopback") {
+		t.Errorf("stderr = %s", r.stderr)
+	}
+}

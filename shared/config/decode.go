@@ -35,6 +35,15 @@ type kinded interface {
 	typeKey() string
 }
 
+// typeSelected is a kinded entry that also has kinds that its type key selects, because their
+// required keys are those of another kind (the stripe and standard-webhooks auth kinds share
+// hmac's secret).
+type typeSelected interface {
+	// typedKinds returns the kinds that a type key of the same name, in any letter case, selects
+	// before the required keys are looked at.
+	typedKinds() []kindSpec
+}
+
 // kindSpec describes one kind of a kinded entry.
 type kindSpec struct {
 	name     string
@@ -356,11 +365,10 @@ func (d *decoder) decodeKinded(n *node, p keyPath, k kinded) {
 		return
 	}
 	specs, noun := k.kinds()
-	var chosen *kindSpec
-	for i := range specs {
+	chosen := d.typedKind(n, k)
+	for i := 0; chosen == nil && i < len(specs); i++ {
 		if setsAll(n, specs[i].required) {
 			chosen = &specs[i]
-			break
 		}
 	}
 	if chosen == nil {
@@ -387,6 +395,30 @@ func (d *decoder) decodeKinded(n *node, p keyPath, k kinded) {
 			"%s says %q, but the keys of %s select the %s kind (the kind comes from the required keys; type is documentation only)",
 			p.child("type"), t, p, chosen.name))
 	}
+}
+
+// typedKind returns the kind that the type key of n selects, or nil when the entry has no such
+// kind or its type key names none of them.
+func (d *decoder) typedKind(n *node, k kinded) *kindSpec {
+	ts, ok := k.(typeSelected)
+	if !ok {
+		return nil
+	}
+	e := n.lookup("type")
+	if e == nil || e.val.kind != scalarNode {
+		return nil
+	}
+	t, err := expandPlaceholders(e.val.value, d.lookupEnv)
+	if err != nil {
+		return nil
+	}
+	specs := ts.typedKinds()
+	for i := range specs {
+		if strings.EqualFold(strings.TrimSpace(t), specs[i].name) {
+			return &specs[i]
+		}
+	}
+	return nil
 }
 
 func setsAll(n *node, keys []string) bool {

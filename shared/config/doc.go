@@ -27,8 +27,10 @@
 // A destination, a source and an auth block each have several kinds. The loader selects the kind
 // from the required keys that the entry sets (type is documentation only) and fills exactly one
 // of the kind fields: Destination.HTTP, .RabbitMQ, .Kafka or .NATS; Source.HTTP, .RabbitMQ,
-// .Kafka or .NATS; DestinationAuth.OAuth2, .Basic or .Header; InboundAuth.Bearer, .APIKey or
-// .HMAC.
+// .Kafka or .NATS; DestinationAuth.OAuth2, .Basic or .Header; InboundAuth.Bearer, .APIKey,
+// .HMAC, .Stripe or .StandardWebhooks. The one exception to the rule: the inbound auth kinds
+// stripe and standard-webhooks, which go beyond the documented product and share hmac's required
+// key secret, are selected by type: stripe and type: standard-webhooks.
 //
 // # Errors
 //

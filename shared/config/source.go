@@ -1,8 +1,11 @@
 package config
 
 import (
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 )
 
 // SourceKind is the kind of an inbox source, selected from its required keys.
@@ -130,8 +133,8 @@ type FilterRule struct {
 type HTTPSource struct {
 	// Path is the path after inbox.basePath. Required.
 	Path string `yaml:"path"`
-	// Auth holds the credentials that each request must carry: bearer, api-key or hmac.
-	// Default: nil, none.
+	// Auth holds the credentials that each request must carry: bearer, api-key, hmac, stripe or
+	// standard-webhooks. Default: nil, none.
 	Auth *InboundAuth `yaml:"auth,omitempty"`
 }
 
@@ -281,19 +284,27 @@ func (s *Source) setName(name string) { s.Name = name }
 // InboundAuthKind is the kind of a source or admin auth block.
 type InboundAuthKind string
 
-// The kinds of inbound auth.
+// The kinds of inbound auth. The required keys select bearer, api-key and hmac. Stripe and
+// standard-webhooks go beyond the documented product: their required key secret is also hmac's,
+// so only the type key selects them (type: stripe, type: standard-webhooks). Only a source
+// takes them; admin.auth refuses them.
 const (
-	AuthBearer InboundAuthKind = "bearer"
-	AuthAPIKey InboundAuthKind = "api-key"
-	AuthHMAC   InboundAuthKind = "hmac"
+	AuthBearer           InboundAuthKind = "bearer"
+	AuthAPIKey           InboundAuthKind = "api-key"
+	AuthHMAC             InboundAuthKind = "hmac"
+	AuthStripe           InboundAuthKind = "stripe"
+	AuthStandardWebhooks InboundAuthKind = "standard-webhooks"
 )
 
 // InboundAuth is sources.<name>.auth and admin.auth: the credentials that a request must carry.
-// Kind says which one of Bearer, APIKey and HMAC is set.
+// Kind says which one of Bearer, APIKey, HMAC, Stripe and StandardWebhooks is set.
 type InboundAuth struct {
 	// Kind is selected from the required keys: token (bearer), key (api-key), secret (hmac).
+	// The exception: type: stripe and type: standard-webhooks (in any letter case) select the
+	// stripe and standard-webhooks kinds, whatever keys the block sets.
 	Kind InboundAuthKind `yaml:"-"`
-	// Type is the type key as written: documentation only.
+	// Type is the type key as written: documentation only, except that stripe and
+	// standard-webhooks select those kinds.
 	Type string `yaml:"type,omitempty"`
 	// Bearer is set when Kind is bearer.
 	Bearer *BearerAuth `yaml:"-"`
@@ -301,16 +312,25 @@ type InboundAuth struct {
 	APIKey *APIKeyAuth `yaml:"-"`
 	// HMAC is set when Kind is hmac.
 	HMAC *HMACAuth `yaml:"-"`
+	// Stripe is set when Kind is stripe.
+	Stripe *StripeAuth `yaml:"-"`
+	// StandardWebhooks is set when Kind is standard-webhooks.
+	StandardWebhooks *StandardWebhooksAuth `yaml:"-"`
 }
 
 // CredentialHeader returns the header that carries the credential: Authorization for bearer,
-// HeaderName for api-key and hmac. A stored inbox row never holds it.
+// HeaderName for api-key and hmac, Stripe-Signature for stripe, webhook-signature for
+// standard-webhooks. A stored inbox row never holds it.
 func (a *InboundAuth) CredentialHeader() string {
 	switch {
 	case a.APIKey != nil:
 		return a.APIKey.HeaderName
 	case a.HMAC != nil:
 		return a.HMAC.HeaderName
+	case a.Stripe != nil:
+		return StripeSignatureHeader
+	case a.StandardWebhooks != nil:
+		return StandardWebhooksSignatureHeader
 	}
 	return "Authorization"
 }
@@ -351,6 +371,56 @@ type HMACAuth struct {
 	SignaturePayloadFormat SignaturePayloadFormat `yaml:"signaturePayloadFormat"`
 }
 
+// The headers of the stripe and standard-webhooks kinds, fixed by their senders.
+const (
+	StripeSignatureHeader           = "Stripe-Signature"
+	StandardWebhooksIDHeader        = "webhook-id"
+	StandardWebhooksTimestampHeader = "webhook-timestamp"
+	StandardWebhooksSignatureHeader = "webhook-signature"
+)
+
+// StripeAuth requires Stripe's Stripe-Signature header: t=<Unix seconds>,v1=<hex HMAC-SHA256 of
+// t.body>. Only type: stripe selects it.
+type StripeAuth struct {
+	// Secret is the endpoint's signing secret, whsec_..., used as written as the HMAC key.
+	// Required.
+	Secret Secret `yaml:"secret"`
+	// TimestampTolerance is the largest difference between t and the clock. It must be above 0.
+	// Default: 300000 (Stripe's 5 minutes).
+	TimestampTolerance Milliseconds `yaml:"timestampTolerance"`
+}
+
+// StandardWebhooksAuth requires the webhook-id, webhook-timestamp and webhook-signature headers of
+// the Standard Webhooks specification (standardwebhooks.com). Only type: standard-webhooks
+// selects it.
+type StandardWebhooksAuth struct {
+	// Secret is whsec_ followed by the base64 of the key, or the base64 alone. Required.
+	Secret Secret `yaml:"secret"`
+	// TimestampTolerance is the largest difference between webhook-timestamp and the clock. It
+	// must be above 0. Default: 300000 (5 minutes).
+	TimestampTolerance Milliseconds `yaml:"timestampTolerance"`
+}
+
+// SigningKey returns the HMAC key: the secret without its whsec_ prefix, base64-decoded. The
+// error says why the secret does not decode, without its text.
+func (s *StandardWebhooksAuth) SigningKey() ([]byte, error) {
+	return StandardWebhooksKey(s.Secret.Reveal())
+}
+
+// StandardWebhooksKey decodes a Standard Webhooks secret, whsec_<base64> or <base64>, into the
+// HMAC key. The error never holds the secret.
+func StandardWebhooksKey(secret string) ([]byte, error) {
+	encoded := strings.TrimPrefix(secret, "whsec_")
+	key, err := base64.StdEncoding.DecodeString(encoded)
+	if err != nil {
+		return nil, errors.New("must be whsec_ followed by standard base64, or standard base64 alone: " + err.Error())
+	}
+	if len(key) == 0 {
+		return nil, errors.New("must hold a key after whsec_")
+	}
+	return key, nil
+}
+
 // The kinds of inbound auth, in the order the loader tries them.
 var inboundAuthKinds = []kindSpec{
 	{name: string(AuthBearer), required: []string{"token"}, typ: reflect.TypeFor[BearerAuth]()},
@@ -358,7 +428,15 @@ var inboundAuthKinds = []kindSpec{
 	{name: string(AuthHMAC), required: []string{"secret"}, typ: reflect.TypeFor[HMACAuth]()},
 }
 
+// The kinds of inbound auth that only the type key selects.
+var typedInboundAuthKinds = []kindSpec{
+	{name: string(AuthStripe), required: []string{"secret"}, typ: reflect.TypeFor[StripeAuth]()},
+	{name: string(AuthStandardWebhooks), required: []string{"secret"}, typ: reflect.TypeFor[StandardWebhooksAuth]()},
+}
+
 func (a *InboundAuth) kinds() ([]kindSpec, string) { return inboundAuthKinds, "auth" }
+
+func (a *InboundAuth) typedKinds() []kindSpec { return typedInboundAuthKinds }
 
 func (a *InboundAuth) selectKind(kind string) any {
 	a.Kind = InboundAuthKind(kind)
@@ -372,6 +450,12 @@ func (a *InboundAuth) selectKind(kind string) any {
 	case AuthHMAC:
 		a.HMAC = &HMACAuth{HeaderName: "X-Signature", Algorithm: HmacSHA256, SignaturePrefix: "sha256=", TimestampTolerance: 300000}
 		return a.HMAC
+	case AuthStripe:
+		a.Stripe = &StripeAuth{TimestampTolerance: 300000}
+		return a.Stripe
+	case AuthStandardWebhooks:
+		a.StandardWebhooks = &StandardWebhooksAuth{TimestampTolerance: 300000}
+		return a.StandardWebhooks
 	}
 	panic(fmt.Sprintf("config: unknown inbound auth kind %q", kind))
 }
@@ -384,6 +468,10 @@ func (a *InboundAuth) kindPart() (string, any) {
 		return string(a.Kind), a.APIKey
 	case AuthHMAC:
 		return string(a.Kind), a.HMAC
+	case AuthStripe:
+		return string(a.Kind), a.Stripe
+	case AuthStandardWebhooks:
+		return string(a.Kind), a.StandardWebhooks
 	}
 	return "", nil
 }

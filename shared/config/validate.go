@@ -247,6 +247,10 @@ func (v *validator) admin(a Admin) {
 	}
 	v.positive(p.child("maxTransformTimeoutMs"), int64(a.MaxTransformTimeoutMs))
 	v.positive(p.child("maxPayloadBytes"), a.MaxPayloadBytes)
+	if a.Auth != nil && (a.Auth.Stripe != nil || a.Auth.StandardWebhooks != nil) {
+		v.add(p.child("auth").child("type"), "is %s, which only a source takes: admin.auth takes bearer, api-key or hmac", a.Auth.Kind)
+		return
+	}
 	v.inboundAuth(p.child("auth"), a.Auth)
 }
 
@@ -275,6 +279,18 @@ func (v *validator) inboundAuth(p keyPath, a *InboundAuth) {
 		default:
 			v.add(p.child("signaturePayloadFormat"), "must be BODY, TIMESTAMP_DOT_BODY, body or timestamp-dot-body, not %q", h.SignaturePayloadFormat)
 		}
+	case a.Stripe != nil:
+		v.requiredSecret(p.child("secret"), a.Stripe.Secret)
+		v.positive(p.child("timestampTolerance"), int64(a.Stripe.TimestampTolerance))
+	case a.StandardWebhooks != nil:
+		sw := a.StandardWebhooks
+		v.requiredSecret(p.child("secret"), sw.Secret)
+		if !sw.Secret.IsEmpty() {
+			if _, err := sw.SigningKey(); err != nil {
+				v.add(p.child("secret"), "%v", err)
+			}
+		}
+		v.positive(p.child("timestampTolerance"), int64(sw.TimestampTolerance))
 	}
 }
 

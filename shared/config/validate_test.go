@@ -776,3 +776,124 @@ func TestRetentionDuration(t *testing.T) {
 	assert.Panics(t, func() { MustRetentionDuration("x") })
 	assert.True(t, RetentionDuration{}.IsZero())
 }
+
+func TestTypeSelectsTheStripeAndStandardWebhooksKinds(t *testing.T) {
+	t.Parallel()
+	file := minimalDatabase + `sources:
+  stripe:
+    path: /stripe
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+    auth:
+      type: stripe
+      secret: whsec_stripe-signing-secret
+  stripe-fast:
+    path: /stripe-fast
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+    auth:
+      type: Stripe
+      secret: whsec_other
+      timestampTolerance: 60000
+      headerName: X-Ignored
+  svix:
+    path: /svix
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+    auth:
+      type: standard-webhooks
+      secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+  github:
+    path: /github
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+    auth:
+      secret: gh
+`
+	cfg, warnings, err := loadYAML(t, file, map[string]string{"QUEUEBOX_SOURCES_PLAIN_AUTH_TYPE": "standard-webhooks",
+		"QUEUEBOX_SOURCES_PLAIN_AUTH_SECRET": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "QUEUEBOX_SOURCES_PLAIN_PATH": "/plain",
+		"QUEUEBOX_SOURCES_PLAIN_IDEMPOTENCYKEYPATH": "$.id", "QUEUEBOX_SOURCES_PLAIN_EVENTTYPEPATH": "$.type"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"sources.stripe-fast.auth.headerName is a key of the api-key kind, but sources.stripe-fast.auth is of the stripe kind: it has no effect",
+	}, warningStrings(warnings))
+
+	s := cfg.Sources["stripe"].HTTP.Auth
+	assert.Equal(t, AuthStripe, s.Kind)
+	assert.Nil(t, s.HMAC)
+	require.NotNil(t, s.Stripe)
+	assert.Equal(t, "whsec_stripe-signing-secret", s.Stripe.Secret.Reveal())
+	assert.Equal(t, Milliseconds(300000), s.Stripe.TimestampTolerance)
+	assert.Equal(t, "Stripe-Signature", s.CredentialHeader())
+	assert.Equal(t, Milliseconds(60000), cfg.Sources["stripe-fast"].HTTP.Auth.Stripe.TimestampTolerance)
+
+	for _, name := range []string{"svix", "plain"} {
+		w := cfg.Sources[name].HTTP.Auth
+		assert.Equal(t, AuthStandardWebhooks, w.Kind, name)
+		require.NotNil(t, w.StandardWebhooks, name)
+		assert.Equal(t, Milliseconds(300000), w.StandardWebhooks.TimestampTolerance, name)
+		assert.Equal(t, "webhook-signature", w.CredentialHeader(), name)
+		key, err := w.StandardWebhooks.SigningKey()
+		require.NoError(t, err, name)
+		assert.Len(t, key, 24, name)
+	}
+	assert.Equal(t, AuthHMAC, cfg.Sources["github"].HTTP.Auth.Kind, "without type, secret still selects hmac")
+
+	out, err := cfg.MaskedYAML()
+	require.NoError(t, err)
+	text := string(out)
+	for _, secret := range []string{"stripe-signing-secret", "whsec_other", "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"} {
+		assert.NotContains(t, text, secret)
+	}
+	assert.Contains(t, text, "      type: stripe\n      secret: Secret(***)\n      timestampTolerance: 300000\n")
+	assert.Contains(t, text, "      type: standard-webhooks\n      secret: Secret(***)\n      timestampTolerance: 300000\n")
+}
+
+func TestStripeAndStandardWebhooksProblems(t *testing.T) {
+	t.Parallel()
+	file := minimalDatabase + `admin:
+  enabled: true
+  auth:
+    type: stripe
+    secret: whsec_admin
+sources:
+  nosecret:
+    path: /a
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+    auth:
+      type: stripe
+      timestampTolerance: 0
+  notbase64:
+    path: /b
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+    auth:
+      type: standard-webhooks
+      secret: whsec_not*base64
+  empty:
+    path: /c
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+    auth:
+      type: standard-webhooks
+      secret: whsec_
+`
+	_, _, err := loadYAML(t, file, nil, nil)
+	problems := problemStrings(t, err)
+	assert.Equal(t, []string{
+		"admin.auth.type (QUEUEBOX_ADMIN_AUTH_TYPE) is stripe, which only a source takes: admin.auth takes bearer, api-key or hmac",
+		"sources.empty.auth.secret (QUEUEBOX_SOURCES_EMPTY_AUTH_SECRET) must hold a key after whsec_",
+		"sources.nosecret.auth.secret (QUEUEBOX_SOURCES_NOSECRET_AUTH_SECRET) is required",
+		"sources.nosecret.auth.timestampTolerance (QUEUEBOX_SOURCES_NOSECRET_AUTH_TIMESTAMPTOLERANCE) must be above 0",
+		"sources.notbase64.auth.secret (QUEUEBOX_SOURCES_NOTBASE64_AUTH_SECRET) must be whsec_ followed by standard base64, or standard base64 alone: illegal base64 data at input byte 3",
+	}, problems)
+	for _, p := range problems {
+		assert.NotContains(t, p, "not*base64")
+		assert.NotContains(t, p, "whsec_admin")
+	}
+
+	a := NewInboundAuth(AuthStandardWebhooks)
+	assert.Equal(t, &StandardWebhooksAuth{TimestampTolerance: 300000}, a.StandardWebhooks)
+	assert.Equal(t, &StripeAuth{TimestampTolerance: 300000}, NewInboundAuth(AuthStripe).Stripe)
+}

@@ -614,3 +614,43 @@ func (m *countingMetrics) PublishDuration(string, time.Duration) { m.inc("publis
 func (m *countingMetrics) DestinationOutcome(d, o string)        { m.inc("destination/"+d+"/"+o, 1) }
 func (m *countingMetrics) Pending(int64, time.Duration)          {}
 func (m *countingMetrics) QueueDepth(string, int64)              {}
+
+type pendingMetrics struct {
+	*countingMetrics
+	mu      sync.Mutex
+	pending []int64
+	depth   map[string]int64
+}
+
+func (m *pendingMetrics) Pending(n int64, _ time.Duration) {
+	m.mu.Lock()
+	m.pending = append(m.pending, n)
+	m.mu.Unlock()
+}
+
+func (m *pendingMetrics) QueueDepth(d string, n int64) {
+	m.mu.Lock()
+	m.depth[d] = n
+	m.mu.Unlock()
+}
+
+func TestPendingGaugesRefreshAtMostOncePerInterval(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t)
+	rc := newReceiver(t, nil)
+	for range 5 {
+		insert(t, fx.store, store.OutboxInsertParams{Topic: "order.created", Payload: json.RawMessage(`{}`), Delay: time.Hour})
+	}
+	m := &pendingMetrics{countingMetrics: newCountingMetrics(), depth: map[string]int64{}}
+	p := newPoller(t, fx.store, outbox.Config{PendingGaugeInterval: time.Hour}, rc, m)
+	p.RunOnce(context.Background())
+	p.RunOnce(context.Background())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.pending) != 1 || m.pending[0] != 5 {
+		t.Errorf("pending gauge updates = %v, want one update of 5", m.pending)
+	}
+	if m.depth["receiver"] != 5 {
+		t.Errorf("queue depth = %v", m.depth)
+	}
+}
