@@ -1,0 +1,96 @@
+package inbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// CorrelationHeader is the request and response header of the correlation identifier.
+const CorrelationHeader = "X-Correlation-Id"
+
+// correlationKey is CorrelationHeader as requestHeaders names it.
+const correlationKey = "x-correlation-id"
+
+// MaxCorrelationIDLength is the largest correlation identifier that QueueBox keeps, in
+// characters (the correlation_id column is VARCHAR(128) / NVARCHAR(128)).
+const MaxCorrelationIDLength = 128
+
+// alwaysExcluded are the credential headers that no inbox row holds, whatever the auth block.
+var alwaysExcluded = []string{"authorization", "proxy-authorization", "cookie"}
+
+// requestHeaders returns the request headers as one value per name: the name in lower case,
+// the last value of a repeated name. The Host header, which net/http keeps apart from the
+// other headers, is included as host. A NUL character is removed from a value, because
+// PostgreSQL refuses it in a JSON document.
+func requestHeaders(r *http.Request) map[string]string {
+	m := make(map[string]string, len(r.Header)+1)
+	if r.Host != "" {
+		m["host"] = r.Host
+	}
+	for name, values := range r.Header {
+		if len(values) == 0 {
+			continue
+		}
+		v := values[len(values)-1]
+		if strings.IndexByte(v, 0) >= 0 {
+			v = strings.ReplaceAll(v, "\x00", "")
+		}
+		m[strings.ToLower(name)] = v
+	}
+	return m
+}
+
+// encodeHeaders encodes the headers as a JSON object without HTML escapes (the object of the
+// headers column).
+func encodeHeaders(m map[string]string) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, fmt.Errorf("encoding headers: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// CleanCorrelationID returns a received correlation identifier as QueueBox keeps it: control
+// characters and bytes that are not UTF-8 removed, then cut to at most 128 characters. A
+// character is a UTF-16 code unit, as in SQL Server's NVARCHAR(128) and in the original
+// implementation, and a cut never splits a character. An empty result means that QueueBox
+// generates a new identifier.
+func CleanCorrelationID(s string) string {
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		if (r == utf8.RuneError && size <= 1) || unicode.IsControl(r) {
+			continue
+		}
+		l := utf16.RuneLen(r)
+		if l < 0 {
+			continue
+		}
+		if n+l > MaxCorrelationIDLength {
+			break
+		}
+		n += l
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// correlationID returns the cleaned received identifier, or a new UUID.
+func correlationID(received string) string {
+	if id := CleanCorrelationID(received); id != "" {
+		return id
+	}
+	return uuid.NewString()
+}

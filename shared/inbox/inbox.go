@@ -1,0 +1,648 @@
+// Package inbox is the HTTP inbox: a net/http handler that serves POST <inbox.basePath><path>
+// for every HTTP source (spec/26-http-api.md). The local process and the inbox Lambda function
+// both mount it, so every status code, header and body comes from this package.
+//
+// A request goes through these steps, in this order; the first that answers ends it:
+//
+//   - 503 {"error":"QueueBox is shutting down"} while the handler drains;
+//   - 413 {"error":"Request body exceeds N bytes"} when Content-Length is above the cap;
+//   - 404 {"error":"Not found"} for a path that no source serves, or a method other than POST;
+//   - 429 with Retry-After and no body over rateLimit.requestsPerMinute (one token bucket per
+//     source, holding requestsPerMinute tokens and refilled at requestsPerMinute a minute);
+//
+// then the processing order of spec/26:
+//
+//  1. read the body under the size cap (a chunked body is counted as it is read): 413;
+//  2. check the credentials: 401 {"error":"<reason>"};
+//  3. run the header filter: 202 {"status":"filtered"}, no row;
+//  4. set the X-Correlation-Id response header (the received value cleaned, or a new UUID);
+//  5. parse the body as JSON: 400 {"error":"Invalid JSON"};
+//  6. extract the idempotency key, the event type and the aggregate identifier with their
+//     definite JSONPaths: 400 {"error":"Missing idempotency key at $.id"} and the like;
+//  7. run the source transform: 422 {"error":"Transform failed: <reason>"} for Fail and Dead,
+//     the original body for Skip;
+//  8. store the row: 202 {"messageId":"<id>"}, 200 {"status":"duplicate"}, or
+//     500 {"error":"Storage failed"}.
+//
+// Every answer except 429 is JSON with Content-Type application/json.
+package inbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"golang.org/x/time/rate"
+
+	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/filter"
+	"github.com/alternayte/queuebox/shared/inboundauth"
+	"github.com/alternayte/queuebox/shared/store"
+)
+
+// Defaults of Options.
+const (
+	// DefaultBasePath is the default of inbox.basePath.
+	DefaultBasePath = "/inbox"
+	// DefaultMaxBodyBytes is the default of inbox.maxBodyBytes.
+	DefaultMaxBodyBytes int64 = 1 << 20
+	// MaxKeyLength is the largest idempotency key, aggregate identifier and event type, in
+	// characters (the columns are VARCHAR(255) / NVARCHAR(255)).
+	MaxKeyLength = 255
+	// MaxNestingDepth is the deepest nesting of arrays and objects that a body may have. It is
+	// the default limit of the JSON parser of the original implementation (Jackson), and it
+	// keeps a body within what the PostgreSQL jsonb parser accepts.
+	MaxNestingDepth = 1000
+)
+
+// Metric labels.
+const (
+	StatusNew             = "new"
+	StatusDuplicate       = "duplicate"
+	ReasonExtraction      = "extraction_failed"
+	ReasonTransformFailed = "transform_failed"
+	ReasonStorageFailed   = "storage_failed"
+)
+
+// Metrics receives the inbox measurements of spec/28-metrics.md. Implementations must be safe
+// for concurrent use; *metrics.Registry is one.
+type Metrics interface {
+	// InboxMessage counts queuebox_inbox_messages_total{status}: new or duplicate.
+	InboxMessage(status string)
+	// InboxRejection counts queuebox_inbox_rejections_total{reason}: extraction_failed,
+	// transform_failed or storage_failed.
+	InboxRejection(reason string)
+	// InboxFiltered counts queuebox_inbox_filtered_total{source}.
+	InboxFiltered(source string)
+}
+
+// NopMetrics discards every measurement.
+type NopMetrics struct{}
+
+// InboxMessage implements Metrics.
+func (NopMetrics) InboxMessage(string) {}
+
+// InboxRejection implements Metrics.
+func (NopMetrics) InboxRejection(string) {}
+
+// InboxFiltered implements Metrics.
+func (NopMetrics) InboxFiltered(string) {}
+
+// Waker is told that a push row was stored, so that the relay claims it without waiting for
+// its next poll. Wake must be safe for concurrent use and must not block.
+type Waker interface {
+	Wake()
+}
+
+// TransformInput is what the source transform of one request sees: the received body as $,
+// and the variables of the source stage of spec/31-transforms-and-templates.md.
+type TransformInput struct {
+	// Payload is the received body ($).
+	Payload json.RawMessage
+	// MessageID is $messageId: a new UUID generated for the message.
+	MessageID string
+	// Topic is $topic: the extracted event type, or an empty string.
+	Topic string
+	// Timestamp is $timestamp: the receipt time. $attempt is always 0.
+	Timestamp time.Time
+	// Source is $source: the source name.
+	Source string
+	// Headers is $headers: the received headers, one value per lower-case name, without the
+	// credential headers. The transform must not modify it.
+	Headers map[string]string
+	// IdempotencyKey is $idempotencyKey: the extracted idempotency key.
+	IdempotencyKey string
+	// EventType is $eventType: the extracted event type; empty binds null.
+	EventType string
+}
+
+// Transformer runs the source transform of one source.
+//
+// Transform must be safe for concurrent use and must return when ctx is done. It returns the
+// payload to store: one JSON document. An error is a transform failure (an evaluation error,
+// the timeout or the depth limit): its text is the reason of the 422 answer, so it must hold
+// no secret. The handler applies the onError strategy of the source; the Transformer does not.
+type Transformer interface {
+	Transform(ctx context.Context, in TransformInput) (json.RawMessage, error)
+}
+
+// Source is one HTTP inbox source.
+type Source struct {
+	// Name is the source name, stored in the source column. Required.
+	Name string
+	// Path is the path after the base path, for example /stripe. Required.
+	Path string
+	// IdempotencyKeyPath is the definite JSONPath of the idempotency key. Required.
+	IdempotencyKeyPath string
+	// EventTypePath is the definite JSONPath of the event type. Empty: none.
+	EventTypePath string
+	// AggregateIDPath is the definite JSONPath of the aggregate identifier. Empty: none.
+	AggregateIDPath string
+	// Consumption is push or pull. Empty means push.
+	Consumption string
+	// Filter is the header filter. Zero: every request passes.
+	Filter config.Filter
+	// RequestsPerMinute is the rate limit of the source. 0: none.
+	RequestsPerMinute int
+	// Verifier checks the credentials of each request. Nil: every request passes.
+	Verifier inboundauth.Verifier
+	// Transform is the source transform. Nil: none.
+	Transform Transformer
+	// OnError is the error strategy of the transform: Fail, Skip or Dead. Empty means Fail.
+	OnError config.OnError
+}
+
+// Options configure a Handler.
+type Options struct {
+	// BasePath is inbox.basePath, the prefix of every source path. Default: /inbox.
+	BasePath string
+	// MaxBodyBytes is inbox.maxBodyBytes, the largest request body. Default: 1048576.
+	MaxBodyBytes int64
+	// Sources are the HTTP sources. Each needs a distinct name and a distinct path.
+	Sources []Source
+	// Store stores the rows. Required.
+	Store store.InboxStore
+	// Metrics receives the measurements. Default: NopMetrics.
+	Metrics Metrics
+	// Logger receives the log lines. Default: slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of the rate limits, the credential checks and $timestamp.
+	// Default: time.Now.
+	Now func() time.Time
+	// Waker is told after a push row was stored. Default: none.
+	Waker Waker
+	// Draining reports whether the process is shutting down; while it is true every request
+	// gets 503. Default: never (Handler.Drain still works).
+	Draining func() bool
+}
+
+// route is one compiled source.
+type route struct {
+	src            Source
+	consumption    string
+	keyPath        valuePath
+	eventTypePath  *valuePath
+	aggregatePath  *valuePath
+	filter         *filter.Filter
+	limiter        *rate.Limiter
+	excludeHeaders []string // lower case
+}
+
+// Handler is the HTTP inbox. It is safe for concurrent use.
+type Handler struct {
+	routes    map[string]*route // by full path
+	maxBody   int64
+	tooLarge  []byte
+	store     store.InboxStore
+	metrics   Metrics
+	log       *slog.Logger
+	now       func() time.Time
+	waker     Waker
+	draining  func() bool
+	drainFlag atomic.Bool
+}
+
+// New compiles the sources and returns the handler. It refuses a source without a name, a
+// path or an idempotency key path, a JSONPath that is not definite, a filter that does not
+// compile, a consumption other than push or pull, an onError other than Fail, Skip or Dead,
+// a negative rate limit, and two sources with the same name or the same path.
+func New(opts Options) (*Handler, error) {
+	if opts.Store == nil {
+		return nil, errors.New("creating inbox handler: a store is required")
+	}
+	if opts.BasePath == "" {
+		opts.BasePath = DefaultBasePath
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NopMetrics{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	h := &Handler{
+		routes:   make(map[string]*route, len(opts.Sources)),
+		maxBody:  opts.MaxBodyBytes,
+		tooLarge: errorBody(fmt.Sprintf("Request body exceeds %d bytes", opts.MaxBodyBytes)),
+		store:    opts.Store,
+		metrics:  opts.Metrics,
+		log:      opts.Logger,
+		now:      opts.Now,
+		waker:    opts.Waker,
+		draining: opts.Draining,
+	}
+	names := make(map[string]bool, len(opts.Sources))
+	for _, src := range opts.Sources {
+		rt, err := compileSource(src)
+		if err != nil {
+			return nil, fmt.Errorf("creating inbox handler: %w", err)
+		}
+		if names[src.Name] {
+			return nil, fmt.Errorf("creating inbox handler: two sources are named %q", src.Name)
+		}
+		names[src.Name] = true
+		full := joinPath(opts.BasePath, src.Path)
+		if other, ok := h.routes[full]; ok {
+			return nil, fmt.Errorf("creating inbox handler: sources %q and %q both answer at %s", other.src.Name, src.Name, full)
+		}
+		h.routes[full] = rt
+	}
+	return h, nil
+}
+
+func compileSource(src Source) (*route, error) {
+	if src.Name == "" {
+		return nil, errors.New("a source needs a name")
+	}
+	if src.Path == "" {
+		return nil, fmt.Errorf("source %s: a path is required", src.Name)
+	}
+	rt := &route{src: src, consumption: src.Consumption}
+	if rt.consumption == "" {
+		rt.consumption = store.ConsumptionPush
+	}
+	if rt.consumption != store.ConsumptionPush && rt.consumption != store.ConsumptionPull {
+		return nil, fmt.Errorf("source %s: consumption %q is not push or pull", src.Name, src.Consumption)
+	}
+	if src.IdempotencyKeyPath == "" {
+		return nil, fmt.Errorf("source %s: an idempotency key path is required", src.Name)
+	}
+	var err error
+	if rt.keyPath, err = compilePath(src.IdempotencyKeyPath); err != nil {
+		return nil, fmt.Errorf("source %s: %w", src.Name, err)
+	}
+	if src.EventTypePath != "" {
+		p, err := compilePath(src.EventTypePath)
+		if err != nil {
+			return nil, fmt.Errorf("source %s: %w", src.Name, err)
+		}
+		rt.eventTypePath = &p
+	}
+	if src.AggregateIDPath != "" {
+		p, err := compilePath(src.AggregateIDPath)
+		if err != nil {
+			return nil, fmt.Errorf("source %s: %w", src.Name, err)
+		}
+		rt.aggregatePath = &p
+	}
+	if rt.filter, err = filter.New(src.Filter); err != nil {
+		return nil, fmt.Errorf("source %s: %w", src.Name, err)
+	}
+	switch {
+	case src.RequestsPerMinute < 0:
+		return nil, fmt.Errorf("source %s: requestsPerMinute must be above 0", src.Name)
+	case src.RequestsPerMinute > 0:
+		n := src.RequestsPerMinute
+		rt.limiter = rate.NewLimiter(rate.Limit(float64(n)/60), n)
+	}
+	switch src.OnError {
+	case "", config.OnErrorFail, config.OnErrorSkip, config.OnErrorDead:
+	default:
+		return nil, fmt.Errorf("source %s: onError %q is not Fail, Skip or Dead", src.Name, src.OnError)
+	}
+	rt.excludeHeaders = append(rt.excludeHeaders, alwaysExcluded...)
+	if src.Verifier != nil {
+		for _, name := range src.Verifier.CredentialHeaders() {
+			rt.excludeHeaders = append(rt.excludeHeaders, strings.ToLower(name))
+		}
+	}
+	return rt, nil
+}
+
+// joinPath joins the base path and a source path with exactly one slash.
+func joinPath(base, path string) string {
+	return "/" + strings.Trim(strings.TrimSpace(base), "/") + "/" + strings.TrimLeft(strings.TrimSpace(path), "/")
+}
+
+// Drain makes every later request answer 503. It is safe to call more than once.
+func (h *Handler) Drain() { h.drainFlag.Store(true) }
+
+// Draining reports whether the handler answers 503.
+func (h *Handler) Draining() bool {
+	return h.drainFlag.Load() || (h.draining != nil && h.draining())
+}
+
+// Paths returns the full path of every source, for a log line at start.
+func (h *Handler) Paths() map[string]string {
+	out := make(map[string]string, len(h.routes))
+	for p, rt := range h.routes {
+		out[rt.src.Name] = p
+	}
+	return out
+}
+
+// Fixed answers.
+var (
+	bodyShuttingDown = errorBody("QueueBox is shutting down")
+	bodyNotFound     = errorBody("Not found")
+	bodyInvalidJSON  = errorBody("Invalid JSON")
+	bodyStorage      = errorBody("Storage failed")
+	bodyFiltered     = []byte(`{"status":"filtered"}`)
+	bodyDuplicate    = []byte(`{"status":"duplicate"}`)
+)
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.Draining() {
+		writeJSON(w, http.StatusServiceUnavailable, bodyShuttingDown)
+		return
+	}
+	if r.ContentLength > h.maxBody {
+		writeJSON(w, http.StatusRequestEntityTooLarge, h.tooLarge)
+		return
+	}
+	rt, ok := h.routes[r.URL.Path]
+	if !ok || r.Method != http.MethodPost {
+		writeJSON(w, http.StatusNotFound, bodyNotFound)
+		return
+	}
+	if rt.limiter != nil {
+		if wait, ok := h.take(rt.limiter); !ok {
+			w.Header().Set("Retry-After", strconv.FormatInt(wait, 10))
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+	}
+	h.serveSource(w, r, rt)
+}
+
+// take takes a token from the bucket, or returns the whole seconds until one is there.
+func (h *Handler) take(l *rate.Limiter) (int64, bool) {
+	now := h.now()
+	res := l.ReserveN(now, 1)
+	if !res.OK() {
+		return 60, false
+	}
+	delay := res.DelayFrom(now)
+	if delay <= 0 {
+		return 0, true
+	}
+	res.CancelAt(now)
+	return max(1, int64(math.Ceil(delay.Seconds()))), false
+}
+
+func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route) {
+	src := &rt.src
+	// 1. The body, under the size cap.
+	body, err := readBody(w, r, h.maxBody)
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			writeJSON(w, http.StatusRequestEntityTooLarge, h.tooLarge)
+			return
+		}
+		// The body broke off (the client went away or sent a bad chunk): what arrived is no
+		// JSON document.
+		h.log.DebugContext(r.Context(), "inbox: reading the request body", slog.String("source", src.Name), slog.Any("error", err))
+		writeJSON(w, http.StatusBadRequest, bodyInvalidJSON)
+		return
+	}
+	receivedAt := h.now()
+
+	// 2. The credentials.
+	if src.Verifier != nil {
+		if err := src.Verifier.Verify(r.Header, body, receivedAt); err != nil {
+			h.log.InfoContext(r.Context(), "inbox: request refused by the source auth", slog.String("source", src.Name), slog.String("reason", err.Error()))
+			writeJSON(w, http.StatusUnauthorized, errorBody(err.Error()))
+			return
+		}
+	}
+
+	// 3. The header filter.
+	headers := requestHeaders(r)
+	if !rt.filter.Pass(func(name string) (string, bool) { v, ok := headers[name]; return v, ok }) {
+		h.metrics.InboxFiltered(src.Name)
+		writeJSON(w, http.StatusAccepted, bodyFiltered)
+		return
+	}
+
+	// 4. The correlation identifier: the last received value, cleaned, or a new UUID.
+	corrID := correlationID(headers[correlationKey])
+	w.Header().Set(CorrelationHeader, corrID)
+	for _, name := range rt.excludeHeaders {
+		delete(headers, name)
+	}
+	log := h.log.With(slog.String("source", src.Name), slog.String("correlation_id", corrID))
+
+	// 5. The JSON document.
+	doc, ok := parseJSON(body)
+	if !ok {
+		h.metrics.InboxRejection(ReasonExtraction)
+		writeJSON(w, http.StatusBadRequest, bodyInvalidJSON)
+		return
+	}
+
+	// 6. The idempotency key, the event type and the aggregate identifier.
+	ids, msg := rt.extract(doc)
+	if msg != "" {
+		h.metrics.InboxRejection(ReasonExtraction)
+		log.DebugContext(r.Context(), "inbox: request refused", slog.String("reason", msg))
+		writeJSON(w, http.StatusBadRequest, errorBody(msg))
+		return
+	}
+
+	// 7. The source transform.
+	payload := json.RawMessage(body)
+	if src.Transform != nil {
+		out, err := src.Transform.Transform(r.Context(), TransformInput{
+			Payload:        payload,
+			MessageID:      uuid.NewString(),
+			Topic:          ids.eventType,
+			Timestamp:      receivedAt,
+			Source:         src.Name,
+			Headers:        headers,
+			IdempotencyKey: ids.key,
+			EventType:      ids.eventType,
+		})
+		if err == nil && (len(bytes.TrimSpace(out)) == 0 || !json.Valid(out)) {
+			err = errors.New("the transform returned no JSON document")
+		}
+		if err != nil {
+			if src.OnError == config.OnErrorSkip {
+				log.WarnContext(r.Context(), "inbox: source transform failed, storing the original body", slog.Any("error", err))
+			} else {
+				h.metrics.InboxRejection(ReasonTransformFailed)
+				log.InfoContext(r.Context(), "inbox: source transform failed", slog.Any("error", err))
+				writeJSON(w, http.StatusUnprocessableEntity, errorBody("Transform failed: "+err.Error()))
+				return
+			}
+		} else {
+			payload = out
+		}
+	}
+
+	// 8. The row.
+	headerJSON, err := encodeHeaders(headers)
+	if err != nil { // unreachable: a map of strings always encodes
+		headerJSON = json.RawMessage(`{}`)
+	}
+	res, err := h.store.InboxInsert(r.Context(), store.InboxInsertParams{
+		Source:         src.Name,
+		IdempotencyKey: ids.key,
+		AggregateID:    ids.aggregateID,
+		EventType:      ids.eventType,
+		Payload:        payload,
+		Headers:        headerJSON,
+		CorrelationID:  corrID,
+		Consumption:    rt.consumption,
+	})
+	if err != nil {
+		h.metrics.InboxRejection(ReasonStorageFailed)
+		level := slog.LevelError
+		if r.Context().Err() != nil {
+			level = slog.LevelWarn // the client went away during the write; it sends again
+		}
+		log.Log(r.Context(), level, "inbox: storing the message", slog.Any("error", err))
+		writeJSON(w, http.StatusInternalServerError, bodyStorage)
+		return
+	}
+	if res.Duplicate {
+		h.metrics.InboxMessage(StatusDuplicate)
+		writeJSON(w, http.StatusOK, bodyDuplicate)
+		return
+	}
+	h.metrics.InboxMessage(StatusNew)
+	if rt.consumption == store.ConsumptionPush && h.waker != nil {
+		h.waker.Wake()
+	}
+	writeJSON(w, http.StatusAccepted, append(append([]byte(`{"messageId":`), jsonString(res.ID)...), '}'))
+}
+
+// identifiers are the values that step 6 extracts.
+type identifiers struct {
+	key, eventType, aggregateID string
+}
+
+// extract reads the three identifiers. The second result is the text of the 400 answer, or
+// empty. A missing or null idempotency key, or an empty one, is refused: an empty key would
+// make every such message a duplicate of the first. A missing event type or aggregate
+// identifier is stored as null. A value longer than its column is refused, naming the path,
+// so that a request that can never be stored does not get 500.
+func (rt *route) extract(doc any) (identifiers, string) {
+	var ids identifiers
+	key, ok := rt.keyPath.lookup(doc)
+	if !ok || key == "" {
+		return ids, "Missing idempotency key at " + rt.keyPath.raw
+	}
+	if textLength(key) > MaxKeyLength {
+		return ids, fmt.Sprintf("Idempotency key at %s exceeds %d characters", rt.keyPath.raw, MaxKeyLength)
+	}
+	ids.key = key
+	if rt.eventTypePath != nil {
+		v, _ := rt.eventTypePath.lookup(doc)
+		if textLength(v) > MaxKeyLength {
+			return ids, fmt.Sprintf("Event type at %s exceeds %d characters", rt.eventTypePath.raw, MaxKeyLength)
+		}
+		ids.eventType = v
+	}
+	if rt.aggregatePath != nil {
+		v, _ := rt.aggregatePath.lookup(doc)
+		if textLength(v) > MaxKeyLength {
+			return ids, fmt.Sprintf("Aggregate id at %s exceeds %d characters", rt.aggregatePath.raw, MaxKeyLength)
+		}
+		ids.aggregateID = v
+	}
+	return ids, ""
+}
+
+// readBody reads the whole body, at most limit bytes; a longer body gives *http.MaxBytesError.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	size := 512
+	if r.ContentLength > 0 {
+		size = int(r.ContentLength) + 1 // one more byte, so that ReadAll sees EOF without growing
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	_, err := buf.ReadFrom(rd)
+	return buf.Bytes(), err
+}
+
+// parseJSON decodes one JSON document, keeping numbers as their text. It refuses text that is
+// not UTF-8 (RFC 8259 requires it, and the database would refuse it), an empty body, a
+// second document after the first, and nesting deeper than MaxNestingDepth.
+func parseJSON(body []byte) (any, bool) {
+	if !utf8.Valid(body) || tooDeep(body, MaxNestingDepth) {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, false
+	}
+	if len(bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n")) != 0 {
+		return nil, false
+	}
+	return doc, true
+}
+
+// tooDeep reports whether the text opens more than limit arrays and objects at once. It skips
+// the brackets inside strings. It runs before the decoder, so that a hostile body costs one
+// pass and no allocation.
+func tooDeep(body []byte, limit int) bool {
+	depth := 0
+	inString := false
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			depth++
+			if depth > limit {
+				return true
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return false
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// errorBody returns {"error":"<text>"}.
+func errorBody(text string) []byte {
+	return append(append([]byte(`{"error":`), jsonString(text)...), '}')
+}
+
+// jsonString returns s as a JSON string without HTML escapes.
+func jsonString(s string) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}

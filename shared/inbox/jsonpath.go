@@ -1,0 +1,159 @@
+package inbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+
+	"github.com/theory/jsonpath"
+)
+
+// valuePath is a compiled definite JSONPath: it selects at most one value of a document.
+type valuePath struct {
+	raw  string // as configured, for the error texts
+	path *jsonpath.Path
+}
+
+// compilePath compiles a definite JSONPath as the configuration accepts it: $ followed by
+// .name, ['name'], ["name"] and [index] steps. A .name step is rewritten to the bracket form
+// before RFC 9535 parses the path, because the configuration (like the original Jayway-based
+// implementation) also accepts names that the RFC shorthand refuses, such as $.x-id or $.1st.
+// A path that can select more than one value is refused.
+func compilePath(raw string) (valuePath, error) {
+	bad := func(reason string) (valuePath, error) {
+		return valuePath{}, fmt.Errorf("compiling JSONPath %q: %s; a path must be definite: $ followed by .name, ['name'] or [index] steps", raw, reason)
+	}
+	if !strings.HasPrefix(raw, "$") {
+		return bad("it must start with $")
+	}
+	var b strings.Builder
+	b.WriteByte('$')
+	for s := raw[1:]; s != ""; {
+		switch s[0] {
+		case '.':
+			end := strings.IndexAny(s[1:], ".[")
+			if end < 0 {
+				end = len(s) - 1
+			}
+			name := s[1 : 1+end]
+			if name == "" || strings.ContainsAny(name, "*?()@,:'\" \t") {
+				return bad("a .name step must name one member")
+			}
+			b.WriteString("['")
+			b.WriteString(escapeName(name))
+			b.WriteString("']")
+			s = s[1+end:]
+		case '[':
+			end := bracketEnd(s)
+			if end < 0 {
+				return bad("a [ step has no closing ]")
+			}
+			b.WriteString(s[:end+1])
+			s = s[end+1:]
+		default:
+			return bad("expected . or [ at " + strconv.Quote(s))
+		}
+	}
+	p, err := jsonpath.Parse(b.String())
+	if err != nil {
+		return bad(err.Error())
+	}
+	if p.Query().Singular() == nil {
+		return bad("it can select more than one value")
+	}
+	return valuePath{raw: raw, path: p}, nil
+}
+
+// bracketEnd returns the index of the ] that closes the bracket step at the start of s,
+// skipping quoted names, or -1.
+func bracketEnd(s string) int {
+	var quote byte
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0 && c == '\\':
+			i++
+		case quote != 0 && c == quote:
+			quote = 0
+		case quote != 0:
+		case c == '\'' || c == '"':
+			quote = c
+		case c == ']':
+			return i
+		}
+	}
+	return -1
+}
+
+// escapeName writes a member name as the body of an RFC 9535 single-quoted string.
+func escapeName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		switch {
+		case r == '\\' || r == '\'':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// lookup returns the value that the path selects as text, and whether it found one. A string
+// is its text; a number is its JSON text, digit for digit as received; true and false are
+// their JSON text; an object or an array is its compact JSON text with the members sorted by
+// name. null counts as no value.
+func (p valuePath) lookup(doc any) (string, bool) {
+	nodes := p.path.Select(doc)
+	if len(nodes) != 1 {
+		return "", false
+	}
+	switch v := nodes[0].(type) {
+	case nil:
+		return "", false
+	case string:
+		return v, true
+	case json.Number:
+		return v.String(), true
+	case bool:
+		return strconv.FormatBool(v), true
+	default:
+		text, err := compactJSON(v)
+		if err != nil {
+			return "", false
+		}
+		return text, true
+	}
+}
+
+// compactJSON encodes a decoded value as compact JSON text without HTML escapes.
+func compactJSON(v any) (string, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", fmt.Errorf("encoding JSON value: %w", err)
+	}
+	return strings.TrimSuffix(buf.String(), "\n"), nil
+}
+
+// textLength is the length of s in UTF-16 code units: the characters of SQL Server's NVARCHAR
+// and of the JVM original. It is never less than the count of PostgreSQL characters (runes),
+// so a value within it fits both databases.
+func textLength(s string) int {
+	n := 0
+	for _, r := range s {
+		if l := utf16.RuneLen(r); l > 0 {
+			n += l
+		} else {
+			n++
+		}
+	}
+	return n
+}
