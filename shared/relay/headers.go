@@ -1,0 +1,72 @@
+package relay
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/alternayte/queuebox/shared/store"
+)
+
+// The headers that the relay sets on every outbox row it writes (spec/25, "Headers that the
+// relay adds"). Each replaces a received header of the same name in any letter case.
+const (
+	HeaderInboxID        = "x-inbox-id"
+	HeaderSource         = "x-source"
+	HeaderIdempotencyKey = "x-idempotency-key"
+	HeaderCorrelationID  = "X-Correlation-Id"
+)
+
+var relayHeaderNames = []string{HeaderInboxID, HeaderSource, HeaderIdempotencyKey, HeaderCorrelationID}
+
+// outboxHeaders builds the headers column of the outbox row: the inbox headers, without any
+// name that equals a relay header in any letter case, then the relay headers. X-Correlation-Id
+// is set, and a received one removed, only when the row carries a correlation id; otherwise a
+// received value passes through unchanged. Received values keep their JSON form.
+//
+// Headers that are not a JSON object (only a hand-written row can hold them) are dropped, and
+// dropped reports it so the caller can log it; the relay headers are still set.
+func outboxHeaders(m store.InboxMessage) (headers json.RawMessage, dropped bool, err error) {
+	out := map[string]json.RawMessage{}
+	trimmed := bytes.TrimSpace(m.Headers)
+	if len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
+		if json.Unmarshal(trimmed, &out) != nil || out == nil {
+			out, dropped = map[string]json.RawMessage{}, true
+		}
+	}
+	set := map[string]string{
+		HeaderInboxID:        m.ID,
+		HeaderSource:         m.Source,
+		HeaderIdempotencyKey: m.IdempotencyKey,
+	}
+	if m.CorrelationID != "" {
+		set[HeaderCorrelationID] = m.CorrelationID
+	}
+	for name := range out {
+		for relayName := range set {
+			if strings.EqualFold(name, relayName) {
+				delete(out, name)
+				break
+			}
+		}
+	}
+	for _, name := range relayHeaderNames {
+		v, ok := set[name]
+		if !ok {
+			continue
+		}
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil, dropped, fmt.Errorf("encoding header %s: %w", name, err)
+		}
+		out[name] = raw
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
+		return nil, dropped, fmt.Errorf("encoding outbox headers: %w", err)
+	}
+	return bytes.TrimSpace(buf.Bytes()), dropped, nil
+}

@@ -1,0 +1,609 @@
+// Package relay forwards stored push inbox rows into the outbox (spec/04, "The relay").
+//
+// A cycle claims up to BatchSize pending push rows through the store, which takes the relay
+// lock and returns at most one row per aggregate in created_at order. The relay then forwards
+// the rows one at a time, in claim order: it renders the topic template of the row's source,
+// builds the outbox row (key = aggregate_id, the stored payload, the inbox headers plus the
+// four relay headers) and calls InboxRelayForward, which inserts the outbox row and marks the
+// inbox row processed through the claim fence in one transaction. A fence that fails rolls the
+// insert back, so a relay that lost its claim writes no outbox row. The relay reads nothing of
+// the payload and runs no transform.
+//
+// While a batch is being forwarded, the leases of its claimed and not yet finished rows are
+// renewed every third of the lease. Expired relay leases return to pending at most once per
+// ClaimTimeout/5, and the oldest-pending gauge is refreshed at most once per
+// PendingGaugeInterval.
+//
+// The local process runs a Relay in a loop (woken at once by a stored push message); the relay
+// Lambda function runs it until the invocation deadline. Both call Run with different options.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alternayte/queuebox/shared/redact"
+	"github.com/alternayte/queuebox/shared/store"
+)
+
+// Config holds the relay settings of the configuration (inbox.relay.*).
+type Config struct {
+	// PollInterval is the wait after a claim that found nothing. Default 100 ms.
+	PollInterval time.Duration
+	// BatchSize is the largest number of rows that one claim takes. Default 100.
+	BatchSize int
+	// ClaimTimeout is the lease of a relay claim. Default 300 s.
+	ClaimTimeout time.Duration
+	// PendingGaugeInterval is the shortest interval between two queries for the oldest
+	// pending inbox row. Default 5 s.
+	PendingGaugeInterval time.Duration
+	// MaxAttempts is written into max_attempts of every outbox row the relay creates
+	// (inbox.relay.maxAttempts, else outbox.maxAttempts). Default 5.
+	MaxAttempts int
+	// ShutdownTimeout is the longest time a run keeps forwarding the rows it already claimed
+	// after its context is done. Default 30 s.
+	ShutdownTimeout time.Duration
+}
+
+// WithDefaults returns the config with every zero or negative value replaced by its default.
+func (c Config) WithDefaults() Config {
+	if c.PollInterval <= 0 {
+		c.PollInterval = 100 * time.Millisecond
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 100
+	}
+	if c.ClaimTimeout <= 0 {
+		c.ClaimTimeout = 300 * time.Second
+	}
+	if c.PendingGaugeInterval <= 0 {
+		c.PendingGaugeInterval = 5 * time.Second
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 5
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	return c
+}
+
+// The source kinds, as config.SourceKind spells them.
+const (
+	KindHTTP     = "http"
+	KindRabbitMQ = "rabbitmq"
+	KindKafka    = "kafka"
+	KindNATS     = "nats"
+)
+
+// Source is one configured inbox source as the relay sees it.
+type Source struct {
+	// Kind is http, rabbitmq, kafka or nats. It picks the default template when Topic is blank.
+	Kind string
+	// Topic is the sources.<name>.topic template. Blank means the default of Kind.
+	Topic string
+}
+
+// Options build a Relay.
+type Options struct {
+	Store  store.InboxStore
+	Config Config
+	// Sources maps every configured source name to its source, push and pull alike: a row
+	// stored as push while its source was push is forwarded even if the source is pull now.
+	// A row whose source is not in the map is marked dead, see Relay.
+	Sources map[string]Source
+	// Metrics receives the measurements; nil means NopMetrics.
+	Metrics Metrics
+	// Logger receives the log lines; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Relay claims push inbox rows and forwards them into the outbox. One Relay serves one
+// process; Run may be called again after it returns (a warm Lambda container), but not
+// concurrently. Any number of Relays, in any number of processes, may run on one database:
+// the relay lock, the claim rule and the fence keep the order of every aggregate.
+//
+// A row whose topic renders empty, and a row whose source is no longer configured, is marked
+// dead with a last_error that says why: such a row can reach no destination, and a dead row
+// with a reason is visible and requeueable, while a row left pending would stall its
+// aggregate with no sign. Add a new source to the configuration of every replica before it
+// receives messages: a replica that does not know the source yet dead-letters its rows.
+type Relay struct {
+	store   store.InboxStore
+	cfg     Config
+	topics  map[string]TopicTemplate
+	metrics Metrics
+	log     *slog.Logger
+	wake    chan struct{}
+
+	mu          sync.Mutex
+	lastReclaim time.Time
+	lastGauges  time.Time
+}
+
+// New returns a Relay.
+func New(opts Options) (*Relay, error) {
+	if opts.Store == nil {
+		return nil, errors.New("relay: a store is required")
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = NopMetrics{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	topics := make(map[string]TopicTemplate, len(opts.Sources))
+	for name, s := range opts.Sources {
+		if strings.TrimSpace(name) == "" {
+			return nil, errors.New("relay: a source name is blank")
+		}
+		text := s.Topic
+		if strings.TrimSpace(text) == "" {
+			def, ok := DefaultTopic(s.Kind)
+			if !ok {
+				return nil, fmt.Errorf("relay: source %s sets no topic and its kind %q has no default topic", name, s.Kind)
+			}
+			text = def
+		}
+		topics[name] = CompileTopic(text)
+	}
+	return &Relay{
+		store:   opts.Store,
+		cfg:     opts.Config.WithDefaults(),
+		topics:  topics,
+		metrics: opts.Metrics,
+		log:     opts.Logger.With("component", "relay"),
+		wake:    make(chan struct{}, 1),
+	}, nil
+}
+
+// Wake makes a waiting run claim at once. It never blocks; a wake that finds the run busy is
+// kept for its next wait. A lost wake costs latency, never a message.
+func (r *Relay) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// RunOptions choose how a run ends.
+type RunOptions struct {
+	// StopWhenIdle ends the run as soon as a claim finds nothing (the drain mode of the Lambda
+	// driver).
+	StopWhenIdle bool
+	// ClaimUntil, when not zero, is the time after which the run claims nothing more. The run
+	// finishes the batch it holds and returns.
+	ClaimUntil time.Time
+}
+
+// Summary counts what a run did.
+type Summary struct {
+	// Claimed counts the rows claimed.
+	Claimed int `json:"claimed"`
+	// Forwarded counts the rows written into the outbox and marked processed.
+	Forwarded int `json:"forwarded"`
+	// Dead counts the rows marked dead (empty topic, or a source that is not configured).
+	Dead int `json:"dead"`
+	// ClaimsLost counts the rows whose claim another replica took over before they finished.
+	ClaimsLost int `json:"claimsLost"`
+	// Reclaimed counts the expired relay claims that the run returned to pending.
+	Reclaimed int `json:"reclaimed"`
+	// Failed counts the rows whose forward or dead-letter write failed; they stay processing
+	// and return to pending when their leases expire.
+	Failed int `json:"failed"`
+	// Abandoned counts the claimed rows left unfinished because the run stopped; they return to
+	// pending when their leases expire.
+	Abandoned int `json:"abandoned"`
+}
+
+// Run claims and forwards rows until ctx is done or the options end the run. A claim that took
+// rows is followed at once by the next claim, because forwarding a row can free the next row of
+// its aggregate; a claim that found nothing waits for PollInterval or a Wake. When ctx is done,
+// the run stops claiming and keeps forwarding the batch it holds for up to ShutdownTimeout
+// (never past ctx's deadline); a row left after that stays processing until its lease expires.
+// Database errors are logged and counted, and the claim is retried after a pause; a run never
+// ends because of them.
+func (r *Relay) Run(ctx context.Context, opts RunOptions) Summary {
+	rn := r.newRun(ctx)
+	defer rn.close()
+	rn.loop(ctx, opts)
+	return rn.sum
+}
+
+// RunOnce claims one batch and forwards it. Tests and tools use it.
+func (r *Relay) RunOnce(ctx context.Context) Summary {
+	rn := r.newRun(ctx)
+	defer rn.close()
+	if _, err := rn.cycle(); err != nil {
+		r.cycleFailed(err)
+	}
+	return rn.sum
+}
+
+// run is the state of one Run call. sum and failing belong to the goroutine that calls Run;
+// held is shared with the renewer.
+type run struct {
+	r *Relay
+	// work bounds every database call of the run: not cancelled with the caller's context, but
+	// ShutdownTimeout after it, and never past its deadline.
+	work       context.Context
+	cancelWork context.CancelFunc
+	stop       chan struct{}
+	helpers    sync.WaitGroup
+
+	sum Summary
+	// failing is true after a row whose writes failed even when retried; the next row is not
+	// retried until one succeeds, so an outage costs one row's retries, not a batch's.
+	failing bool
+
+	mu   sync.Mutex
+	held map[string]*heldRow
+}
+
+// heldRow is a claimed row that is not finished yet.
+type heldRow struct {
+	claim store.Claim
+	// lost is set when a renewal found the fence gone.
+	lost bool
+}
+
+func (r *Relay) newRun(ctx context.Context) *run {
+	base := context.WithoutCancel(ctx)
+	cancelDeadline := context.CancelFunc(func() {})
+	if deadline, ok := ctx.Deadline(); ok {
+		base, cancelDeadline = context.WithDeadline(base, deadline)
+	}
+	work, cancel := context.WithCancel(base)
+	rn := &run{
+		r:          r,
+		work:       work,
+		cancelWork: func() { cancel(); cancelDeadline() },
+		stop:       make(chan struct{}),
+		held:       map[string]*heldRow{},
+	}
+	rn.helpers.Add(2)
+	go rn.shutdownWatch(ctx)
+	go rn.renewer()
+	return rn
+}
+
+// shutdownWatch cancels the work context ShutdownTimeout after ctx is done.
+func (rn *run) shutdownWatch(ctx context.Context) {
+	defer rn.helpers.Done()
+	select {
+	case <-rn.stop:
+		return
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(rn.r.cfg.ShutdownTimeout)
+	defer t.Stop()
+	select {
+	case <-rn.stop:
+	case <-t.C:
+		rn.cancelWork()
+	}
+}
+
+func (rn *run) close() {
+	close(rn.stop)
+	rn.cancelWork()
+	rn.helpers.Wait()
+}
+
+// loop claims until ctx is done or the options end the run.
+func (rn *run) loop(ctx context.Context, opts RunOptions) {
+	r := rn.r
+	pause := time.NewTimer(time.Hour)
+	pause.Stop()
+	for ctx.Err() == nil {
+		if !opts.ClaimUntil.IsZero() && !time.Now().Before(opts.ClaimUntil) {
+			return
+		}
+		claimed, err := rn.cycle()
+		if err != nil {
+			if rn.work.Err() != nil {
+				return
+			}
+			r.cycleFailed(err)
+			rn.sleep(ctx, pause, max(r.cfg.PollInterval, time.Second))
+			continue
+		}
+		if claimed > 0 {
+			continue
+		}
+		if opts.StopWhenIdle {
+			return
+		}
+		rn.sleep(ctx, pause, r.cfg.PollInterval)
+	}
+}
+
+func (r *Relay) cycleFailed(err error) {
+	r.metrics.InboxRelayError()
+	r.log.Error("inbox relay cycle failed; retrying after a pause", "error", redact.Error(err))
+}
+
+// sleep waits for d, a wake or ctx.
+func (rn *run) sleep(ctx context.Context, t *time.Timer, d time.Duration) {
+	t.Reset(d)
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+		return
+	case <-rn.r.wake:
+	}
+	t.Stop()
+}
+
+// cycle runs the maintenance steps that are due, claims a batch and forwards it row by row.
+// It returns the number of rows claimed.
+func (rn *run) cycle() (int, error) {
+	r := rn.r
+	// The claim below sees every row committed before it, so a pending wake is spent.
+	select {
+	case <-r.wake:
+	default:
+	}
+	if err := rn.maybeReclaim(); err != nil {
+		return 0, err
+	}
+	r.maybeRefreshGauges(rn.work)
+	rows, err := r.store.InboxRelayClaim(rn.work, store.InboxRelayClaimParams{Limit: r.cfg.BatchSize, Lease: r.cfg.ClaimTimeout})
+	if err != nil {
+		return 0, err
+	}
+	rn.sum.Claimed += len(rows)
+	rn.mu.Lock()
+	for _, row := range rows {
+		rn.held[row.ID] = &heldRow{claim: row.Claim()}
+	}
+	rn.mu.Unlock()
+	for i, row := range rows {
+		if rn.work.Err() != nil {
+			rn.abandon(rows[i:])
+			break
+		}
+		rn.handle(row)
+		rn.mu.Lock()
+		delete(rn.held, row.ID)
+		rn.mu.Unlock()
+	}
+	return len(rows), nil
+}
+
+// abandon leaves the rows of a stopped run to lease expiry.
+func (rn *run) abandon(rows []store.InboxMessage) {
+	rn.mu.Lock()
+	for _, row := range rows {
+		delete(rn.held, row.ID)
+	}
+	rn.mu.Unlock()
+	rn.sum.Abandoned += len(rows)
+	rn.r.log.Warn("inbox relay stopped with claimed rows; they return to pending when their leases expire",
+		"rows", len(rows))
+}
+
+// handle forwards one claimed row, or marks it dead when it has no topic.
+func (rn *run) handle(row store.InboxMessage) {
+	r := rn.r
+	log := r.log.With("inbox_id", row.ID, "source", row.Source)
+	if row.CorrelationID != "" {
+		log = log.With("correlation_id", row.CorrelationID)
+	}
+	rn.mu.Lock()
+	lost := rn.held[row.ID].lost
+	rn.mu.Unlock()
+	if lost {
+		rn.claimLost(log, "forward the message")
+		return
+	}
+
+	tmpl, ok := r.topics[row.Source]
+	if !ok {
+		rn.deadLetter(log, row, fmt.Sprintf("Source %s is not configured, so the relay has no topic template for it", row.Source))
+		return
+	}
+	topic := tmpl.Render(row.Source, row.EventType)
+	if topic == "" {
+		rn.deadLetter(log, row, fmt.Sprintf("Topic template %s of source %s rendered an empty topic", tmpl, row.Source))
+		return
+	}
+	headers, dropped, err := outboxHeaders(row)
+	if err != nil {
+		rn.writeFailed(log, "building the outbox row", err)
+		return
+	}
+	if dropped {
+		log.Warn("inbox row headers are not a JSON object; forwarding the relay headers only")
+	}
+	params := store.InboxForwardParams{
+		Claim: row.Claim(),
+		Outbox: store.OutboxInsertParams{
+			Topic:       topic,
+			Key:         row.AggregateID,
+			Payload:     row.Payload,
+			Headers:     headers,
+			MaxAttempts: r.cfg.MaxAttempts,
+		},
+	}
+	forwarded, err := rn.write(func(ctx context.Context) (bool, error) {
+		return r.store.InboxRelayForward(ctx, params)
+	})
+	switch {
+	case err != nil:
+		rn.writeFailed(log, "forwarding", err)
+	case !forwarded:
+		rn.claimLost(log, "forward the message")
+	default:
+		rn.sum.Forwarded++
+		r.metrics.InboxMessage("forwarded")
+		log.Debug("inbox message forwarded", "topic", topic)
+	}
+}
+
+// deadLetter marks a row dead with reason as its last_error.
+func (rn *run) deadLetter(log *slog.Logger, row store.InboxMessage, reason string) {
+	r := rn.r
+	reason = redact.String(reason)
+	dead, err := rn.write(func(ctx context.Context) (bool, error) {
+		return r.store.InboxRelayDead(ctx, row.Claim(), reason)
+	})
+	switch {
+	case err != nil:
+		rn.writeFailed(log, "marking dead", err)
+	case !dead:
+		rn.claimLost(log, "mark the message dead")
+	default:
+		rn.sum.Dead++
+		r.metrics.InboxRelayError()
+		log.Error("inbox message is dead: it can reach no destination; fix the source configuration, then requeue the row",
+			"last_error", reason)
+	}
+}
+
+func (rn *run) claimLost(log *slog.Logger, action string) {
+	rn.sum.ClaimsLost++
+	rn.r.metrics.InboxClaimLost()
+	log.Warn("inbox relay claim was lost, so the relay did not " + action + "; another replica owns the message. " +
+		"Raise inbox.relay.claimTimeoutMs above the slowest relay cycle if this repeats")
+}
+
+// writeFailed records a row whose write failed. The row stays processing; the reclaim step
+// returns it to pending when its lease expires.
+func (rn *run) writeFailed(log *slog.Logger, what string, err error) {
+	if rn.work.Err() != nil {
+		rn.sum.Abandoned++
+		log.Warn("inbox relay stopped while "+what+" a row; it returns to pending when its lease expires",
+			"error", redact.Error(err))
+		return
+	}
+	rn.sum.Failed++
+	rn.r.metrics.InboxRelayError()
+	log.Error("inbox relay failed "+what+" a row; it returns to pending when its lease expires",
+		"error", redact.Error(err))
+}
+
+// retryDelays are the pauses before the retries of a failed fenced write. A retry is safe: when
+// an earlier attempt committed, the fence of the retry fails and the store writes nothing.
+var retryDelays = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond}
+
+// write runs a fenced write, retrying a failure a few times unless the previous row's writes
+// failed too.
+func (rn *run) write(fn func(context.Context) (bool, error)) (bool, error) {
+	ok, err := fn(rn.work)
+	if err == nil {
+		rn.failing = false
+		return ok, nil
+	}
+	if rn.failing {
+		return false, err
+	}
+	for _, d := range retryDelays {
+		t := time.NewTimer(d)
+		select {
+		case <-rn.work.Done():
+			t.Stop()
+			return false, err
+		case <-t.C:
+		}
+		if ok, err = fn(rn.work); err == nil {
+			rn.failing = false
+			return ok, nil
+		}
+	}
+	rn.failing = true
+	return false, err
+}
+
+// renewer extends the leases of the claimed rows that are not finished, every third of the
+// lease, and marks a row whose fence is gone so that it is not forwarded.
+func (rn *run) renewer() {
+	defer rn.helpers.Done()
+	r := rn.r
+	tick := time.NewTicker(max(r.cfg.ClaimTimeout/3, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-rn.stop:
+			return
+		case <-tick.C:
+		}
+		rn.mu.Lock()
+		rows := make([]*heldRow, 0, len(rn.held))
+		for _, h := range rn.held {
+			if !h.lost {
+				rows = append(rows, h)
+			}
+		}
+		rn.mu.Unlock()
+		for _, h := range rows {
+			ctx, cancel := context.WithTimeout(rn.work, max(r.cfg.ClaimTimeout/3, time.Second))
+			ok, err := r.store.InboxRelayRenew(ctx, h.claim, r.cfg.ClaimTimeout)
+			cancel()
+			if err != nil {
+				if rn.work.Err() == nil {
+					r.log.Warn("renewing an inbox relay lease failed", "inbox_id", h.claim.ID, "error", redact.Error(err))
+				}
+				continue
+			}
+			if !ok {
+				// The row may have been finished a moment ago; the forward loop only reads the
+				// mark of a row it has not finished yet.
+				rn.mu.Lock()
+				h.lost = true
+				rn.mu.Unlock()
+			}
+		}
+	}
+}
+
+// maybeReclaim returns expired relay claims to pending at most once per ClaimTimeout / 5.
+func (rn *run) maybeReclaim() error {
+	r := rn.r
+	r.mu.Lock()
+	due := time.Since(r.lastReclaim) >= r.cfg.ClaimTimeout/5
+	if due {
+		r.lastReclaim = time.Now()
+	}
+	r.mu.Unlock()
+	if !due {
+		return nil
+	}
+	n, err := r.store.InboxRelayReclaim(rn.work)
+	if err != nil {
+		r.mu.Lock()
+		r.lastReclaim = time.Time{}
+		r.mu.Unlock()
+		return err
+	}
+	if n > 0 {
+		rn.sum.Reclaimed += int(n)
+		r.log.Info("inbox relay claims reclaimed after their leases expired", "rows", n)
+	}
+	return nil
+}
+
+// maybeRefreshGauges queries the oldest pending inbox row at most once per
+// PendingGaugeInterval.
+func (r *Relay) maybeRefreshGauges(ctx context.Context) {
+	r.mu.Lock()
+	due := time.Since(r.lastGauges) >= r.cfg.PendingGaugeInterval
+	if due {
+		r.lastGauges = time.Now()
+	}
+	r.mu.Unlock()
+	if !due {
+		return
+	}
+	stats, err := r.store.InboxStats(ctx)
+	if err != nil {
+		r.log.Warn("reading the inbox pending gauge failed", "error", redact.Error(err))
+		return
+	}
+	r.metrics.InboxOldestPendingAge(stats.OldestPendingAge)
+}
