@@ -3,6 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -384,4 +387,135 @@ func TestServeRefusesAPrivateDestinationWhenBlocked(t *testing.T) {
 		!strings.Contains(r.stderr, "loopback") {
 		t.Errorf("stderr = %s", r.stderr)
 	}
+}
+
+// TestServeReceivesWebhooks runs the inbox part of spec/33 and the push relay against
+// `queuebox serve`: a pull source stores a posted order once (202, then 200 duplicate) and
+// leaves it pending; a push source with an HMAC check relays its message through the outbox
+// to an HTTP receiver with the relay headers.
+func TestServeReceivesWebhooks(t *testing.T) {
+	t.Parallel()
+	type delivery struct {
+		header http.Header
+		body   string
+	}
+	var mu sync.Mutex
+	var got []delivery
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, delivery{r.Header.Clone(), string(b)})
+		mu.Unlock()
+	}))
+	defer receiver.Close()
+
+	env := dbEnv(t)
+	port := freePort(t)
+	env["QUEUEBOX_SERVER_HTTPPORT"] = strconv.Itoa(port)
+	env["QUEUEBOX_SOURCES_ORDERS_TYPE"] = "http"
+	env["QUEUEBOX_SOURCES_ORDERS_PATH"] = "/orders"
+	env["QUEUEBOX_SOURCES_ORDERS_IDEMPOTENCYKEYPATH"] = "$.id"
+	env["QUEUEBOX_SOURCES_ORDERS_CONSUMPTION"] = "pull"
+	env["QUEUEBOX_SOURCES_GITHUB_PATH"] = "/github"
+	env["QUEUEBOX_SOURCES_GITHUB_IDEMPOTENCYKEYPATH"] = "$.delivery"
+	env["QUEUEBOX_SOURCES_GITHUB_EVENTTYPEPATH"] = "$.action"
+	env["QUEUEBOX_SOURCES_GITHUB_AGGREGATEIDPATH"] = "$.repo"
+	env["QUEUEBOX_SOURCES_GITHUB_TOPIC"] = "github.{{ eventType }}"
+	env["QUEUEBOX_SOURCES_GITHUB_AUTH_SECRET"] = "It's a Secret to Everybody"
+	env["QUEUEBOX_SOURCES_GITHUB_AUTH_HEADERNAME"] = "X-Hub-Signature-256"
+	env["QUEUEBOX_DESTINATIONS_HOOKS_BASEURL"] = receiver.URL
+	env["QUEUEBOX_ROUTES_0_TOPICPATTERN"] = "github.*"
+	env["QUEUEBOX_ROUTES_0_DESTINATION"] = "hooks"
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan result, 1)
+	go func() { done <- run(t, ctx, env, "serve") }()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitFor(t, 30*time.Second, "the data port", func() bool {
+		resp, err := http.Get(base + "/")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+
+	post := func(path, body string, header map[string]string) (int, string, http.Header) {
+		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	code, body, _ := post("/inbox/orders", `{"id":"order-1","total":42}`, nil)
+	if code != 202 || !strings.HasPrefix(body, `{"messageId":"`) {
+		t.Fatalf("first post: %d %s", code, body)
+	}
+	code, body, _ = post("/inbox/orders", `{"id":"order-1","total":42}`, nil)
+	if code != 200 || body != `{"status":"duplicate"}` {
+		t.Fatalf("second post: %d %s", code, body)
+	}
+
+	conn, err := pgx.Connect(context.Background(), pgURL(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	var consumption, state string
+	if err := conn.QueryRow(context.Background(),
+		`SELECT count(*), min(consumption), min(state) FROM inbox WHERE source = 'orders'`).Scan(&n, &consumption, &state); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || consumption != "pull" || state != "pending" {
+		t.Errorf("orders rows = %d %s %s, want 1 pull pending", n, consumption, state)
+	}
+
+	payload := `{"delivery":"d-1","action":"opened","repo":"queuebox"}`
+	code, body, _ = post("/inbox/github", payload, map[string]string{"X-Hub-Signature-256": "sha256=0000", "X-Correlation-Id": "corr-1"})
+	if code != 401 || !strings.Contains(body, `"error":"`) {
+		t.Fatalf("bad signature: %d %s", code, body)
+	}
+	code, body, hdr := post("/inbox/github", payload, map[string]string{
+		"X-Hub-Signature-256": "sha256=" + hmacHex("It's a Secret to Everybody", payload),
+		"X-Correlation-Id":    "corr-1",
+		"X-Source":            "spoofed",
+	})
+	if code != 202 || hdr.Get("X-Correlation-Id") != "corr-1" {
+		t.Fatalf("signed post: %d %s %v", code, body, hdr)
+	}
+	waitFor(t, 30*time.Second, "the relayed delivery", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == 1
+	})
+	mu.Lock()
+	d := got[0]
+	mu.Unlock()
+	if d.header.Get("X-Topic") != "github.opened" || d.header.Get("X-Source") != "github" ||
+		d.header.Get("X-Idempotency-Key") != "d-1" || d.header.Get("X-Correlation-Id") != "corr-1" ||
+		d.header.Get("X-Message-Key") != "queuebox" || d.header.Get("X-Inbox-Id") == "" {
+		t.Errorf("relayed headers = %v", d.header)
+	}
+	if _, ok := d.header["X-Hub-Signature-256"]; ok {
+		t.Error("the credential header travelled to the destination")
+	}
+	cancel()
+	if r := <-done; r.code != ExitOK {
+		t.Errorf("serve exit = %d\n%s", r.code, r.stderr)
+	}
+}
+
+func hmacHex(secret, body string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(body))
+	return hex.EncodeToString(m.Sum(nil))
 }

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/outbox"
+	"github.com/alternayte/queuebox/shared/relay"
 )
 
 // HTTPDrainTimeout is how long the HTTP servers drain requests in flight at shutdown.
@@ -28,6 +30,8 @@ type Local struct {
 	db      *Database
 	metrics *metrics.Registry
 	outbox  *Outbox
+	inbox   *inbox.Handler
+	relay   *relay.Relay // nil when inbox.relay.enabled is false
 
 	shuttingDown atomic.Bool
 
@@ -49,8 +53,26 @@ func NewLocal(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local
 		db.Close()
 		return nil, err
 	}
-	return &Local{cfg: cfg, log: log, db: db, metrics: reg, outbox: ob, ready: make(chan struct{})}, nil
+	l := &Local{cfg: cfg, log: log, db: db, metrics: reg, outbox: ob, ready: make(chan struct{})}
+	var waker inbox.Waker
+	if cfg.Inbox.Relay.Enabled {
+		if l.relay, err = NewRelay(cfg, db.Store, reg, log); err != nil {
+			ob.Close()
+			db.Close()
+			return nil, err
+		}
+		waker = l.relay
+	}
+	if l.inbox, err = NewInboxHandler(cfg, db.Store, reg, waker, l.shuttingDown.Load, log); err != nil {
+		ob.Close()
+		db.Close()
+		return nil, err
+	}
+	return l, nil
 }
+
+// Relay returns the inbox relay, or nil when it is disabled.
+func (l *Local) Relay() *relay.Relay { return l.relay }
 
 // Poller returns the outbox poller, for tests and wakes.
 func (l *Local) Poller() *outbox.Poller { return l.outbox.Poller }
@@ -102,6 +124,14 @@ func (l *Local) Run(ctx context.Context) error {
 		sum := l.outbox.Poller.Run(workCtx, outbox.RunOptions{})
 		l.log.Info("outbox poller stopped", "sent", sum.Sent, "retried", sum.Retried, "dead", sum.Dead, "claims_lost", sum.ClaimsLost)
 	}()
+	if l.relay != nil {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			sum := l.relay.Run(workCtx, relay.RunOptions{})
+			l.log.Info("inbox relay stopped", "forwarded", sum.Forwarded, "dead", sum.Dead, "claims_lost", sum.ClaimsLost)
+		}()
+	}
 	l.log.Info("QueueBox started", "version", Version, "addresses", addrStrings(l.Addrs()))
 
 	var runErr error
@@ -132,7 +162,7 @@ type server struct {
 func (l *Local) listen() ([]server, error) {
 	data, mgmt := l.handlers()
 	var out []server
-	bind := func(port int, h http.Handler) error {
+	bind := func(port int, h http.Handler, limit int64) error {
 		ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
 		if err != nil {
 			return startError("listen on port "+strconv.Itoa(port), err)
@@ -140,14 +170,14 @@ func (l *Local) listen() ([]server, error) {
 		l.mu.Lock()
 		l.listeners = append(l.listeners, ln)
 		l.mu.Unlock()
-		out = append(out, server{srv: &http.Server{Handler: l.gate(h), ReadHeaderTimeout: 10 * time.Second}, ln: ln})
+		out = append(out, server{srv: &http.Server{Handler: l.gate(h, limit), ReadHeaderTimeout: 10 * time.Second}, ln: ln})
 		return nil
 	}
-	if err := bind(l.cfg.Server.HTTPPort, data); err != nil {
+	if err := bind(l.cfg.Server.HTTPPort, data, l.cfg.Inbox.MaxBodyBytes); err != nil {
 		return nil, err
 	}
 	if mgmt != nil {
-		if err := bind(l.cfg.Server.ManagementPort, mgmt); err != nil {
+		if err := bind(l.cfg.Server.ManagementPort, mgmt, 0); err != nil {
 			for _, s := range out {
 				_ = s.ln.Close()
 			}
@@ -168,11 +198,18 @@ func (l *Local) handlers() (data http.Handler, mgmt http.Handler) {
 	})
 	management.HandleFunc("GET /{$}", running)
 
-	if l.cfg.Server.ManagementPort == 0 {
-		return management, nil
-	}
 	dataMux := http.NewServeMux()
 	dataMux.HandleFunc("GET /{$}", running)
+	if l.cfg.Server.ManagementPort == 0 {
+		dataMux.Handle("/metrics", management)
+		dataMux.Handle("/health/", management)
+	}
+	// Every other path of the data port belongs to the inbox, which answers 404 for a path
+	// that no source serves.
+	dataMux.Handle("/", l.inbox)
+	if l.cfg.Server.ManagementPort == 0 {
+		return dataMux, nil
+	}
 	return dataMux, management
 }
 
@@ -181,14 +218,21 @@ func running(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("QueueBox is running!"))
 }
 
-// gate answers 503 to every request once the shutdown began.
-func (l *Local) gate(h http.Handler) http.Handler {
+// gate answers 503 to every request once the shutdown began and, on the data port (limit
+// above 0), 413 to a request whose Content-Length is above inbox.maxBodyBytes.
+func (l *Local) gate(h http.Handler, limit int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if l.shuttingDown.Load() {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Connection", "close")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte(`{"error":"QueueBox is shutting down"}`))
+			return
+		}
+		if limit > 0 && r.ContentLength > limit {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			_, _ = fmt.Fprintf(w, `{"error":"Request body exceeds %d bytes"}`, limit)
 			return
 		}
 		h.ServeHTTP(w, r)

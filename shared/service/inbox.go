@@ -1,0 +1,66 @@
+package service
+
+import (
+	"log/slog"
+
+	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/inboundauth"
+	"github.com/alternayte/queuebox/shared/inbox"
+	"github.com/alternayte/queuebox/shared/relay"
+	"github.com/alternayte/queuebox/shared/store"
+)
+
+// InboxMetrics is what the inbox handler and the relay report to.
+type InboxMetrics interface {
+	inbox.Metrics
+	relay.Metrics
+}
+
+// NewInboxHandler builds the HTTP inbox of the configured HTTP sources. waker is called after
+// a new push row is stored (nil: nothing to wake); draining reports the shutdown.
+func NewInboxHandler(cfg *config.Config, st store.InboxStore, m inbox.Metrics, waker inbox.Waker, draining func() bool, log *slog.Logger) (*inbox.Handler, error) {
+	opts, err := inbox.OptionsFromConfig(cfg, inbox.Builders{Verifier: inboundauth.New})
+	if err != nil {
+		return nil, startError("build the inbox sources", err)
+	}
+	opts.Store = st
+	opts.Metrics = m
+	opts.Logger = log
+	opts.Waker = waker
+	opts.Draining = draining
+	h, err := inbox.New(opts)
+	if err != nil {
+		return nil, startError("build the inbox sources", err)
+	}
+	return h, nil
+}
+
+// RelayConfig maps inbox.relay.* to the relay's settings.
+func RelayConfig(cfg *config.Config) relay.Config {
+	r := cfg.Inbox.Relay
+	return relay.Config{
+		PollInterval:         r.PollIntervalMs.Duration(),
+		BatchSize:            r.BatchSize,
+		ClaimTimeout:         r.ClaimTimeoutMs.Duration(),
+		PendingGaugeInterval: r.PendingGaugeIntervalMs.Duration(),
+		MaxAttempts:          r.MaxAttempts,
+		ShutdownTimeout:      cfg.Outbox.ShutdownTimeoutMs.Duration(),
+	}.WithDefaults()
+}
+
+// NewRelay builds the relay with the topic template of every configured source (push and
+// pull: a source switched to pull still has push rows stored earlier).
+func NewRelay(cfg *config.Config, st store.InboxStore, m relay.Metrics, log *slog.Logger) (*relay.Relay, error) {
+	sources := make(map[string]relay.Source, len(cfg.Sources))
+	for name, s := range cfg.Sources {
+		if s == nil {
+			continue
+		}
+		sources[name] = relay.Source{Kind: string(s.Kind), Topic: s.Topic}
+	}
+	r, err := relay.New(relay.Options{Store: st, Config: RelayConfig(cfg), Sources: sources, Metrics: m, Logger: log})
+	if err != nil {
+		return nil, startError("build the inbox relay", err)
+	}
+	return r, nil
+}
