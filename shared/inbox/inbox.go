@@ -501,6 +501,14 @@ func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route)
 		CorrelationID:  corrID,
 		Consumption:    rt.consumption,
 	})
+	if errors.Is(err, store.ErrInvalidValue) {
+		// Valid JSON that the database cannot hold (a \u0000 escape, a lone surrogate, a
+		// number beyond its range): storing it again fails again, so the sender must not retry.
+		h.metrics.InboxRejection(ReasonExtraction)
+		log.Warn("inbox: the database refuses a value of the message", slog.Any("error", err))
+		writeJSON(w, http.StatusBadRequest, bodyInvalidJSON)
+		return
+	}
 	if err != nil {
 		h.metrics.InboxRejection(ReasonStorageFailed)
 		level := slog.LevelError

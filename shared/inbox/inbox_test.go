@@ -854,3 +854,17 @@ func TestSourcesFromConfig(t *testing.T) {
 
 // nopStore is a store for the tests that never reach it.
 type nopStore struct{ store.InboxStore }
+
+func TestValidJSONThatTheDatabaseRefusesGets400(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, []inbox.Source{{Name: "orders", Path: "/orders", IdempotencyKeyPath: "$.id", Consumption: "pull"}}, nil)
+	for _, body := range []string{`{"id":"nul-1","v":"a\u0000b"}`, `{"id":"sur-1","v":"\ud800"}`} {
+		r := e.post(t, "/inbox/orders", body, nil)
+		if r.status != 400 || r.body != `{"error":"Invalid JSON"}` {
+			t.Errorf("%s: %d %s, want 400 Invalid JSON", body, r.status, r.body)
+		}
+	}
+	if n := len(e.rows(t, "orders")); n != 0 {
+		t.Errorf("%d rows stored", n)
+	}
+}

@@ -150,16 +150,10 @@ type result struct {
 }
 
 func newRun(ctx context.Context, p *Poller) *run {
-	base := context.WithoutCancel(ctx)
-	var cancel context.CancelFunc
-	if deadline, ok := ctx.Deadline(); ok {
-		base, cancel = context.WithDeadline(base, deadline)
-	}
-	pubCtx, pubCancel := context.WithCancel(base)
-	if cancel != nil {
-		inner := pubCancel
-		pubCancel = func() { inner(); cancel() }
-	}
+	// The publishes do not inherit ctx's cancellation or deadline: stop() decides when a
+	// publish in flight is abandoned, and it marks the run abandoned before it cancels them,
+	// so a publish cut short never spends an attempt.
+	pubCtx, pubCancel := context.WithCancel(context.WithoutCancel(ctx))
 	return &run{
 		p:         p,
 		pubCtx:    pubCtx,

@@ -435,6 +435,9 @@ func (rn *run) handle(row store.InboxMessage) {
 		return r.store.InboxRelayForward(ctx, params)
 	})
 	switch {
+	case errors.Is(err, store.ErrInvalidValue):
+		// The outbox refuses the row (a topic longer than its column): it never will take it.
+		rn.deadLetter(log, row, "The outbox cannot store the forwarded row: "+redact.Error(err))
 	case err != nil:
 		rn.writeFailed(log, "forwarding", err)
 	case !forwarded:

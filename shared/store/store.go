@@ -41,6 +41,12 @@ const (
 // ErrConflict reports a write that a unique constraint refused.
 var ErrConflict = errors.New("store: conflict")
 
+// ErrInvalidValue reports a value that the database refuses to store: a data exception such
+// as a text too long for its column, or a JSON document that the column type cannot hold (a
+// \u0000 escape or a lone surrogate in PostgreSQL's jsonb). Writing it again fails again, so
+// a caller refuses the message (the inbox answers 400) or dead-letters it (the relay).
+var ErrInvalidValue = errors.New("store: invalid value")
+
 // Claim identifies one claimed row: its id and the claim token that the claim issued.
 // Every fenced write takes a Claim.
 type Claim struct {

@@ -236,12 +236,17 @@ SELECT to_regclass($1) IS NOT NULL,
 // interval '1 microsecond'.
 func micros(d time.Duration) int64 { return d.Microseconds() }
 
-// wrapErr adds context to a driver error and translates a unique violation to
-// store.ErrConflict.
+// wrapErr adds context to a driver error and translates a unique violation (23505) to
+// store.ErrConflict and a data exception (class 22) to store.ErrInvalidValue.
 func wrapErr(op string, err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		return fmt.Errorf("%s: %w: %w", op, store.ErrConflict, err)
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "23505":
+			return fmt.Errorf("%s: %w: %w", op, store.ErrConflict, err)
+		case strings.HasPrefix(pgErr.Code, "22"):
+			return fmt.Errorf("%s: %w: %w", op, store.ErrInvalidValue, err)
+		}
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

@@ -50,9 +50,12 @@ var ErrClaimLockTimeout = errors.New("sqlserver: claim lock not acquired")
 // SQL Server error numbers that the store translates.
 const (
 	errUniqueConstraint = 2627 // Violation of PRIMARY KEY or UNIQUE constraint.
-	errUniqueIndex      = 2601 // Cannot insert duplicate key row with unique index.
-	errDeadlock         = 1205 // The transaction was chosen as the deadlock victim.
-	errClaimLock        = 51000
+	// errTruncation and errTruncationDetailed: string or binary data would be truncated.
+	errTruncation         = 8152
+	errTruncationDetailed = 2628
+	errUniqueIndex        = 2601 // Cannot insert duplicate key row with unique index.
+	errDeadlock           = 1205 // The transaction was chosen as the deadlock victim.
+	errClaimLock          = 51000
 )
 
 // deadlockAttempts is how many times an operation runs when SQL Server chooses it as a
@@ -229,6 +232,8 @@ func translate(err error) error {
 		return fmt.Errorf("%w: %w", store.ErrConflict, err)
 	case hasErrorNumber(err, errClaimLock):
 		return fmt.Errorf("%w: %w", ErrClaimLockTimeout, err)
+	case hasErrorNumber(err, errTruncation, errTruncationDetailed):
+		return fmt.Errorf("%w: %w", store.ErrInvalidValue, err)
 	default:
 		return err
 	}

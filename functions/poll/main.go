@@ -1,0 +1,26 @@
+// Command poll is the poll Lambda function: each invocation, scheduled by EventBridge or
+// woken by the capture node, delivers outbox rows until the invocation's deadline minus a
+// margin, or, in drain mode, until a claim finds nothing. The configuration comes from the
+// function's environment exactly as for the local process; LAMBDA_MODE and LAMBDA_MARGIN_MS
+// set the driver (see shared/lambdafn). Build it with -tags lambda.norpc.
+package main
+
+import (
+	"context"
+
+	"github.com/alternayte/queuebox/shared/lambdafn"
+	"github.com/alternayte/queuebox/shared/service"
+)
+
+func main() {
+	ctx := context.Background()
+	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions())
+	if err != nil {
+		lambdafn.Exit(err)
+	}
+	ob, err := service.NewOutbox(ctx, rt.Config, rt.DB.Store, rt.Metrics, rt.Log)
+	if err != nil {
+		lambdafn.Exit(err)
+	}
+	lambdafn.Start(lambdafn.PollHandler(ob.Poller, rt.Settings, rt.Log))
+}

@@ -1,0 +1,23 @@
+// Package lambdafn is the Lambda driver of QueueBox's cycles: everything a
+// functions/<name>/main.go needs, so that each main only wires. It is the one package besides
+// functions/ that imports aws-lambda-go.
+//
+// A main builds the Runtime once per container with Init (configuration, logger, database;
+// the same code the local process runs), assembles its cycle with shared/service, and hands
+// a handler to Start:
+//
+//	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions())
+//	if err != nil {
+//		lambdafn.Exit(err)
+//	}
+//	ob, err := service.NewOutbox(ctx, rt.Config, rt.DB.Store, rt.Metrics, rt.Log)
+//	if err != nil {
+//		lambdafn.Exit(err)
+//	}
+//	lambdafn.Start(lambdafn.PollHandler(ob.Poller, rt.Settings, rt.Log))
+//
+// Each invocation repeats the cycle within the invocation's deadline (see PollHandler and
+// Settings); warm invocations reuse the pools and publishers that main built. Concurrent
+// invocations are separate containers, kept apart by the claims, leases and fence of the
+// database exactly as container replicas are.
+package lambdafn

@@ -1,0 +1,119 @@
+package lambdafn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/outbox"
+	"github.com/alternayte/queuebox/shared/service"
+)
+
+// Options are the inputs of Init; tests pass their own environment and log output.
+type Options struct {
+	// Load reads the configuration. Its Env also holds ModeVariable and MarginVariable.
+	Load config.LoadOptions
+	// LogOutput receives the JSON log lines. Nil means os.Stderr.
+	LogOutput io.Writer
+}
+
+// OSOptions returns the options of a real function: the process environment, os.ReadFile
+// and os.Stderr, as the local process uses them.
+func OSOptions() Options {
+	return Options{Load: config.OSOptions(), LogOutput: os.Stderr}
+}
+
+// Runtime is what a function builds once per container, in main before Start, and reuses
+// across warm invocations.
+type Runtime struct {
+	// Config is the loaded and validated configuration.
+	Config *config.Config
+	// Log is the JSON logger, with secrets redacted.
+	Log *slog.Logger
+	// DB is the open database: the pool and the store.
+	DB *service.Database
+	// Metrics receives the measurements of the cycles. Init sets NopMetrics; see its doc.
+	Metrics service.Metrics
+	// Settings are the driver's settings: the mode and the deadline margin.
+	Settings Settings
+}
+
+// Close releases the database connections. A function never calls it (nothing runs after
+// Start); tests do.
+func (r *Runtime) Close() {
+	if r.DB != nil {
+		r.DB.Close()
+	}
+}
+
+// Init builds the Runtime exactly as the local process builds its parts: it loads the
+// configuration with config.Load (logging every warning), reads the driver's settings,
+// builds the logger, and opens the database with service.Open, which waits up to
+// database.startupTimeoutMs for it and, when database.migrate is true, applies the pending
+// migrations (an advisory lock keeps concurrent cold starts from applying a version twice).
+//
+// Lambda gives a function's init phase 10 s; a database that answers later than that (within
+// database.startupTimeoutMs) makes Lambda retry the init within the first invocation.
+//
+// Every error is a *service.StartError that prints as
+// "QueueBox could not <step>. Reason: <redacted text>"; pass it to Exit.
+func Init(ctx context.Context, opts Options) (*Runtime, error) {
+	out := opts.LogOutput
+	if out == nil {
+		out = os.Stderr
+	}
+	log := service.NewLogger(out, slog.LevelInfo)
+	cfg, warnings, err := config.Load(opts.Load)
+	for _, w := range warnings {
+		log.Warn("configuration warning", "warning", w.String())
+	}
+	if err != nil {
+		return nil, &service.StartError{Step: "load the configuration", Err: err}
+	}
+	settings, err := ParseSettings(opts.Load.Env)
+	if err != nil {
+		return nil, &service.StartError{Step: "read the Lambda settings", Err: err}
+	}
+	log.Info("configuration loaded", "config", cfg.LogValue(),
+		"lambda_mode", string(settings.Mode), "lambda_margin_ms", settings.Margin.Milliseconds())
+	db, err := service.Open(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	return &Runtime{Config: cfg, Log: log, DB: db, Metrics: NopMetrics{}, Settings: settings}, nil
+}
+
+// Exit prints err to stderr as "QueueBox could not <step>. Reason: ..." and ends the process
+// with status 1, which makes Lambda report an init error. A main calls it when Init or the
+// assembly of its cycle fails.
+func Exit(err error) {
+	fmt.Fprintln(os.Stderr, startErrorText(err))
+	os.Exit(1)
+}
+
+func startErrorText(err error) string {
+	var se *service.StartError
+	if !errors.As(err, &se) {
+		se = &service.StartError{Step: "start", Err: err}
+	}
+	return se.Error()
+}
+
+// NopMetrics discards every measurement. Nothing scrapes a Lambda function, so it has no
+// Prometheus registry; DESIGN.md (Observability) gives it the same counters as CloudWatch
+// Embedded Metric Format log lines instead. That emitter does not exist yet: when it does,
+// Init sets it as Runtime.Metrics in place of NopMetrics, and every function reports through
+// it with no other change. Until then the summary that PollHandler logs and returns is the
+// function's record of its work.
+type NopMetrics struct {
+	outbox.NopMetrics
+}
+
+// HTTPResponse implements webhook.Metrics.
+func (NopMetrics) HTTPResponse(string) {}
+
+var _ service.Metrics = NopMetrics{}
