@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/localserver"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/service"
 )
@@ -167,7 +168,7 @@ func serveCommand(ctx context.Context, env Env) int {
 		return ExitFailure
 	}
 	log.Info("configuration loaded", "config", cfg.LogValue())
-	local, err := service.NewLocal(ctx, cfg, log)
+	local, err := localserver.New(ctx, cfg, log)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err.Error())
 		return ExitFailure

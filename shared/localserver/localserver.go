@@ -1,4 +1,7 @@
-package service
+// Package localserver is the long-running local process of QueueBox: the data port (the inbox
+// routes), the management port (metrics and health), and the outbox poller and the inbox relay
+// in loops, all built by shared/service from the configuration.
+package localserver
 
 import (
 	"context"
@@ -17,6 +20,7 @@ import (
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/relay"
+	"github.com/alternayte/queuebox/shared/service"
 )
 
 // HTTPDrainTimeout is how long the HTTP servers drain requests in flight at shutdown.
@@ -27,9 +31,9 @@ const HTTPDrainTimeout = 5 * time.Second
 type Local struct {
 	cfg     *config.Config
 	log     *slog.Logger
-	db      *Database
+	db      *service.Database
 	metrics *metrics.Registry
-	outbox  *Outbox
+	outbox  *service.Outbox
 	inbox   *inbox.Handler
 	relay   *relay.Relay // nil when inbox.relay.enabled is false
 
@@ -40,15 +44,15 @@ type Local struct {
 	ready     chan struct{}
 }
 
-// NewLocal opens the database (waiting for it, migrating or checking the schema) and builds
+// New opens the database (waiting for it, migrating or checking the schema) and builds
 // every worker of the local process.
-func NewLocal(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, error) {
-	db, err := Open(ctx, cfg, log)
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, error) {
+	db, err := service.Open(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	reg := metrics.New(Version)
-	ob, err := NewOutbox(ctx, cfg, db.Store, reg, log)
+	reg := metrics.New(service.Version)
+	ob, err := service.NewOutbox(ctx, cfg, db.Store, reg, log)
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -56,14 +60,14 @@ func NewLocal(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local
 	l := &Local{cfg: cfg, log: log, db: db, metrics: reg, outbox: ob, ready: make(chan struct{})}
 	var waker inbox.Waker
 	if cfg.Inbox.Relay.Enabled {
-		if l.relay, err = NewRelay(cfg, db.Store, reg, log); err != nil {
+		if l.relay, err = service.NewRelay(cfg, db.Store, reg, log); err != nil {
 			ob.Close()
 			db.Close()
 			return nil, err
 		}
 		waker = l.relay
 	}
-	if l.inbox, err = NewInboxHandler(cfg, db.Store, reg, waker, l.shuttingDown.Load, log); err != nil {
+	if l.inbox, err = service.NewInboxHandler(cfg, db.Store, reg, waker, l.shuttingDown.Load, log); err != nil {
 		ob.Close()
 		db.Close()
 		return nil, err
@@ -132,7 +136,7 @@ func (l *Local) Run(ctx context.Context) error {
 			l.log.Info("inbox relay stopped", "forwarded", sum.Forwarded, "dead", sum.Dead, "claims_lost", sum.ClaimsLost)
 		}()
 	}
-	l.log.Info("QueueBox started", "version", Version, "addresses", addrStrings(l.Addrs()))
+	l.log.Info("QueueBox started", "version", service.Version, "addresses", addrStrings(l.Addrs()))
 
 	var runErr error
 	select {
@@ -165,7 +169,7 @@ func (l *Local) listen() ([]server, error) {
 	bind := func(port int, h http.Handler, limit int64) error {
 		ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
 		if err != nil {
-			return startError("listen on port "+strconv.Itoa(port), err)
+			return &service.StartError{Step: "listen on port " + strconv.Itoa(port), Err: err}
 		}
 		l.mu.Lock()
 		l.listeners = append(l.listeners, ln)
