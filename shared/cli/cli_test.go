@@ -331,6 +331,20 @@ func TestServeDeliversAndShutsDown(t *testing.T) {
 		t.Errorf("metrics lack the sent count:\n%s", metricsText)
 	}
 
+	resp, err = http.Get(mgmt + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	healthBody, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(healthBody), `"database":{"status":"up"}`) ||
+		!strings.Contains(string(healthBody), `"outbox-poller":{"status":"up"}`) || !strings.Contains(string(healthBody), `"inbox-relay":{"status":"up"}`) {
+		t.Errorf("/health = %d %s", resp.StatusCode, healthBody)
+	}
+	if code := status(t, base+"/health"); code != http.StatusNotFound {
+		t.Errorf("data port /health = %d, want 404 with a management port", code)
+	}
+
 	cancel()
 	select {
 	case r := <-done:
@@ -518,4 +532,50 @@ func hmacHex(secret, body string) string {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write([]byte(body))
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+// TestHealthWithTheDatabaseGone: readiness answers 503 when the database is gone, and
+// liveness still answers 200.
+func TestHealthWithTheDatabaseGone(t *testing.T) {
+	t.Parallel()
+	env := dbEnv(t)
+	port := freePort(t)
+	env["QUEUEBOX_SERVER_HTTPPORT"] = strconv.Itoa(port)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan result, 1)
+	go func() { done <- run(t, ctx, env, "serve") }()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitFor(t, 30*time.Second, "a ready process", func() bool {
+		resp, err := http.Get(base + "/health/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	dbName := strings.TrimPrefix(env["QUEUEBOX_DATABASE_URL"][strings.LastIndex(env["QUEUEBOX_DATABASE_URL"], "/"):], "/")
+	admin, err := pgx.Connect(context.Background(), dbtest.ServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(context.Background(), "DROP DATABASE "+pgx.Identifier{dbName}.Sanitize()+" WITH (FORCE)"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "readiness to fail", func() bool {
+		resp, err := http.Get(base + "/health")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == 503 && strings.Contains(string(b), `"status":"unhealthy"`) &&
+			strings.Contains(string(b), `"database":{"status":"down"`)
+	})
+	if code := status(t, base+"/health/live"); code != 200 {
+		t.Errorf("/health/live = %d, want 200", code)
+	}
+	cancel()
+	<-done
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/outbox"
@@ -196,10 +197,7 @@ func (l *Local) listen() ([]server, error) {
 func (l *Local) handlers() (data http.Handler, mgmt http.Handler) {
 	management := http.NewServeMux()
 	management.Handle("GET /metrics", l.metrics.Handler())
-	management.HandleFunc("GET /health/live", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"healthy","components":{"process":{"status":"up"}}}`))
-	})
+	l.health().Register(management)
 	management.HandleFunc("GET /{$}", running)
 
 	dataMux := http.NewServeMux()
@@ -207,6 +205,7 @@ func (l *Local) handlers() (data http.Handler, mgmt http.Handler) {
 	if l.cfg.Server.ManagementPort == 0 {
 		dataMux.Handle("/metrics", management)
 		dataMux.Handle("/health/", management)
+		dataMux.Handle("/health", management)
 	}
 	// Every other path of the data port belongs to the inbox, which answers 404 for a path
 	// that no source serves.
@@ -215,6 +214,18 @@ func (l *Local) handlers() (data http.Handler, mgmt http.Handler) {
 		return dataMux, nil
 	}
 	return dataMux, management
+}
+
+// health builds the readiness checks of the components that this process runs.
+func (l *Local) health() *health.Handler {
+	checks := []health.Check{
+		{Name: "database", Decides: true, Probe: l.db.Store.Ping},
+		{Name: "outbox-poller", Decides: true, Probe: l.outbox.Poller.Check},
+	}
+	if l.relay != nil {
+		checks = append(checks, health.Check{Name: "inbox-relay", Decides: true, Probe: l.relay.Check})
+	}
+	return health.New(checks...)
 }
 
 func running(w http.ResponseWriter, _ *http.Request) {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/store"
@@ -37,6 +38,8 @@ type Poller struct {
 	metrics Metrics
 	log     *slog.Logger
 	wake    chan struct{}
+
+	beat health.Heartbeat
 
 	mu          sync.Mutex
 	lastReclaim time.Time
@@ -99,11 +102,20 @@ type RunOptions struct {
 // recovers it when its lease expires. Database errors are logged and the claim is retried
 // after a pause; a run never ends because of them.
 func (p *Poller) Run(ctx context.Context, opts RunOptions) Summary {
+	p.beat.Start()
+	defer p.beat.Stop()
 	r := newRun(ctx, p)
 	r.start()
 	r.claimLoop(ctx, opts)
 	r.stop(ctx)
 	return r.summary()
+}
+
+// Check is the outbox-poller health check: it fails when no run is active, when the loop has
+// not turned for a minute (or three poll intervals, when longer), or when its last claim
+// failed.
+func (p *Poller) Check(context.Context) error {
+	return p.beat.Check(max(time.Minute, 3*p.cfg.PollInterval))
 }
 
 // RunOnce claims one batch, delivers it and waits for it to finish. Tests and tools use it.
@@ -185,18 +197,21 @@ func (r *run) claimLoop(ctx context.Context, opts RunOptions) {
 			select {
 			case <-ctx.Done():
 			case <-r.finished:
+				p.beat.Beat("")
 			}
 			continue
 		}
 		limit := min(p.cfg.BatchSize, free)
 		claimed, err := r.claimBatch(ctx, limit)
 		if err != nil {
+			p.beat.Beat("the last claim failed: " + redact.Error(err))
 			if ctx.Err() == nil {
 				p.log.Error("outbox cycle failed; retrying after a pause", "error", redact.Error(err))
 			}
 			r.sleep(ctx, pause, max(p.cfg.PollInterval, time.Second), false)
 			continue
 		}
+		p.beat.Beat("")
 		if claimed == limit {
 			continue
 		}

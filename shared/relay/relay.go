@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/store"
 )
@@ -120,6 +121,7 @@ type Relay struct {
 	metrics Metrics
 	log     *slog.Logger
 	wake    chan struct{}
+	beat    health.Heartbeat
 
 	mu          sync.Mutex
 	lastReclaim time.Time
@@ -209,10 +211,18 @@ type Summary struct {
 // Database errors are logged and counted, and the claim is retried after a pause; a run never
 // ends because of them.
 func (r *Relay) Run(ctx context.Context, opts RunOptions) Summary {
+	r.beat.Start()
+	defer r.beat.Stop()
 	rn := r.newRun(ctx)
 	defer rn.close()
 	rn.loop(ctx, opts)
 	return rn.sum
+}
+
+// Check is the inbox-relay health check: it fails when no run is active, when the loop has not
+// turned for a minute (or three poll intervals, when longer), or when its last cycle failed.
+func (r *Relay) Check(context.Context) error {
+	return r.beat.Check(max(time.Minute, 3*r.cfg.PollInterval))
 }
 
 // RunOnce claims one batch and forwards it. Tests and tools use it.
@@ -310,9 +320,11 @@ func (rn *run) loop(ctx context.Context, opts RunOptions) {
 				return
 			}
 			r.cycleFailed(err)
+			r.beat.Beat("the last relay cycle failed: " + redact.Error(err))
 			rn.sleep(ctx, pause, max(r.cfg.PollInterval, time.Second))
 			continue
 		}
+		r.beat.Beat("")
 		if claimed > 0 {
 			continue
 		}
