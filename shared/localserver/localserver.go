@@ -21,6 +21,7 @@ import (
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/relay"
+	"github.com/alternayte/queuebox/shared/retention"
 	"github.com/alternayte/queuebox/shared/service"
 )
 
@@ -37,6 +38,7 @@ type Local struct {
 	outbox  *service.Outbox
 	inbox   *inbox.Handler
 	relay   *relay.Relay // nil when inbox.relay.enabled is false
+	cleaner *retention.Cleaner
 
 	shuttingDown atomic.Bool
 
@@ -48,11 +50,15 @@ type Local struct {
 // New opens the database (waiting for it, migrating or checking the schema) and builds
 // every worker of the local process.
 func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, error) {
-	db, err := service.Open(ctx, cfg, log)
+	reg := metrics.New(service.Version)
+	poolTracer := metrics.NewPoolTracer(reg, metrics.PoolName)
+	db, err := service.OpenWith(ctx, cfg, log, service.ConnectOptions{Tracer: poolTracer})
 	if err != nil {
 		return nil, err
 	}
-	reg := metrics.New(service.Version)
+	if db.Pool != nil {
+		poolTracer.Attach(db.Pool)
+	}
 	ob, err := service.NewOutbox(ctx, cfg, db.Store, reg, log)
 	if err != nil {
 		db.Close()
@@ -67,6 +73,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, err
 			return nil, err
 		}
 		waker = l.relay
+	}
+	if l.cleaner, err = retention.New(retention.Options{Store: db.Store, Config: cfg.Retention, Metrics: reg, Logger: log}); err != nil {
+		ob.Close()
+		db.Close()
+		return nil, &service.StartError{Step: "build the retention cleanup", Err: err}
 	}
 	if l.inbox, err = service.NewInboxHandler(cfg, db.Store, reg, waker, l.shuttingDown.Load, log); err != nil {
 		ob.Close()
@@ -129,6 +140,15 @@ func (l *Local) Run(ctx context.Context) error {
 		sum := l.outbox.Poller.Run(workCtx, outbox.RunOptions{})
 		l.log.Info("outbox poller stopped", "sent", sum.Sent, "retried", sum.Retried, "dead", sum.Dead, "claims_lost", sum.ClaimsLost)
 	}()
+	if l.cleaner.Enabled() {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			if err := l.cleaner.Run(workCtx); err != nil {
+				l.log.Error("retention cleanup stopped", "error", err)
+			}
+		}()
+	}
 	if l.relay != nil {
 		workers.Add(1)
 		go func() {
@@ -167,7 +187,7 @@ type server struct {
 func (l *Local) listen() ([]server, error) {
 	data, mgmt := l.handlers()
 	var out []server
-	bind := func(port int, h http.Handler, limit int64) error {
+	bind := func(port int, h http.Handler) error {
 		ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
 		if err != nil {
 			return &service.StartError{Step: "listen on port " + strconv.Itoa(port), Err: err}
@@ -175,14 +195,14 @@ func (l *Local) listen() ([]server, error) {
 		l.mu.Lock()
 		l.listeners = append(l.listeners, ln)
 		l.mu.Unlock()
-		out = append(out, server{srv: &http.Server{Handler: l.gate(h, limit), ReadHeaderTimeout: 10 * time.Second}, ln: ln})
+		out = append(out, server{srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, ln: ln})
 		return nil
 	}
-	if err := bind(l.cfg.Server.HTTPPort, data, l.cfg.Inbox.MaxBodyBytes); err != nil {
+	if err := bind(l.cfg.Server.HTTPPort, data); err != nil {
 		return nil, err
 	}
 	if mgmt != nil {
-		if err := bind(l.cfg.Server.ManagementPort, mgmt, 0); err != nil {
+		if err := bind(l.cfg.Server.ManagementPort, mgmt); err != nil {
 			for _, s := range out {
 				_ = s.ln.Close()
 			}
@@ -193,27 +213,21 @@ func (l *Local) listen() ([]server, error) {
 }
 
 // handlers returns the data port handler and, when server.managementPort is set, the
-// management port handler; otherwise the data port serves the management routes too.
+// management port handler; otherwise the data port serves the management routes too. The
+// data port is service.DataHandler, which the inbox Lambda function serves as well; both
+// ports answer 503 once the shutdown began.
 func (l *Local) handlers() (data http.Handler, mgmt http.Handler) {
 	management := http.NewServeMux()
 	management.Handle("GET /metrics", l.metrics.Handler())
 	l.health().Register(management)
-	management.HandleFunc("GET /{$}", running)
+	management.HandleFunc("GET /{$}", service.Running)
 
-	dataMux := http.NewServeMux()
-	dataMux.HandleFunc("GET /{$}", running)
+	opts := service.DataOptions{MaxBodyBytes: l.cfg.Inbox.MaxBodyBytes, Draining: l.shuttingDown.Load}
 	if l.cfg.Server.ManagementPort == 0 {
-		dataMux.Handle("/metrics", management)
-		dataMux.Handle("/health/", management)
-		dataMux.Handle("/health", management)
+		opts.Management = management
+		return service.DataHandler(l.inbox, opts), nil
 	}
-	// Every other path of the data port belongs to the inbox, which answers 404 for a path
-	// that no source serves.
-	dataMux.Handle("/", l.inbox)
-	if l.cfg.Server.ManagementPort == 0 {
-		return dataMux, nil
-	}
-	return dataMux, management
+	return service.DataHandler(l.inbox, opts), service.Gate(management, l.shuttingDown.Load, 0)
 }
 
 // health builds the readiness checks of the components that this process runs.
@@ -225,33 +239,10 @@ func (l *Local) health() *health.Handler {
 	if l.relay != nil {
 		checks = append(checks, health.Check{Name: "inbox-relay", Decides: true, Probe: l.relay.Check})
 	}
+	if l.cfg.Retention.Enabled {
+		checks = append(checks, health.Check{Name: "retention-service", Decides: true, Probe: l.cleaner.Check})
+	}
 	return health.New(checks...)
-}
-
-func running(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = w.Write([]byte("QueueBox is running!"))
-}
-
-// gate answers 503 to every request once the shutdown began and, on the data port (limit
-// above 0), 413 to a request whose Content-Length is above inbox.maxBodyBytes.
-func (l *Local) gate(h http.Handler, limit int64) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if l.shuttingDown.Load() {
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Connection", "close")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte(`{"error":"QueueBox is shutting down"}`))
-			return
-		}
-		if limit > 0 && r.ContentLength > limit {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusRequestEntityTooLarge)
-			_, _ = fmt.Fprintf(w, `{"error":"Request body exceeds %d bytes"}`, limit)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 func addrStrings(addrs []net.Addr) []string {

@@ -1,0 +1,37 @@
+// Command retention is the retention Lambda function: each invocation, scheduled by
+// EventBridge, runs every enabled table's retention policy once (retention.outbox and
+// retention.inbox), deleting finished rows in batches until a batch comes back short or the
+// invocation's deadline minus a margin. The schedule is the interval: cleanupInterval is not
+// read. The configuration comes from the function's environment exactly as for the local
+// process; LAMBDA_MARGIN_MS sets the margin (see shared/lambdafn). Build it with
+// -tags lambda.norpc.
+package main
+
+import (
+	"context"
+
+	"github.com/alternayte/queuebox/shared/lambdafn"
+	"github.com/alternayte/queuebox/shared/retention"
+	"github.com/alternayte/queuebox/shared/service"
+)
+
+func main() {
+	ctx := context.Background()
+	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions())
+	if err != nil {
+		lambdafn.Exit(err)
+	}
+	cleaner, err := retention.New(retention.Options{
+		Store:   rt.DB.Store,
+		Config:  rt.Config.Retention,
+		Metrics: rt.RetentionMetrics(),
+		Logger:  rt.Log,
+	})
+	if err != nil {
+		lambdafn.Exit(&service.StartError{Step: "build the retention cleaner", Err: err})
+	}
+	if !cleaner.Enabled() {
+		rt.Log.Warn("retention.enabled is false: every invocation of this function deletes nothing")
+	}
+	lambdafn.Start(lambdafn.RetentionHandler(cleaner, rt.Settings, rt.Log))
+}
