@@ -6,13 +6,14 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/alternayte/queuebox/shared/template"
 )
 
 var (
 	sqlIdentifierPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	captureNamePattern   = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 	templatePlaceholder  = regexp.MustCompile(`\{\{\s*(.*?)\s*\}\}`)
-	payloadField         = regexp.MustCompile(`^(payload|data)(\.[^.\s{}]+)+$`)
 	indexStep            = regexp.MustCompile(`^-?[0-9]+$`)
 )
 
@@ -80,15 +81,7 @@ func bracketStep(s string) (string, bool) {
 // unknownAddressPlaceholders returns the placeholders of an address template that are not
 // {{ topic }}, {{ key }}, {{ aggregateType }}, {{ payload.<field> }} or {{ data.<field> }}.
 func unknownAddressPlaceholders(tmpl string) []string {
-	var out []string
-	for _, m := range templatePlaceholder.FindAllStringSubmatch(tmpl, -1) {
-		switch name := m[1]; {
-		case name == "topic", name == "key", name == "aggregateType", payloadField.MatchString(name):
-		default:
-			out = append(out, m[0])
-		}
-	}
-	return out
+	return template.UnknownAddressPlaceholders(tmpl)
 }
 
 // readsEventType reports whether a source topic template reads {{ eventType }}.
