@@ -4,6 +4,11 @@
 //
 // A timer is a summary with the 0.5, 0.95 and 0.99 quantiles plus a `_max` gauge that holds
 // the largest value of the current decay window, as the original exporter shows it.
+//
+// The connection pool shows under the HikariCP names of the original
+// (hikaricp_connections_*, label pool): a PoolTracer, set as the tracer of the pgx pool
+// configuration, measures the acquires, the creations and the usage, and Attach registers the
+// gauges of the pool. The local process names its pool PoolName.
 package metrics
 
 import (
@@ -46,6 +51,9 @@ type Registry struct {
 	cleanupDeleted     *prometheus.CounterVec
 	cleanupDuration    *timer
 	cleanupLastRunTime *prometheus.GaugeVec
+
+	poolOnce sync.Once
+	pool     *poolFamilies // the hikaricp_connections_* families; see pool.go
 }
 
 // New returns a registry with the build information gauge set to version.

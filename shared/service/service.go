@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/microsoft/go-mssqldb" // registers the sqlserver driver
 
@@ -94,9 +95,24 @@ func (d *Database) Close() {
 	}
 }
 
+// ConnectOptions are the optional parts of a connection that only some processes use.
+type ConnectOptions struct {
+	// Tracer, when set, becomes ConnConfig.Tracer of the PostgreSQL pool. pgxpool also calls
+	// its pgxpool.AcquireTracer and pgxpool.ReleaseTracer methods, and pgx its
+	// pgx.ConnectTracer method, when it has them: the local process passes the pool tracer of
+	// shared/metrics here, so this package does not link Prometheus. Ignored on SQL Server.
+	// Default: nil, no tracer.
+	Tracer pgx.QueryTracer
+}
+
 // Connect waits up to database.startupTimeoutMs for the database to answer and opens the
 // store. It neither migrates nor checks the schema; see Prepare.
 func Connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Database, error) {
+	return ConnectWith(ctx, cfg, log, ConnectOptions{})
+}
+
+// ConnectWith is Connect with options.
+func ConnectWith(ctx context.Context, cfg *config.Config, log *slog.Logger, o ConnectOptions) (*Database, error) {
 	names := Names(cfg)
 	opts := migrate.Options{Names: names, Logger: log}
 	timeout := cfg.Database.StartupTimeoutMs.Duration()
@@ -134,6 +150,9 @@ func Connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Databa
 		pcfg.MaxConns = int32(cfg.Database.PoolSize)
 		if ms := cfg.Database.ConnectionTimeoutMs.Duration(); ms > 0 {
 			pcfg.ConnConfig.ConnectTimeout = ms
+		}
+		if o.Tracer != nil {
+			pcfg.ConnConfig.Tracer = o.Tracer
 		}
 		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 		if err != nil {
@@ -175,7 +194,12 @@ func Prepare(ctx context.Context, cfg *config.Config, db *Database, log *slog.Lo
 
 // Open is Connect followed by Prepare.
 func Open(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Database, error) {
-	db, err := Connect(ctx, cfg, log)
+	return OpenWith(ctx, cfg, log, ConnectOptions{})
+}
+
+// OpenWith is ConnectWith followed by Prepare.
+func OpenWith(ctx context.Context, cfg *config.Config, log *slog.Logger, o ConnectOptions) (*Database, error) {
+	db, err := ConnectWith(ctx, cfg, log, o)
 	if err != nil {
 		return nil, err
 	}
