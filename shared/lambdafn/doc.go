@@ -16,6 +16,10 @@
 //	}
 //	lambdafn.Start(lambdafn.PollHandler(ob.Poller, rt.Settings, rt.Log))
 //
+// The relay function hands RelayHandler to Start the same way; the inbox function hands it
+// HTTPHandler over service.DataHandler, which adapts API Gateway HTTP API events to the
+// data port that the local process serves.
+//
 // Each invocation repeats the cycle within the invocation's deadline (see PollHandler and
 // Settings); warm invocations reuse the pools and publishers that main built. Concurrent
 // invocations are separate containers, kept apart by the claims, leases and fence of the

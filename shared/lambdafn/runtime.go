@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/outbox"
@@ -36,8 +37,9 @@ type Runtime struct {
 	Log *slog.Logger
 	// DB is the open database: the pool and the store.
 	DB *service.Database
-	// Metrics receives the measurements of the cycles. Init sets NopMetrics; see its doc.
-	Metrics service.Metrics
+	// Metrics receives the measurements of the cycles and of the inbox. Init sets
+	// NopMetrics; see its doc.
+	Metrics Metrics
 	// Settings are the driver's settings: the mode and the deadline margin.
 	Settings Settings
 }
@@ -107,8 +109,8 @@ func startErrorText(err error) string {
 // Prometheus registry; DESIGN.md (Observability) gives it the same counters as CloudWatch
 // Embedded Metric Format log lines instead. That emitter does not exist yet: when it does,
 // Init sets it as Runtime.Metrics in place of NopMetrics, and every function reports through
-// it with no other change. Until then the summary that PollHandler logs and returns is the
-// function's record of its work.
+// it with no other change. Until then the summaries that PollHandler and RelayHandler log
+// and return are the function's record of its work.
 type NopMetrics struct {
 	outbox.NopMetrics
 }
@@ -116,4 +118,29 @@ type NopMetrics struct {
 // HTTPResponse implements webhook.Metrics.
 func (NopMetrics) HTTPResponse(string) {}
 
-var _ service.Metrics = NopMetrics{}
+// InboxMessage implements inbox.Metrics and relay.Metrics.
+func (NopMetrics) InboxMessage(string) {}
+
+// InboxRejection implements inbox.Metrics.
+func (NopMetrics) InboxRejection(string) {}
+
+// InboxFiltered implements inbox.Metrics.
+func (NopMetrics) InboxFiltered(string) {}
+
+// InboxRelayError implements relay.Metrics.
+func (NopMetrics) InboxRelayError() {}
+
+// InboxClaimLost implements relay.Metrics.
+func (NopMetrics) InboxClaimLost() {}
+
+// InboxOldestPendingAge implements relay.Metrics.
+func (NopMetrics) InboxOldestPendingAge(time.Duration) {}
+
+// Metrics is what the functions report to: the outbox cycle and its publishers
+// (service.Metrics), the HTTP inbox and the relay (service.InboxMetrics).
+type Metrics interface {
+	service.Metrics
+	service.InboxMetrics
+}
+
+var _ Metrics = NopMetrics{}
