@@ -127,7 +127,9 @@ type OutboxInsertParams struct {
 type OutboxReplayParams struct {
 	IDs    []string
 	Topics []string
-	// CreatedFrom and CreatedTo bound created_at (from inclusive, to exclusive).
+	// CreatedFrom and CreatedTo bound created_at strictly (created_at > CreatedFrom and
+	// created_at < CreatedTo), as the createdAfter and createdBefore filters of the admin
+	// replay route say.
 	CreatedFrom *time.Time
 	CreatedTo   *time.Time
 }

@@ -394,7 +394,7 @@ SET {state} = 'pending',
 WHERE o.{state} IN ('sent', 'dead')
   AND ($1::uuid[] IS NULL OR o.{id} = ANY ($1::uuid[]))
   AND ($2::text[] IS NULL OR o.{topic} = ANY ($2::text[]))
-  AND ($3::timestamptz IS NULL OR o.{created_at} >= $3::timestamptz)
+  AND ($3::timestamptz IS NULL OR o.{created_at} > $3::timestamptz)
   AND ($4::timestamptz IS NULL OR o.{created_at} < $4::timestamptz)`
 
 // ErrNoReplayFilter reports a replay without any filter, which would move every sent and dead

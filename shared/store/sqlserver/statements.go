@@ -173,7 +173,7 @@ WHERE {o.state} = N'processing'
   AND ({o.lease_expires_at} <= SYSUTCDATETIME() OR {o.lease_expires_at} IS NULL);`
 
 // outboxReplaySQL: @p1 ids JSON array or NULL, @p2 topics JSON array or NULL, @p3 created
-// from (inclusive) or NULL, @p4 created to (exclusive) or NULL. A NULL parameter does not
+// after (exclusive) or NULL, @p4 created before (exclusive) or NULL. A NULL parameter does not
 // filter; the caller refuses a replay without any filter. OPENJSON without a WITH clause
 // returns each array element in its value column. RECOMPILE plans each call for the filters
 // it actually sets.
@@ -191,7 +191,7 @@ WHERE {o.state} IN (N'sent', N'dead')
         SELECT CONVERT(UNIQUEIDENTIFIER, replay.value) FROM OPENJSON(@p1) AS replay))
   AND (@p2 IS NULL OR {o.topic} IN (
         SELECT replay.value FROM OPENJSON(@p2) AS replay))
-  AND (@p3 IS NULL OR {o.created_at} >= CAST(@p3 AS DATETIME2))
+  AND (@p3 IS NULL OR {o.created_at} > CAST(@p3 AS DATETIME2))
   AND (@p4 IS NULL OR {o.created_at} < CAST(@p4 AS DATETIME2))
 OPTION (RECOMPILE);`
 

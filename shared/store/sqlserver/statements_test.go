@@ -299,7 +299,7 @@ func TestStatementClauses(t *testing.T) {
 				"[lease_expires_at] = NULL,", "WHERE [state] IN (N'sent', N'dead')",
 				"(@p1 IS NULL OR [id] IN (", "SELECT CONVERT(UNIQUEIDENTIFIER, replay.value) FROM OPENJSON(@p1) AS replay))",
 				"(@p2 IS NULL OR [topic] IN (", "SELECT replay.value FROM OPENJSON(@p2) AS replay))",
-				"(@p3 IS NULL OR [created_at] >= CAST(@p3 AS DATETIME2))",
+				"(@p3 IS NULL OR [created_at] > CAST(@p3 AS DATETIME2))",
 				"(@p4 IS NULL OR [created_at] < CAST(@p4 AS DATETIME2))",
 				"OPTION (RECOMPILE);",
 			},

@@ -673,12 +673,20 @@ func testOutboxReplayFilters(t *testing.T, e *env) {
 			moved: func(f replayFixture) []string { return []string{f.deadB} },
 		},
 		{
-			name: "created from is inclusive, created to exclusive",
+			name: "created from is exclusive",
 			params: func(t *testing.T, e *env, f replayFixture) store.OutboxReplayParams {
 				at := e.outboxRow(t, f.sentA).CreatedAt
-				return store.OutboxReplayParams{CreatedFrom: &at, CreatedTo: ptr(at.Add(time.Microsecond))}
+				return store.OutboxReplayParams{IDs: []string{f.sentA}, CreatedFrom: &at}
 			},
-			moved: func(f replayFixture) []string { return []string{f.sentA, f.deadB} },
+			moved: func(replayFixture) []string { return nil },
+		},
+		{
+			name: "a window around the creation time",
+			params: func(t *testing.T, e *env, f replayFixture) store.OutboxReplayParams {
+				at := e.outboxRow(t, f.sentA).CreatedAt
+				return store.OutboxReplayParams{IDs: []string{f.sentA}, CreatedFrom: ptr(at.Add(-time.Microsecond)), CreatedTo: ptr(at.Add(time.Microsecond))}
+			},
+			moved: func(f replayFixture) []string { return []string{f.sentA} },
 		},
 		{
 			name: "created to is exclusive",
