@@ -175,6 +175,9 @@ type OutboxStore interface {
 	OutboxReplay(ctx context.Context, params OutboxReplayParams) (int64, error)
 	// OutboxStats returns the figures of the pending gauges.
 	OutboxStats(ctx context.Context) (OutboxStats, error)
+	// OutboxFinishedTopics returns the distinct topics of the sent and dead rows: the admin
+	// replay resolves a destination to the topics that route to it from them.
+	OutboxFinishedTopics(ctx context.Context) ([]string, error)
 	// OutboxDeleteFinished deletes at most Limit sent or dead rows whose updated_at is older
 	// than MaxAge by the database clock, and returns the count.
 	OutboxDeleteFinished(ctx context.Context, params DeleteFinishedParams) (int64, error)

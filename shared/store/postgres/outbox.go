@@ -429,6 +429,23 @@ func (s *Store) OutboxReplay(ctx context.Context, params store.OutboxReplayParam
 	return tag.RowsAffected(), nil
 }
 
+// outboxTopicsSQL lists the distinct topics of the finished rows.
+const outboxTopicsSQL = `
+SELECT DISTINCT o.{topic} FROM {table} o WHERE o.{state} IN ('sent', 'dead') ORDER BY 1`
+
+// OutboxFinishedTopics returns the distinct topics of the sent and dead rows.
+func (s *Store) OutboxFinishedTopics(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, s.sql.outboxTopics)
+	if err != nil {
+		return nil, wrapErr("listing outbox topics", err)
+	}
+	topics, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, wrapErr("listing outbox topics", err)
+	}
+	return topics, nil
+}
+
 const outboxStatsSQL = `
 SELECT o.{topic},
        count(*),

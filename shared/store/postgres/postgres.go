@@ -44,6 +44,7 @@ type statements struct {
 	outboxReclaim        string
 	outboxReplay         string
 	outboxStats          string
+	outboxTopics         string
 	outboxDeleteFinished string
 	outboxDeleteExcess   string
 
@@ -207,6 +208,7 @@ func buildStatements(n store.Names) (statements, error) {
 	outbox(&st.outboxReclaim, outboxReclaimSQL)
 	outbox(&st.outboxReplay, outboxReplaySQL)
 	outbox(&st.outboxStats, outboxStatsSQL)
+	outbox(&st.outboxTopics, outboxTopicsSQL)
 	outbox(&st.outboxDeleteFinished, outboxDeleteFinishedSQL)
 	outbox(&st.outboxDeleteExcess, outboxDeleteExcessSQL)
 

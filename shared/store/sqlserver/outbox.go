@@ -448,6 +448,22 @@ func replayArgs(p store.OutboxReplayParams) ([]any, error) {
 	return args, nil
 }
 
+// OutboxFinishedTopics returns the distinct topics of the sent and dead rows.
+func (s *Store) OutboxFinishedTopics(ctx context.Context) ([]string, error) {
+	scan := func(rows *sql.Rows) (string, error) {
+		var t string
+		err := rows.Scan(&t)
+		return t, err
+	}
+	topics, err := retryDeadlock(ctx, func() ([]string, error) {
+		return queryAll(ctx, s.db, s.stmt.outboxTopics, nil, scan)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing outbox topics: %w", err)
+	}
+	return topics, nil
+}
+
 // OutboxStats returns the figures of the pending gauges.
 func (s *Store) OutboxStats(ctx context.Context) (store.OutboxStats, error) {
 	type topicStats struct {

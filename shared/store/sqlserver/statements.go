@@ -32,6 +32,7 @@ type statements struct {
 	outboxReclaim        string
 	outboxReplay         string
 	outboxStats          string
+	outboxTopics         string
 	outboxDeleteFinished string
 	outboxDeleteExcess   string
 
@@ -197,6 +198,9 @@ OPTION (RECOMPILE);`
 
 // outboxStatsSQL: no parameters. One row per topic with pending rows: the topic, the count
 // and the age in milliseconds of its oldest pending row.
+// outboxTopicsSQL lists the distinct topics of the finished rows.
+const outboxTopicsSQL = `SELECT DISTINCT {o.topic} FROM {outbox} WHERE {o.state} IN (N'sent', N'dead') ORDER BY 1;`
+
 const outboxStatsSQL = `SELECT {o.topic}, COUNT_BIG(*), DATEDIFF_BIG(millisecond, MIN({o.created_at}), SYSUTCDATETIME())
 FROM {outbox}
 WHERE {o.state} = N'pending'
@@ -382,6 +386,7 @@ func buildStatements(n store.Names) (statements, error) {
 	st.outboxReclaim = e.expand(outboxReclaimSQL)
 	st.outboxReplay = e.expand(outboxReplaySQL)
 	st.outboxStats = e.expand(outboxStatsSQL)
+	st.outboxTopics = e.expand(outboxTopicsSQL)
 	st.outboxDeleteFinished = e.expand(outboxDeleteFinishedSQL)
 	st.outboxDeleteExcess = e.expand(outboxDeleteExcessSQL)
 	st.inboxInsert = e.expand(inboxInsertSQL)

@@ -664,6 +664,7 @@ func exerciseStore(t *testing.T, names store.Names) ([]fakeEvent, statements) {
 	_, _ = s.OutboxReplay(ctx, store.OutboxReplayParams{IDs: []string{claim.ID}, Topics: []string{"a"}, CreatedFrom: &from, CreatedTo: &to})
 	_, _ = s.OutboxReplay(ctx, store.OutboxReplayParams{Topics: []string{"a"}})
 	_, _ = s.OutboxStats(ctx)
+	_, _ = s.OutboxFinishedTopics(ctx)
 	_, _ = s.OutboxDeleteFinished(ctx, store.DeleteFinishedParams{MaxAge: 36 * time.Hour, Limit: 100})
 	_, _ = s.OutboxDeleteExcess(ctx, store.DeleteExcessParams{State: store.OutboxDead, Keep: 10, Limit: 100})
 	_, _ = s.InboxInsert(ctx, store.InboxInsertParams{Source: "s", IdempotencyKey: "k", Payload: json.RawMessage(`{}`)})

@@ -30,6 +30,7 @@ func outboxTests() []testCase {
 		{name: "OutboxReplayFilters", run: testOutboxReplayFilters},
 		{name: "OutboxReplayRefusesNoFilter", run: testOutboxReplayRefusesNoFilter},
 		{name: "OutboxStats", run: testOutboxStats},
+		{name: "OutboxFinishedTopics", run: testOutboxFinishedTopics},
 		{name: "OutboxDeleteFinished", run: testOutboxDeleteFinished},
 		{name: "OutboxDeleteExcess", run: testOutboxDeleteExcess},
 		{name: "OutboxRefusesBadParams", run: testOutboxRefusesBadParams},
@@ -784,6 +785,31 @@ func testOutboxReplayRefusesNoFilter(t *testing.T, e *env) {
 	}
 	if r := e.outboxRow(t, f.deadB); r.State != store.OutboxDead {
 		t.Fatalf("dead row is %s after refused replays", r.State)
+	}
+}
+
+func testOutboxFinishedTopics(t *testing.T, e *env) {
+	ids := e.insert(t,
+		store.OutboxInsertParams{Topic: "sent.topic", Payload: payloadN(1)},
+		store.OutboxInsertParams{Topic: "dead.topic", Payload: payloadN(2)},
+		store.OutboxInsertParams{Topic: "sent.topic", Payload: payloadN(3)},
+		store.OutboxInsertParams{Topic: "pending.topic", Payload: payloadN(4), Delay: time.Hour},
+	)
+	for _, m := range e.claim(t, 10) {
+		if m.ID == ids[1] {
+			if _, err := e.s.OutboxMarkDead(e.ctx, []store.OutboxDeadParams{{Claim: m.Claim(), LastError: "x"}}); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		e.markSent(t, m.Claim())
+	}
+	topics, err := e.s.OutboxFinishedTopics(e.ctx)
+	if err != nil {
+		t.Fatalf("listing topics: %v", err)
+	}
+	if !slices.Equal(topics, []string{"dead.topic", "sent.topic"}) {
+		t.Fatalf("topics = %v, want the distinct topics of sent and dead rows", topics)
 	}
 }
 
