@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/alternayte/queuebox/shared/emf"
 	"io"
 	"log/slog"
 	"os"
@@ -37,8 +38,9 @@ type Runtime struct {
 	Log *slog.Logger
 	// DB is the open database: the pool and the store.
 	DB *service.Database
-	// Metrics receives the measurements of the cycles and of the inbox. Init sets
-	// NopMetrics; see its doc.
+	// Metrics receives the measurements of the cycles and of the inbox. Init sets an
+	// emf.Recorder, which Start writes as CloudWatch Embedded Metric Format lines after every
+	// invocation.
 	Metrics Metrics
 	// Settings are the driver's settings: the mode and the deadline margin.
 	Settings Settings
@@ -86,7 +88,9 @@ func Init(ctx context.Context, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{Config: cfg, Log: log, DB: db, Metrics: NopMetrics{}, Settings: settings}, nil
+	rec := emf.New(emf.Options{})
+	invocationMetrics = rec
+	return &Runtime{Config: cfg, Log: log, DB: db, Metrics: rec, Settings: settings}, nil
 }
 
 // Exit prints err to stderr as "QueueBox could not <step>. Reason: ..." and ends the process
@@ -105,12 +109,8 @@ func startErrorText(err error) string {
 	return se.Error()
 }
 
-// NopMetrics discards every measurement. Nothing scrapes a Lambda function, so it has no
-// Prometheus registry; DESIGN.md (Observability) gives it the same counters as CloudWatch
-// Embedded Metric Format log lines instead. That emitter does not exist yet: when it does,
-// Init sets it as Runtime.Metrics in place of NopMetrics, and every function reports through
-// it with no other change. Until then the summaries that PollHandler and RelayHandler log
-// and return are the function's record of its work.
+// NopMetrics discards every measurement, for tests and tools that build a handler without
+// Init. A function started by Init reports through the emf.Recorder that Init sets instead.
 type NopMetrics struct {
 	outbox.NopMetrics
 }

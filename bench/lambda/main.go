@@ -1,0 +1,117 @@
+// Command lambda measures the Lambda deployment packages: for every function of
+// functions/*/main.go it builds the static linux/arm64 bootstrap exactly as `make lambda`
+// does (lambdazip.BuildEnv and BuildFlags), zips it as `make lambda` does, and reports the
+// size of each binary and zip. It prints a table and writes bench/results/lambda.json. Run it
+// from the repository root:
+//
+//	go run ./bench/lambda [-out bench/results/lambda.json] [-functions poll,relay]
+//
+// Cold-start init time and warm invoke time come with the Lambda emulator tests.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alternayte/queuebox/deploy/lambdazip"
+)
+
+// result is the content of the results file.
+type result struct {
+	Date      string           `json:"date"`
+	GoVersion string           `json:"goVersion"`
+	Target    string           `json:"target"`
+	BuildEnv  []string         `json:"buildEnv"`
+	Flags     []string         `json:"buildFlags"`
+	Functions []lambdazip.Size `json:"functions"`
+	Seconds   float64          `json:"buildSeconds"`
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("lambda", flag.ContinueOnError)
+	out := fs.String("out", "bench/results/lambda.json", "the results file; empty writes none")
+	only := fs.String("functions", "", "the functions to measure, comma separated; empty measures every function")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := measure(ctx, *out, *only); err != nil {
+		fmt.Fprintln(os.Stderr, "lambda bench:", err)
+		return 1
+	}
+	return 0
+}
+
+func measure(ctx context.Context, out, only string) error {
+	names, err := lambdazip.Functions(".")
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("no functions/*/main.go here: run from the repository root")
+	}
+	if only != "" {
+		names = strings.Split(only, ",")
+	}
+	work, err := os.MkdirTemp("", "queuebox-lambda-bench-")
+	if err != nil {
+		return fmt.Errorf("creating the work folder: %w", err)
+	}
+	defer os.RemoveAll(work)
+
+	start := time.Now()
+	res := result{
+		Date: start.UTC().Format(time.RFC3339), GoVersion: runtime.Version(), Target: "linux/arm64",
+		BuildEnv: lambdazip.BuildEnv, Flags: lambdazip.BuildFlags,
+	}
+	for _, name := range names {
+		bootstrap := filepath.Join(work, name, lambdazip.BootstrapName)
+		zipPath := filepath.Join(work, name+".zip")
+		fmt.Fprintf(os.Stderr, "building functions/%s\n", name)
+		if err := lambdazip.Build(ctx, ".", name, bootstrap); err != nil {
+			return err
+		}
+		if err := lambdazip.Zip(zipPath, bootstrap, ""); err != nil {
+			return err
+		}
+		size, err := lambdazip.Measure(name, bootstrap, zipPath)
+		if err != nil {
+			return err
+		}
+		res.Functions = append(res.Functions, size)
+	}
+	res.Seconds = time.Since(start).Round(time.Millisecond).Seconds()
+	if err := lambdazip.WriteTable(os.Stdout, res.Functions); err != nil {
+		return err
+	}
+	if out == "" {
+		return nil
+	}
+	data, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the results: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return fmt.Errorf("creating the results folder: %w", err)
+	}
+	if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing the results: %w", err)
+	}
+	fmt.Printf("wrote %s\n", out)
+	return nil
+}

@@ -1,0 +1,152 @@
+// Package lambdazip builds the Lambda functions of functions/ and packages them as Lambda
+// deployment packages: a zip with the executable `bootstrap` at its root, which the
+// provided.al2023 runtime starts, and optionally the configuration file next to it. It uses
+// archive/zip, so packaging needs no zip program. `make lambda` (through
+// deploy/cmd/lambdazip) and the size benchmark (bench/lambda) use it.
+package lambdazip
+
+import (
+	"archive/zip"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// BootstrapName is the name of the executable that the provided.al2023 runtime starts.
+const BootstrapName = "bootstrap"
+
+// ConfigName is the name of the configuration file in a package built with a configuration.
+const ConfigName = "queuebox.yml"
+
+// ConfigPath is where a bundled configuration file is inside a running function (Lambda
+// unpacks the package in /var/task): the value of QUEUEBOX_CONFIG_FILE for such a package.
+const ConfigPath = "/var/task/" + ConfigName
+
+// BuildEnv is the environment of a function build besides the process's own: a static
+// binary for Graviton (linux/arm64). The Makefile's lambda target uses the same.
+var BuildEnv = []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64"}
+
+// BuildFlags are the flags of a function build: no net/rpc in the runtime API client
+// (lambda.norpc), no symbol table and no DWARF (-s -w), no local paths (-trimpath). The
+// Makefile's lambda target uses the same.
+var BuildFlags = []string{"-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w"}
+
+// modTime is the time of every entry, so that the same binary gives the same zip.
+var modTime = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Functions returns the names of the functions of the repository at root, sorted: every
+// folder functions/<name> that holds a main.go.
+func Functions(root string) ([]string, error) {
+	mains, err := filepath.Glob(filepath.Join(root, "functions", "*", "main.go"))
+	if err != nil {
+		return nil, fmt.Errorf("listing the functions: %w", err)
+	}
+	names := make([]string, 0, len(mains))
+	for _, m := range mains {
+		names = append(names, filepath.Base(filepath.Dir(m)))
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// Build compiles functions/<name> of the repository at root into the file out with
+// BuildEnv and BuildFlags, using the go command of PATH.
+func Build(ctx context.Context, root, name, out string) error {
+	args := append([]string{"build"}, BuildFlags...)
+	args = append(args, "-o", out, "./functions/"+name)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), BuildEnv...)
+	if output, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building function %s: %w\n%s", name, err, output)
+	}
+	return nil
+}
+
+// Zip writes the deployment package zipPath: the file bootstrap as `bootstrap` at the root,
+// executable, and, when config is not empty, the file config as `queuebox.yml` next to it.
+// Every entry has a fixed time, so the same inputs give the same bytes.
+func Zip(zipPath, bootstrap, config string) (err error) {
+	f, err := os.Create(zipPath)
+	if err != nil {
+		return fmt.Errorf("creating %s: %w", zipPath, err)
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("closing %s: %w", zipPath, cerr)
+		}
+		if err != nil {
+			_ = os.Remove(zipPath)
+		}
+	}()
+	zw := zip.NewWriter(f)
+	if err := addFile(zw, BootstrapName, bootstrap, 0o755); err != nil {
+		return err
+	}
+	if config != "" {
+		if err := addFile(zw, ConfigName, config, 0o644); err != nil {
+			return err
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", zipPath, err)
+	}
+	return nil
+}
+
+func addFile(zw *zip.Writer, name, path string, mode os.FileMode) error {
+	src, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", path, err)
+	}
+	defer src.Close()
+	hdr := &zip.FileHeader{Name: name, Method: zip.Deflate, Modified: modTime}
+	hdr.SetMode(mode)
+	w, err := zw.CreateHeader(hdr)
+	if err != nil {
+		return fmt.Errorf("adding %s: %w", name, err)
+	}
+	if _, err := io.Copy(w, src); err != nil {
+		return fmt.Errorf("compressing %s: %w", path, err)
+	}
+	return nil
+}
+
+// Size is the size of one function's binary and package, in bytes.
+type Size struct {
+	Function  string `json:"function"`
+	Bootstrap int64  `json:"bootstrapBytes"`
+	Zip       int64  `json:"zipBytes"`
+}
+
+// Measure returns the sizes of the files bootstrap and zip of function.
+func Measure(function, bootstrap, zipPath string) (Size, error) {
+	b, err := os.Stat(bootstrap)
+	if err != nil {
+		return Size{}, fmt.Errorf("measuring %s: %w", bootstrap, err)
+	}
+	z, err := os.Stat(zipPath)
+	if err != nil {
+		return Size{}, fmt.Errorf("measuring %s: %w", zipPath, err)
+	}
+	return Size{Function: function, Bootstrap: b.Size(), Zip: z.Size()}, nil
+}
+
+// WriteTable prints the sizes as a table, in bytes and in MB (10^6 bytes).
+func WriteTable(w io.Writer, sizes []Size) error {
+	if _, err := fmt.Fprintf(w, "%-12s %21s %21s\n", "function", "bootstrap", "zip"); err != nil {
+		return fmt.Errorf("writing the size table: %w", err)
+	}
+	for _, s := range sizes {
+		if _, err := fmt.Fprintf(w, "%-12s %10d (%5.1f MB) %10d (%5.1f MB)\n", s.Function,
+			s.Bootstrap, float64(s.Bootstrap)/1e6, s.Zip, float64(s.Zip)/1e6); err != nil {
+			return fmt.Errorf("writing the size table: %w", err)
+		}
+	}
+	return nil
+}
