@@ -40,3 +40,67 @@ fmt:
 
 clean:
 	rm -rf $(BIN)
+
+## bench: the outbox delivery benchmark (bench/README.md); prints a table and writes
+## bench/results/outbox.json. Not part of `make test`. Pass flags with BENCHFLAGS="-rows 20000".
+.PHONY: bench
+bench:
+	$(GO) run ./bench/cmd/outboxbench $(BENCHFLAGS)
+
+## lambda: every function of functions/*/main.go as a static linux/arm64 `bootstrap`, zipped
+## in bin/lambda/<name>.zip with bootstrap at the root; prints each binary's and zip's size.
+## LAMBDA_CONFIG=path/to/queuebox.yml adds that file to every zip as queuebox.yml (then set
+## QUEUEBOX_CONFIG_FILE=/var/task/queuebox.yml). See deploy/README.md.
+LAMBDA_DIR       := $(BIN)/lambda
+LAMBDA_FUNCTIONS := $(sort $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go)))
+LAMBDA_ENV       := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
+LAMBDA_FLAGS     := -tags lambda.norpc -trimpath -ldflags "-s -w"
+LAMBDA_CONFIG    ?=
+
+.PHONY: lambda
+lambda:
+	@mkdir -p $(LAMBDA_DIR)
+	@for fn in $(LAMBDA_FUNCTIONS); do \
+		echo "building functions/$$fn"; \
+		$(LAMBDA_ENV) $(GO) build $(LAMBDA_FLAGS) -o $(LAMBDA_DIR)/$$fn/bootstrap ./functions/$$fn || exit 1; \
+	done
+	@$(GO) run ./deploy/cmd/lambdazip -dir $(LAMBDA_DIR) $(if $(LAMBDA_CONFIG),-config $(LAMBDA_CONFIG)) $(LAMBDA_FUNCTIONS)
+
+# `sam build` (template.yaml: CodeUri ., Metadata BuildMethod makefile) runs
+# `make build-<LogicalId>` with ARTIFACTS_DIR set; each target leaves one function's bootstrap
+# (and LAMBDA_CONFIG as queuebox.yml) there. deploy/template_test.go checks that every function
+# of the template has its target here.
+LAMBDA_ARTIFACT = $(LAMBDA_ENV) $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)$(if $(LAMBDA_CONFIG), && cp $(LAMBDA_CONFIG) $(ARTIFACTS_DIR)/queuebox.yml)
+
+.PHONY: build-PollFunction build-RelayFunction build-RetentionFunction build-InboxFunction
+build-PollFunction:
+	$(call LAMBDA_ARTIFACT,poll)
+build-RelayFunction:
+	$(call LAMBDA_ARTIFACT,relay)
+build-RetentionFunction:
+	$(call LAMBDA_ARTIFACT,retention)
+build-InboxFunction:
+	$(call LAMBDA_ARTIFACT,inbox)
+
+## jsonata: installs the pinned npm jsonata 2.2.2 in shared/transform/jsjsonata (package.json and
+## package-lock.json with its integrity hash) with `npm ci`, and checks that the committed
+## jsonata.min.js that shared/transform embeds is that package's file. A different file is
+## replaced from the package and the target fails, so the change shows in review (then update
+## jsonataSHA256 in shared/transform/embed_test.go). The build itself needs neither npm nor this.
+JSONATA_DIR := shared/transform/jsjsonata
+
+.PHONY: jsonata
+jsonata:
+	cd $(JSONATA_DIR) && npm ci --ignore-scripts --no-audit --no-fund
+	@pkg=$(JSONATA_DIR)/node_modules/jsonata; \
+	version=$$(node -p "require('./$$pkg/package.json').version"); \
+	if cmp -s $$pkg/jsonata.min.js $(JSONATA_DIR)/jsonata.min.js && cmp -s $$pkg/LICENSE $(JSONATA_DIR)/LICENSE; then \
+		echo "$(JSONATA_DIR)/jsonata.min.js is the file of npm jsonata $$version"; \
+		sha256sum $(JSONATA_DIR)/jsonata.min.js; \
+	else \
+		cp $$pkg/jsonata.min.js $$pkg/LICENSE $(JSONATA_DIR)/; \
+		echo "$(JSONATA_DIR)/jsonata.min.js differed from npm jsonata $$version and was replaced:"; \
+		sha256sum $(JSONATA_DIR)/jsonata.min.js; \
+		echo "review it, set jsonataSHA256 in shared/transform/embed_test.go, and commit"; \
+		exit 1; \
+	fi
