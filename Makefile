@@ -5,7 +5,7 @@ PKGS     := ./...
 # Packages run in parallel, each test with its own database.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build run test test-go lint vet fmt services clean
+.PHONY: all build run test test-go test-clients test-client-go test-client-ts lint vet fmt services clean
 
 all: build
 
@@ -22,11 +22,21 @@ run: build
 services:
 	./scripts/ensure-services.sh
 
-## test: every test, against the real services on loopback
-test: services vet test-go
+## test: every test, against the real services on loopback: the service, the Go pull client
+## (its own module) and the TypeScript pull client
+test: services vet test-go test-clients
 
 test-go:
 	$(GO) test $(TESTFLAGS) $(PKGS)
+
+test-clients: test-client-go test-client-ts
+
+test-client-go:
+	@if [ -f clients/go/go.mod ]; then cd clients/go && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...; fi
+
+test-client-ts:
+	@command -v npm >/dev/null || { echo "make test needs Node.js 20 or later and npm for clients/typescript (apt-get install -y nodejs npm)"; exit 1; }
+	cd clients/typescript && npm ci --no-audit --no-fund && npm test
 
 ## vet and lint
 vet:
