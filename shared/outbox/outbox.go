@@ -22,7 +22,8 @@ type Config struct {
 	PollInterval time.Duration
 	// BatchSize is the largest number of rows one claim takes. Default 100.
 	BatchSize int
-	// Concurrency is the largest number of rows in flight (claimed and not yet finished).
+	// Concurrency is the largest number of rows published at the same time (outbox.concurrency).
+	// Up to BatchSize more rows may be claimed and wait for a publisher, under renewed leases.
 	// Default 8.
 	Concurrency int
 	// RetryBaseDelay is the base of the retry backoff. Default 1 s.

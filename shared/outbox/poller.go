@@ -135,11 +135,14 @@ type run struct {
 	pubCancel context.CancelFunc
 
 	results  chan result
+	queue    chan *flight  // claimed rows waiting for a publisher
+	hungry   chan struct{} // signalled when fewer than Concurrency rows wait
 	finished chan struct{} // signalled after every flush of finishing writes
 	done     chan struct{} // closed when the run stops its helpers
 
 	mu       sync.Mutex
 	inflight map[string]*flight
+	queued   int // claimed rows not yet taken by a publisher
 	sum      Summary
 	abandon  bool
 
@@ -149,6 +152,7 @@ type run struct {
 
 type flight struct {
 	row     store.OutboxMessage
+	ctx     context.Context
 	started time.Time
 	cancel  context.CancelFunc
 	// finishing is true once the publish returned; renewals skip such rows.
@@ -170,7 +174,9 @@ func newRun(ctx context.Context, p *Poller) *run {
 		p:         p,
 		pubCtx:    pubCtx,
 		pubCancel: pubCancel,
-		results:   make(chan result, p.cfg.Concurrency),
+		results:   make(chan result, p.cfg.BatchSize+p.cfg.Concurrency),
+		queue:     make(chan *flight, p.cfg.BatchSize+p.cfg.Concurrency),
+		hungry:    make(chan struct{}, 1),
 		finished:  make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		inflight:  map[string]*flight{},
@@ -181,6 +187,33 @@ func (r *run) start() {
 	r.helpers.Add(2)
 	go r.finisher()
 	go r.renewer()
+	for range r.p.cfg.Concurrency {
+		r.publishers.Add(1)
+		go r.publisher()
+	}
+}
+
+// publisher takes claimed rows from the queue and publishes them, one at a time, until the
+// queue is closed. Concurrency publishers run, so at most Concurrency publishes are in flight.
+func (r *run) publisher() {
+	defer r.publishers.Done()
+	for f := range r.queue {
+		r.mu.Lock()
+		r.queued--
+		hungry := r.queued < r.p.cfg.Concurrency
+		r.mu.Unlock()
+		if hungry {
+			select {
+			case r.hungry <- struct{}{}:
+			default:
+			}
+		}
+		res := r.p.deliver(f.ctx, f)
+		r.mu.Lock()
+		f.finishing = true
+		r.mu.Unlock()
+		r.results <- res
+	}
 }
 
 // claimLoop claims while slots are free, until ctx is done or the options end the run.
@@ -192,16 +225,24 @@ func (r *run) claimLoop(ctx context.Context, opts RunOptions) {
 		if !opts.ClaimUntil.IsZero() && !time.Now().Before(opts.ClaimUntil) {
 			return
 		}
-		free := p.cfg.Concurrency - r.inflightCount()
-		if free <= 0 {
+		// Claim a whole batch as soon as less than one round of publishes waits, so that
+		// the publishers never idle and each claim takes many rows. At most BatchSize +
+		// Concurrency rows are claimed and unfinished.
+		maxInflight := p.cfg.BatchSize + p.cfg.Concurrency
+		r.mu.Lock()
+		inflight, queued := len(r.inflight), r.queued
+		r.mu.Unlock()
+		if queued >= p.cfg.Concurrency || inflight >= maxInflight {
 			select {
 			case <-ctx.Done():
 			case <-r.finished:
 				p.beat.Beat("")
+			case <-r.hungry:
+				p.beat.Beat("")
 			}
 			continue
 		}
-		limit := min(p.cfg.BatchSize, free)
+		limit := min(p.cfg.BatchSize, maxInflight-inflight)
 		claimed, err := r.claimBatch(ctx, limit)
 		if err != nil {
 			p.beat.Beat("the last claim failed: " + redact.Error(err))
@@ -274,19 +315,12 @@ func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
 
 func (r *run) launch(row store.OutboxMessage) {
 	fctx, cancel := context.WithCancel(r.pubCtx)
-	f := &flight{row: row, started: time.Now(), cancel: cancel}
+	f := &flight{row: row, ctx: fctx, started: time.Now(), cancel: cancel}
 	r.mu.Lock()
 	r.inflight[row.ID] = f
+	r.queued++
 	r.mu.Unlock()
-	r.publishers.Add(1)
-	go func() {
-		defer r.publishers.Done()
-		res := r.p.deliver(fctx, f)
-		r.mu.Lock()
-		f.finishing = true
-		r.mu.Unlock()
-		r.results <- res
-	}()
+	r.queue <- f // never blocks: the queue holds BatchSize + Concurrency
 }
 
 func (r *run) inflightCount() int {
@@ -324,7 +358,7 @@ func messageOf(row store.OutboxMessage, log *slog.Logger) Message {
 		ID: row.ID, Topic: row.Topic, Key: row.Key, AggregateType: row.AggregateType,
 		Payload: row.Payload, Attempt: row.Attempt, CreatedAt: row.CreatedAt,
 	}
-	if len(row.Headers) > 0 {
+	if len(row.Headers) > 0 && string(row.Headers) != "{}" {
 		var raw map[string]json.RawMessage
 		if err := json.Unmarshal(row.Headers, &raw); err != nil {
 			log.Warn("outbox row headers are not a JSON object; sending none", "message_id", row.ID, "error", err)
@@ -583,6 +617,7 @@ func (r *run) stop(ctx context.Context) {
 		}
 	}
 	idle := make(chan struct{})
+	close(r.queue) // the publishers drain what is queued, then end
 	go func() {
 		r.publishers.Wait()
 		for r.inflightCount() > 0 {

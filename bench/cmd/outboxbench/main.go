@@ -1,0 +1,119 @@
+// Command outboxbench measures the outbox delivery: rows/s from a backlog (no keys and 1 000
+// keys, default and tuned settings), the insert-to-delivery latency at a steady rate, and the
+// server's pgbench ceiling for one fenced update per transaction. `make bench` runs it; see
+// bench/README.md for how to read the figures. With -sink it is its own helper process (the
+// loopback receiver and the producer).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alternayte/queuebox/bench/outboxbench"
+)
+
+// defaultServer is the server of the tests, used when QUEUEBOX_TEST_DATABASE_URL is not set.
+const defaultServer = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("outboxbench", flag.ContinueOnError)
+	sink := fs.Bool(outboxbench.SinkFlag, false, "run as the helper process (receiver and producer); used by the bench itself")
+	rows := fs.Int("rows", 50000, "backlog rows of each measured backlog run")
+	keys := fs.Int("keys", 1000, "distinct keys of the keyed runs (0 skips them)")
+	tuned := fs.String("tuned", "500x64,500x128", "tuned candidates, BATCHxCONCURRENCY, comma separated")
+	exploreRows := fs.Int("explore-rows", 20000, "backlog rows of the runs that choose the tuned candidate (0 takes the first)")
+	poolSize := fs.Int("pool-size", 10, "the poller's database pool size (database.poolSize)")
+	rate := fs.Float64("latency-rate", 200, "rows per second inserted during the latency run")
+	seconds := fs.Float64("latency-seconds", 20, "seconds of production in the latency run")
+	pollMs := fs.Int("latency-poll-ms", 100, "outbox.pollIntervalMs of the latency run")
+	ceilSeconds := fs.Int("ceiling-seconds", 10, "seconds of the pgbench ceiling run")
+	ceilClients := fs.String("ceiling-clients", "auto", "pgbench connection counts, comma separated; auto is the poller's connections, the first gives the ratios")
+	runTimeout := fs.Duration("run-timeout", 3*time.Minute, "the longest one backlog run may take")
+	phases := fs.String("phases", "ceiling,backlog,latency", "phases to run, comma separated")
+	out := fs.String("out", "bench/results/outbox.json", "JSON report file (empty writes none)")
+	profile := fs.String("cpuprofile", "", "prefix of one CPU profile per measured backlog run")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *sink {
+		if err := outboxbench.ServeSink(ctx, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "outboxbench sink:", err)
+			return 1
+		}
+		return 0
+	}
+	opts := outboxbench.Options{
+		ServerURL:           serverURL(),
+		Rows:                *rows,
+		Keys:                *keys,
+		ExploreRows:         *exploreRows,
+		PoolSize:            *poolSize,
+		LatencyRate:         *rate,
+		LatencySeconds:      *seconds,
+		LatencyPollInterval: time.Duration(*pollMs) * time.Millisecond,
+		CeilingSeconds:      *ceilSeconds,
+		RunTimeout:          *runTimeout,
+		Phases:              map[string]bool{},
+		Out:                 *out,
+		CPUProfile:          *profile,
+		Stdout:              os.Stdout,
+	}
+	for _, s := range strings.Split(*tuned, ",") {
+		st, err := outboxbench.ParseSettings(s)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "outboxbench: -tuned:", err)
+			return 2
+		}
+		opts.Tuned = append(opts.Tuned, st)
+	}
+	for _, c := range strings.Split(*ceilClients, ",") {
+		n := 0
+		if c = strings.TrimSpace(c); c != "auto" {
+			var err error
+			if n, err = strconv.Atoi(c); err != nil || n <= 0 {
+				fmt.Fprintf(os.Stderr, "outboxbench: -ceiling-clients: %q is not auto or a count above 0\n", c)
+				return 2
+			}
+		}
+		opts.CeilingClients = append(opts.CeilingClients, n)
+	}
+	for _, p := range strings.Split(*phases, ",") {
+		switch p = strings.TrimSpace(p); p {
+		case "ceiling", "backlog", "latency":
+			opts.Phases[p] = true
+		default:
+			fmt.Fprintf(os.Stderr, "outboxbench: -phases: unknown phase %q (want ceiling, backlog, latency)\n", p)
+			return 2
+		}
+	}
+	if *rows <= 0 || *poolSize <= 0 || *rate <= 0 || *seconds <= 0 || *ceilSeconds <= 0 || *runTimeout <= 0 {
+		fmt.Fprintln(os.Stderr, "outboxbench: -rows, -pool-size, -latency-rate, -latency-seconds, -ceiling-seconds and -run-timeout must be above 0")
+		return 2
+	}
+	if _, err := outboxbench.Run(ctx, opts); err != nil {
+		fmt.Fprintln(os.Stderr, "outboxbench:", err)
+		return 1
+	}
+	return 0
+}
+
+func serverURL() string {
+	if u := os.Getenv("QUEUEBOX_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return defaultServer
+}

@@ -1,0 +1,748 @@
+// Package outboxbench is the benchmark harness of the outbox delivery (issue 4): delivered rows
+// per second from a backlog, with and without keys, at the default and at tuned settings; the
+// insert-to-delivery latency at a steady insert rate; and, from the same run, the server's
+// ceiling for one fenced single-row update per transaction (pgbench), so that each figure can
+// be read against what one commit per row could reach.
+//
+// The measured process runs QueueBox only, wired as production wires it: a pgx pool, the
+// postgres store, the outbox Poller with the webhook publisher and the Prometheus metrics
+// registry. The receiver and the producer of the latency run live in a second process, the
+// same binary started with -sink. Speed is reported here and never asserted in a test.
+package outboxbench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/alternayte/queuebox/shared/metrics"
+	"github.com/alternayte/queuebox/shared/outbox"
+	"github.com/alternayte/queuebox/shared/route"
+	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/postgres"
+	"github.com/alternayte/queuebox/shared/webhook"
+)
+
+// Settings are the outbox settings a run uses.
+type Settings struct {
+	BatchSize    int           `json:"batchSize"`
+	Concurrency  int           `json:"concurrency"`
+	PollInterval time.Duration `json:"-"`
+}
+
+// MarshalJSON writes the poll interval in milliseconds, as the configuration names it.
+func (s Settings) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		BatchSize      int   `json:"batchSize"`
+		Concurrency    int   `json:"concurrency"`
+		PollIntervalMs int64 `json:"pollIntervalMs"`
+	}{s.BatchSize, s.Concurrency, s.PollInterval.Milliseconds()})
+}
+
+// String prints the settings with their configuration names.
+func (s Settings) String() string {
+	return fmt.Sprintf("batchSize %d, concurrency %d, pollIntervalMs %d", s.BatchSize, s.Concurrency, s.PollInterval.Milliseconds())
+}
+
+// DefaultSettings are the documented defaults of outbox.*.
+func DefaultSettings() Settings {
+	d := outbox.Config{}.WithDefaults()
+	return Settings{BatchSize: d.BatchSize, Concurrency: d.Concurrency, PollInterval: d.PollInterval}
+}
+
+// ParseSettings reads "BATCHxCONCURRENCY" (for example 500x64) with the default poll interval.
+func ParseSettings(s string) (Settings, error) {
+	b, c, ok := strings.Cut(strings.TrimSpace(s), "x")
+	bs, err1 := strconv.Atoi(b)
+	cs, err2 := strconv.Atoi(c)
+	if !ok || err1 != nil || err2 != nil || bs <= 0 || cs <= 0 {
+		return Settings{}, fmt.Errorf("settings %q: want BATCHxCONCURRENCY, for example 500x64", s)
+	}
+	d := DefaultSettings()
+	return Settings{BatchSize: bs, Concurrency: cs, PollInterval: d.PollInterval}, nil
+}
+
+// Options are the sizes and switches of a bench run. The zero value of a field is not its
+// default: main fills the documented defaults from its flags.
+type Options struct {
+	// ServerURL is the PostgreSQL server where the bench creates its database.
+	ServerURL string
+	// Rows is the backlog of each measured backlog run (50 000).
+	Rows int
+	// Keys is the number of distinct keys of the keyed runs (1 000).
+	Keys int
+	// Tuned are the candidate tuned settings; the best of each key mode is measured in full.
+	Tuned []Settings
+	// ExploreRows is the backlog of the runs that choose among Tuned; 0 takes Tuned[0].
+	ExploreRows int
+	// PoolSize is the poller's pool size (database.poolSize, default 10).
+	PoolSize int
+	// LatencyRate and LatencySeconds set the producer of the latency run (200 rows/s, 20 s).
+	LatencyRate    float64
+	LatencySeconds float64
+	// LatencyPollInterval is outbox.pollIntervalMs of the latency run (100 ms).
+	LatencyPollInterval time.Duration
+	// CeilingSeconds is the pgbench duration (10 s). CeilingClients are the connection
+	// counts to measure; 0 means the connections the poller opened in the backlog runs (the
+	// pool size when no backlog run ran). The first one gives the ratios.
+	CeilingSeconds int
+	CeilingClients []int
+	// RunTimeout bounds one backlog run; a run cut short reports its undelivered rows.
+	RunTimeout time.Duration
+	// Phases selects ceiling, backlog and latency.
+	Phases map[string]bool
+	// Out is the JSON report file; empty writes none.
+	Out string
+	// CPUProfile, when set, is the prefix of one CPU profile per measured backlog run.
+	CPUProfile string
+	// Stdout receives the table.
+	Stdout io.Writer
+}
+
+// Targets of issue 4.
+const (
+	TargetNoKeys   = 5000.0 // rows/s, no keys
+	TargetWithKeys = 2500.0 // rows/s, 1 000 keys
+	TargetP50Ms    = 70.0
+	TargetP99Ms    = 150.0
+)
+
+// Report is the machine-readable result, written as JSON.
+type Report struct {
+	Date     string       `json:"date"`
+	Machine  Machine      `json:"machine"`
+	Postgres PostgresInfo `json:"postgres"`
+	Options  ReportOpts   `json:"options"`
+	Ceiling  *Ceiling     `json:"ceiling,omitempty"`
+	// OtherCeilings are the ceilings at the other connection counts asked for.
+	OtherCeilings []Ceiling    `json:"otherCeilings,omitempty"`
+	Exploration   []BacklogRun `json:"exploration,omitempty"`
+	Backlog       []BacklogRun `json:"backlog,omitempty"`
+	Latency       *LatencyRun  `json:"latency,omitempty"`
+	Targets       []Target     `json:"targets"`
+	Seconds       float64      `json:"totalSeconds"`
+	Problems      []string     `json:"problems,omitempty"`
+}
+
+// Machine describes where the bench ran.
+type Machine struct {
+	Cores        int        `json:"cores"`
+	GOMAXPROCS   int        `json:"gomaxprocs"`
+	GoVersion    string     `json:"goVersion"`
+	OS           string     `json:"os"`
+	Arch         string     `json:"arch"`
+	LoadAvgStart [3]float64 `json:"loadAvgStart"`
+	LoadAvgEnd   [3]float64 `json:"loadAvgEnd"`
+}
+
+// PostgresInfo describes the server.
+type PostgresInfo struct {
+	Version  string            `json:"version"`
+	Settings map[string]string `json:"settings"`
+}
+
+// ReportOpts echoes the options that shape the figures.
+type ReportOpts struct {
+	Rows                int        `json:"rows"`
+	Keys                int        `json:"keys"`
+	ExploreRows         int        `json:"exploreRows"`
+	Tuned               []Settings `json:"tunedCandidates"`
+	PoolSize            int        `json:"poolSize"`
+	LatencyRate         float64    `json:"latencyRate"`
+	LatencySeconds      float64    `json:"latencySeconds"`
+	LatencyPollInterval int64      `json:"latencyPollIntervalMs"`
+	CeilingSeconds      int        `json:"ceilingSeconds"`
+	CeilingClients      []int      `json:"ceilingClients"` // 0 is auto: the poller's connections
+}
+
+// BacklogRun is one drain of a backlog by one poller.
+type BacklogRun struct {
+	Name          string   `json:"name"`
+	Keys          int      `json:"keys"`
+	Settings      Settings `json:"settings"`
+	Tuned         bool     `json:"tuned"`
+	PoolSize      int      `json:"poolSize"`
+	Rows          int      `json:"rows"`
+	Seconds       float64  `json:"seconds"`
+	RowsPerSecond float64  `json:"rowsPerSecond"`
+	// RatioToCeiling is RowsPerSecond divided by the pgbench ceiling.
+	RatioToCeiling float64                   `json:"ratioToCeiling,omitempty"`
+	Summary        outbox.Summary            `json:"summary"`
+	States         map[string]int            `json:"states"`
+	Receiver       sinkStats                 `json:"receiver"`
+	Statements     map[string]StatementStats `json:"statements"`
+	PoolConns      int32                     `json:"poolConnsOpened"`
+	Load1          float64                   `json:"loadAvg1"`
+	CPU            CPUUse                    `json:"cpu"`
+	Problems       []string                  `json:"problems,omitempty"`
+}
+
+// LatencyRun is the insert-to-delivery latency at a steady insert rate.
+type LatencyRun struct {
+	Settings   Settings                  `json:"settings"`
+	Producer   produceResult             `json:"producer"`
+	Latency    latencyResult             `json:"latency"`
+	Summary    outbox.Summary            `json:"summary"`
+	States     map[string]int            `json:"states"`
+	Receiver   sinkStats                 `json:"receiver"`
+	Statements map[string]StatementStats `json:"statements"`
+	Load1      float64                   `json:"loadAvg1"`
+	CPU        CPUUse                    `json:"cpu"`
+	Problems   []string                  `json:"problems,omitempty"`
+}
+
+// Target is one figure of issue 4 against its goal.
+type Target struct {
+	Name string  `json:"name"`
+	Goal string  `json:"goal"`
+	Got  float64 `json:"got"`
+	Met  bool    `json:"met"`
+}
+
+type bench struct {
+	opts Options
+	db   *benchDatabase
+	sink *sinkProcess
+	log  *slog.Logger
+}
+
+// Run runs the phases, prints the table and writes the report. It returns an error when a
+// phase could not run or a run lost or duplicated rows; a missed target is not an error.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	started := time.Now()
+	rep := &Report{
+		Date: started.UTC().Format(time.RFC3339),
+		Machine: Machine{
+			Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
+			OS: runtime.GOOS, Arch: runtime.GOARCH, LoadAvgStart: loadAverage(),
+		},
+		Options: ReportOpts{
+			Rows: opts.Rows, Keys: opts.Keys, ExploreRows: opts.ExploreRows, Tuned: opts.Tuned,
+			PoolSize: opts.PoolSize, LatencyRate: opts.LatencyRate, LatencySeconds: opts.LatencySeconds,
+			LatencyPollInterval: opts.LatencyPollInterval.Milliseconds(),
+			CeilingSeconds:      opts.CeilingSeconds, CeilingClients: opts.CeilingClients,
+		},
+	}
+	logf("load average at start: %.2f %.2f %.2f on %d cores", rep.Machine.LoadAvgStart[0],
+		rep.Machine.LoadAvgStart[1], rep.Machine.LoadAvgStart[2], rep.Machine.Cores)
+
+	db, err := createDatabase(ctx, opts.ServerURL)
+	if err != nil {
+		return nil, err
+	}
+	defer db.drop()
+	logf("database %s created and migrated", db.name)
+	if rep.Postgres.Version, rep.Postgres.Settings, err = db.serverFacts(ctx); err != nil {
+		return nil, err
+	}
+	sp, err := startSink(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer sp.stop()
+	logf("receiver pid %d at %s", sp.pid(), sp.base)
+
+	b := &bench{opts: opts, db: db, sink: sp,
+		log: service.NewLogger(os.Stderr, slog.LevelWarn)}
+
+	if opts.Phases["backlog"] {
+		if err := b.backlogPhase(ctx, rep); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Phases["ceiling"] {
+		if err := b.ceilingPhase(ctx, rep); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Phases["latency"] {
+		lr, err := b.latencyRun(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("running the latency run: %w", err)
+		}
+		rep.Latency = &lr
+		rep.Problems = append(rep.Problems, prefixed("latency", lr.Problems)...)
+	}
+	rep.Machine.LoadAvgEnd = loadAverage()
+	rep.Seconds = round(time.Since(started).Seconds(), 1)
+	rep.Targets = targets(rep)
+	printTable(opts.Stdout, rep)
+	if opts.Out != "" {
+		if err := writeReport(opts.Out, rep); err != nil {
+			return rep, err
+		}
+		_, _ = fmt.Fprintf(opts.Stdout, "\nreport written to %s\n", opts.Out)
+	}
+	if len(rep.Problems) > 0 {
+		return rep, fmt.Errorf("the bench found problems: %s", strings.Join(rep.Problems, "; "))
+	}
+	return rep, nil
+}
+
+func prefixed(p string, ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = p + ": " + s
+	}
+	return out
+}
+
+func (b *bench) backlogPhase(ctx context.Context, rep *Report) error {
+	o := b.opts
+	modes := []int{0}
+	if o.Keys > 0 {
+		modes = append(modes, o.Keys)
+	}
+	for _, keys := range modes {
+		best := o.Tuned[0]
+		if o.ExploreRows > 0 && len(o.Tuned) > 1 {
+			bestRate := -1.0
+			for _, cand := range o.Tuned {
+				r, err := b.backlogRun(ctx, keys, o.ExploreRows, cand, true, "")
+				if err != nil {
+					return err
+				}
+				rep.Exploration = append(rep.Exploration, r)
+				rep.Problems = append(rep.Problems, prefixed(r.Name+" (exploration)", r.Problems)...)
+				if r.RowsPerSecond > bestRate {
+					best, bestRate = cand, r.RowsPerSecond
+				}
+			}
+			logf("%s: best tuned candidate %s", keysLabel(keys), best)
+		}
+		for _, run := range []struct {
+			s     Settings
+			tuned bool
+		}{{DefaultSettings(), false}, {best, true}} {
+			r, err := b.backlogRun(ctx, keys, o.Rows, run.s, run.tuned, o.CPUProfile)
+			if err != nil {
+				return err
+			}
+			rep.Backlog = append(rep.Backlog, r)
+			rep.Problems = append(rep.Problems, prefixed(r.Name, r.Problems)...)
+		}
+	}
+	return nil
+}
+
+// ceilingPhase runs pgbench at each connection count asked for; the first result gives each
+// backlog run its ratio.
+func (b *bench) ceilingPhase(ctx context.Context, rep *Report) error {
+	auto := b.opts.PoolSize
+	if len(rep.Backlog) > 0 {
+		auto = 0
+		for _, r := range append(rep.Exploration, rep.Backlog...) {
+			auto = max(auto, int(r.PoolConns))
+		}
+	}
+	for i, clients := range b.opts.CeilingClients {
+		if clients <= 0 {
+			clients = auto
+		}
+		logf("ceiling: pgbench, one fenced single-row update per transaction, %d clients, %d s", clients, b.opts.CeilingSeconds)
+		c, err := measureCeiling(ctx, b.db, clients, b.opts.CeilingSeconds, b.sink.pid())
+		if err != nil {
+			return fmt.Errorf("measuring the ceiling: %w", err)
+		}
+		logf("ceiling: %.0f tps with %d clients (%d rows updated)", c.TPS, clients, c.RowsUpdated)
+		if i > 0 {
+			rep.OtherCeilings = append(rep.OtherCeilings, c)
+			continue
+		}
+		rep.Ceiling = &c
+		for j := range rep.Backlog {
+			if c.TPS > 0 {
+				rep.Backlog[j].RatioToCeiling = round(rep.Backlog[j].RowsPerSecond/c.TPS, 2)
+			}
+		}
+	}
+	return nil
+}
+
+func keysLabel(keys int) string {
+	if keys == 0 {
+		return "no keys"
+	}
+	return fmt.Sprintf("%d keys", keys)
+}
+
+func runName(keys int, tuned bool) string {
+	if tuned {
+		return keysLabel(keys) + ", tuned"
+	}
+	return keysLabel(keys) + ", default"
+}
+
+// queueBox is the measured QueueBox of one run: its pool, store, publisher and poller.
+type queueBox struct {
+	pool   *pgxpool.Pool
+	pub    *webhook.Publisher
+	poller *outbox.Poller
+	tracer *stmtTracer
+}
+
+const pollerAppName = "outboxbench-poller"
+
+func (b *bench) newQueueBox(ctx context.Context, s Settings) (*queueBox, error) {
+	cfg, err := pgxpool.ParseConfig(b.db.url)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the database URL: %w", err)
+	}
+	cfg.MaxConns = int32(b.opts.PoolSize)
+	cfg.ConnConfig.RuntimeParams["application_name"] = pollerAppName
+	qb := &queueBox{tracer: newStmtTracer()}
+	cfg.ConnConfig.Tracer = qb.tracer
+	if qb.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("opening the poller pool: %w", err)
+	}
+	st, err := postgres.New(qb.pool, store.DefaultNames())
+	if err != nil {
+		qb.pool.Close()
+		return nil, err
+	}
+	reg := metrics.New(service.Version)
+	if qb.pub, err = webhook.New(webhook.Config{Name: "receiver", BaseURL: b.sink.base, Path: "/events"}, reg); err != nil {
+		qb.pool.Close()
+		return nil, err
+	}
+	cfgOut := outbox.Config{BatchSize: s.BatchSize, Concurrency: s.Concurrency, PollInterval: s.PollInterval}
+	qb.poller, err = outbox.New(outbox.Options{
+		Store:        st,
+		Config:       cfgOut,
+		Routes:       route.NewTable([]route.Route{{Pattern: route.MustCompile("**"), Destination: "receiver"}}),
+		Destinations: []outbox.Destination{{Name: "receiver", Publisher: qb.pub}},
+		Metrics:      reg,
+		Logger:       b.log,
+	})
+	if err != nil {
+		qb.close()
+		return nil, err
+	}
+	return qb, nil
+}
+
+// backendCPU returns the CPU seconds of the poller pool's server processes. Call it before
+// close: the backends end with their connections.
+func (qb *queueBox) backendCPU(ctx context.Context, db *benchDatabase) float64 {
+	rows, err := db.admin.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()`, pollerAppName)
+	if err != nil {
+		return 0
+	}
+	defer rows.Close()
+	total := 0.0
+	for rows.Next() {
+		var pid int32
+		if rows.Scan(&pid) == nil {
+			total += processCPU(int(pid))
+		}
+	}
+	return total
+}
+
+func (qb *queueBox) close() {
+	if qb.pub != nil {
+		_ = qb.pub.Close()
+	}
+	qb.pool.Close()
+}
+
+// backlogRun inserts rows, drains them with one poller in StopWhenIdle mode, and checks that
+// every row is sent and that the receiver saw each one.
+func (b *bench) backlogRun(ctx context.Context, keys, rows int, s Settings, tuned bool, profile string) (BacklogRun, error) {
+	r := BacklogRun{Name: runName(keys, tuned), Keys: keys, Settings: s, Tuned: tuned, PoolSize: b.opts.PoolSize, Rows: rows}
+	logf("%s (%s): inserting %d rows", r.Name, s, rows)
+	if err := b.db.resetOutbox(ctx); err != nil {
+		return r, err
+	}
+	if err := b.db.insertBacklog(ctx, rows, keys); err != nil {
+		return r, err
+	}
+	if err := b.sink.reset(ctx); err != nil {
+		return r, err
+	}
+	qb, err := b.newQueueBox(ctx, s)
+	if err != nil {
+		return r, err
+	}
+	defer qb.close()
+
+	if profile != "" {
+		name := fmt.Sprintf("%s-%s.pprof", profile, slug(r.Name))
+		f, err := os.Create(name)
+		if err != nil {
+			return r, fmt.Errorf("creating the CPU profile: %w", err)
+		}
+		defer func() { _ = f.Close() }()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return r, fmt.Errorf("starting the CPU profile: %w", err)
+		}
+		defer logf("CPU profile written to %s", name)
+		defer pprof.StopCPUProfile()
+	}
+
+	r.Load1 = loadAverage()[0]
+	before := readCPU(b.sink.pid())
+	runCtx, cancel := context.WithTimeout(ctx, b.opts.RunTimeout)
+	defer cancel()
+	start := time.Now()
+	r.Summary = qb.poller.Run(runCtx, outbox.RunOptions{StopWhenIdle: true})
+	elapsed := time.Since(start)
+	if ctx.Err() == nil && runCtx.Err() != nil {
+		r.Problems = append(r.Problems, fmt.Sprintf("cut short after %s (-run-timeout)", b.opts.RunTimeout))
+	}
+	backends := qb.backendCPU(ctx, b.db)
+	after := readCPU(b.sink.pid())
+	if ctx.Err() != nil {
+		return r, ctx.Err()
+	}
+	r.CPU = cpuBetween(before, after, backends)
+	r.Seconds = round(elapsed.Seconds(), 2)
+	r.RowsPerSecond = round(float64(r.Summary.Sent)/elapsed.Seconds(), 0)
+	r.Statements = qb.tracer.snapshot()
+	r.PoolConns = qb.pool.Stat().TotalConns()
+
+	if r.States, err = b.db.stateCounts(ctx); err != nil {
+		return r, err
+	}
+	if r.Receiver, err = b.sink.stats(ctx); err != nil {
+		return r, err
+	}
+	r.Problems = append(r.Problems, checkDelivered(rows, r.States, r.Receiver, r.Summary)...)
+	logf("%s (%s): %d rows in %.2f s = %.0f rows/s%s", r.Name, s, r.Summary.Sent, r.Seconds, r.RowsPerSecond, problemSuffix(r.Problems))
+	return r, nil
+}
+
+// checkDelivered lists what is wrong with a drained backlog: a row not sent, a receiver that
+// did not see every row, or a lost claim.
+func checkDelivered(rows int, states map[string]int, rcv sinkStats, sum outbox.Summary) []string {
+	var problems []string
+	if states["sent"] != rows {
+		problems = append(problems, fmt.Sprintf("%d of %d rows are sent (states %v)", states["sent"], rows, states))
+	}
+	if rcv.Distinct != rows {
+		problems = append(problems, fmt.Sprintf("the receiver saw %d distinct messages, want %d", rcv.Distinct, rows))
+	}
+	if rcv.Duplicates > 0 {
+		problems = append(problems, fmt.Sprintf("the receiver saw %d duplicates", rcv.Duplicates))
+	}
+	if sum.ClaimsLost > 0 || sum.Retried > 0 || sum.Dead > 0 {
+		problems = append(problems, fmt.Sprintf("summary %+v", sum))
+	}
+	return problems
+}
+
+func problemSuffix(p []string) string {
+	if len(p) == 0 {
+		return ""
+	}
+	return " — PROBLEM: " + strings.Join(p, "; ")
+}
+
+// latencyRun runs one poller continuously while the helper inserts rows at a steady rate,
+// then measures, per row, the receiver's arrival time minus the producer's commit time.
+func (b *bench) latencyRun(ctx context.Context) (LatencyRun, error) {
+	o := b.opts
+	s := DefaultSettings()
+	s.PollInterval = o.LatencyPollInterval
+	r := LatencyRun{Settings: s}
+	if err := b.db.resetOutbox(ctx); err != nil {
+		return r, err
+	}
+	if err := b.db.vacuum(ctx); err != nil {
+		return r, err
+	}
+	if err := b.sink.reset(ctx); err != nil {
+		return r, err
+	}
+	qb, err := b.newQueueBox(ctx, s)
+	if err != nil {
+		return r, err
+	}
+	defer qb.close()
+
+	logf("latency: %.0f rows/s for %.0f s, one row per transaction, poller at %s", o.LatencyRate, o.LatencySeconds, s)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	summary := make(chan outbox.Summary, 1)
+	go func() { summary <- qb.poller.Run(runCtx, outbox.RunOptions{}) }()
+	sleepCtx(ctx, 500*time.Millisecond) // the first idle claim opens the connections
+
+	r.Load1 = loadAverage()[0]
+	before := readCPU(b.sink.pid())
+	err = b.sink.call(ctx, http.MethodPost, "/produce", produceRequest{
+		DatabaseURL: b.db.url, Rate: o.LatencyRate, Seconds: o.LatencySeconds, Workers: 4,
+	}, &r.Producer)
+	if err != nil {
+		stop()
+		<-summary
+		return r, err
+	}
+	r.Receiver, err = b.sink.waitDistinct(ctx, r.Producer.Rows, 30*time.Second)
+	after := readCPU(b.sink.pid())
+	backends := qb.backendCPU(ctx, b.db)
+	stop()
+	r.Summary = <-summary
+	if err != nil {
+		return r, err
+	}
+	r.CPU = cpuBetween(before, after, backends)
+	r.Statements = qb.tracer.snapshot()
+	if err := b.sink.call(ctx, http.MethodGet, "/latency", nil, &r.Latency); err != nil {
+		return r, err
+	}
+	if r.States, err = b.db.stateCounts(ctx); err != nil {
+		return r, err
+	}
+	if r.Receiver, err = b.sink.stats(ctx); err != nil {
+		return r, err
+	}
+	r.Problems = checkDelivered(r.Producer.Rows, r.States, r.Receiver, r.Summary)
+	if r.Producer.Errors > 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("the producer had %d insert errors: %s", r.Producer.Errors, r.Producer.FirstError))
+	}
+	logf("latency: %d rows at %.1f rows/s: p50 %.1f ms, p99 %.1f ms, max %.1f ms%s", r.Latency.Rows,
+		r.Producer.Rate, r.Latency.P50Ms, r.Latency.P99Ms, r.Latency.MaxMs, problemSuffix(r.Problems))
+	return r, nil
+}
+
+func targets(rep *Report) []Target {
+	var ts []Target
+	best := map[int]float64{}
+	for _, r := range rep.Backlog {
+		best[r.Keys] = max(best[r.Keys], r.RowsPerSecond)
+	}
+	if v, ok := best[0]; ok {
+		ts = append(ts, Target{Name: "rows/s, no keys (best run)", Goal: ">= 5000", Got: v, Met: v >= TargetNoKeys})
+	}
+	for k, v := range best {
+		if k != 0 {
+			ts = append(ts, Target{Name: fmt.Sprintf("rows/s, %d keys (best run)", k), Goal: ">= 2500", Got: v, Met: v >= TargetWithKeys})
+		}
+	}
+	if l := rep.Latency; l != nil {
+		ts = append(ts,
+			Target{Name: "latency p50 ms", Goal: "< 70", Got: l.Latency.P50Ms, Met: l.Latency.P50Ms < TargetP50Ms},
+			Target{Name: "latency p99 ms", Goal: "< 150", Got: l.Latency.P99Ms, Met: l.Latency.P99Ms < TargetP99Ms})
+	}
+	return ts
+}
+
+func printTable(w io.Writer, rep *Report) {
+	p := func(format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
+	m := rep.Machine
+	p("\nQueueBox outbox delivery bench — %s, %d cores, %s, PostgreSQL %s\n", rep.Date, m.Cores, m.GoVersion, rep.Postgres.Version)
+	p("load average at start %.2f %.2f %.2f, at end %.2f %.2f %.2f\n\n",
+		m.LoadAvgStart[0], m.LoadAvgStart[1], m.LoadAvgStart[2], m.LoadAvgEnd[0], m.LoadAvgEnd[1], m.LoadAvgEnd[2])
+	if c := rep.Ceiling; c != nil {
+		p("ceiling: pgbench, 1 fenced single-row update per transaction, %d clients (the poller's connections): %.0f tps (%d rows updated, latency %.2f ms, load %.2f)\n",
+			c.Clients, c.TPS, c.RowsUpdated, c.LatencyMs, c.Load1)
+		for _, c := range rep.OtherCeilings {
+			p("ceiling at %d clients: %.0f tps (%d rows updated, latency %.2f ms, load %.2f)\n", c.Clients, c.TPS, c.RowsUpdated, c.LatencyMs, c.Load1)
+		}
+		p("\n")
+	}
+	if len(rep.Backlog) > 0 {
+		p("%-22s %6s %5s %7s %8s %8s %8s %7s %6s %s\n", "backlog run", "batch", "conc", "rows", "seconds", "rows/s", "/ceiling", "target", "load1", "cpu poller/pg/rcv/other s (busy %)")
+		for _, r := range rep.Backlog {
+			goal := TargetNoKeys
+			if r.Keys > 0 {
+				goal = TargetWithKeys
+			}
+			mark := "miss"
+			if r.RowsPerSecond >= goal {
+				mark = "met"
+			}
+			p("%-22s %6d %5d %7d %8.2f %8.0f %8.2f %7s %6.2f %.1f/%.1f/%.1f/%.1f (%.0f%%)\n", r.Name, r.Settings.BatchSize, r.Settings.Concurrency,
+				r.Rows, r.Seconds, r.RowsPerSecond, r.RatioToCeiling, fmt.Sprintf("%.0f %s", goal, mark), r.Load1,
+				r.CPU.PollerProcess, r.CPU.PostgresOurs, r.CPU.Receiver, r.CPU.OtherMachine, r.CPU.MachineBusyPct)
+		}
+		p("\n")
+		for _, r := range rep.Backlog {
+			p("%-22s statements: %s\n", r.Name, statementLine(r.Statements))
+		}
+		p("\n")
+	}
+	if l := rep.Latency; l != nil {
+		p("latency at %.1f rows/s (one insert per transaction), %s: p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms over %d rows (load %.2f)\n",
+			l.Producer.Rate, l.Settings, l.Latency.P50Ms, l.Latency.P90Ms, l.Latency.P99Ms, l.Latency.MaxMs, l.Latency.Rows, l.Load1)
+		p("latency statements: %s\n\n", statementLine(l.Statements))
+	}
+	p("targets:\n")
+	for _, t := range rep.Targets {
+		mark := "MISSED"
+		if t.Met {
+			mark = "met"
+		}
+		p("  %-28s %-8s got %-9.1f %s\n", t.Name, t.Goal, t.Got, mark)
+	}
+	if len(rep.Problems) > 0 {
+		p("\nPROBLEMS:\n")
+		for _, pr := range rep.Problems {
+			p("  %s\n", pr)
+		}
+	}
+	p("total %.0f s\n", rep.Seconds)
+}
+
+func statementLine(st map[string]StatementStats) string {
+	var parts []string
+	for _, k := range []string{"claim", "markSent", "renew", "reclaim", "stats", "retry", "markDead", "other"} {
+		if s, ok := st[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s %d× %.2f ms avg %.1f rows", k, s.Count, s.MeanMs, s.RowsPerStatement))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func writeReport(path string, rep *Report) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("writing the report: %w", err)
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding the report: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing the report: %w", err)
+	}
+	return nil
+}
+
+func slug(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		} else if b.Len() > 0 && !strings.HasSuffix(b.String(), "-") {
+			b.WriteByte('-')
+		}
+	}
+	return strings.TrimSuffix(b.String(), "-")
+}
+
+func round(v float64, digits int) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
+}
+
+// logf writes a progress line to stderr.
+func logf(format string, args ...any) {
+	_, _ = fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05")+" outboxbench: "+format+"\n", args...)
+}
