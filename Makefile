@@ -32,7 +32,7 @@ test-go:
 test-clients: test-client-go test-client-ts
 
 test-client-go:
-	@if [ -f clients/go/go.mod ]; then cd clients/go && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...; fi
+	cd clients/go && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...
 
 test-client-ts:
 	@command -v npm >/dev/null || { echo "make test needs Node.js 20 or later and npm for clients/typescript (apt-get install -y nodejs npm)"; exit 1; }
@@ -56,6 +56,8 @@ clean:
 .PHONY: bench
 bench:
 	$(GO) run ./bench/cmd/outboxbench $(BENCHFLAGS)
+	$(GO) run ./bench/lambda
+	cd clients/go && $(GO) run ./internal/pullbench $(PULLBENCHFLAGS)
 
 ## lambda: every function of functions/*/main.go as a static linux/arm64 `bootstrap`, zipped
 ## in bin/lambda/<name>.zip with bootstrap at the root; prints each binary's and zip's size.

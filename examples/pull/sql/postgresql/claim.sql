@@ -45,13 +45,15 @@ WITH clock AS (
               AND b.aggregate_id = h.aggregate_id
               AND b.lease_expires_at > k.qb_now)
     ORDER BY h.scheduled_at, h.created_at, h.id
-    LIMIT CAST(:batch AS INTEGER)
 ), locked AS (
-    -- Lock the heads; a row that another claim holds is skipped, never waited for.
+    -- Lock up to batch heads; a row that another claim holds is skipped, never waited for.
+    -- The limit comes after SKIP LOCKED, so two claims at the same moment take different
+    -- rows instead of both taking the first batch and skipping each other to nothing.
     SELECT i.id
     FROM inbox AS i
     JOIN ready AS r ON r.id = i.id
     ORDER BY r.scheduled_at, r.created_at, r.id
+    LIMIT CAST(:batch AS INTEGER)
     FOR UPDATE OF i SKIP LOCKED
 ), claimed AS (
     UPDATE inbox AS t
