@@ -276,6 +276,8 @@ func TestServeDeliversAndShutsDown(t *testing.T) {
 	env["QUEUEBOX_DESTINATIONS_WEBHOOK_PATH"] = "/webhook"
 	env["QUEUEBOX_ROUTES_0_TOPICPATTERN"] = "order.*"
 	env["QUEUEBOX_ROUTES_0_DESTINATION"] = "webhook"
+	env["QUEUEBOX_ADMIN_ENABLED"] = "true"
+	env["QUEUEBOX_ADMIN_AUTH_TOKEN"] = "admin-secret"
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan result, 1)
@@ -343,6 +345,23 @@ func TestServeDeliversAndShutsDown(t *testing.T) {
 	}
 	if code := status(t, base+"/health"); code != http.StatusNotFound {
 		t.Errorf("data port /health = %d, want 404 with a management port", code)
+	}
+	adminPost := func(u string) (int, string) {
+		req, _ := http.NewRequest("POST", u+"/admin/replay", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer admin-secret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := adminPost(base); code != http.StatusNotFound {
+		t.Errorf("data port /admin/replay = %d, want 404 with a management port", code)
+	}
+	if code, body := adminPost(mgmt); code != http.StatusBadRequest || body != `{"error":"A replay needs at least one filter."}` {
+		t.Errorf("management port /admin/replay = %d %s", code, body)
 	}
 
 	cancel()

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/alternayte/queuebox/shared/admin"
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/inbox"
@@ -39,6 +40,7 @@ type Local struct {
 	inbox   *inbox.Handler
 	relay   *relay.Relay // nil when inbox.relay.enabled is false
 	cleaner *retention.Cleaner
+	admin   *admin.Handler // nil when admin.enabled is false
 
 	shuttingDown atomic.Bool
 
@@ -78,6 +80,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, err
 		ob.Close()
 		db.Close()
 		return nil, &service.StartError{Step: "build the retention cleanup", Err: err}
+	}
+	if cfg.Admin.Enabled {
+		if l.admin, err = service.NewAdmin(cfg, db.Store, log); err != nil {
+			ob.Close()
+			db.Close()
+			return nil, err
+		}
 	}
 	if l.inbox, err = service.NewInboxHandler(cfg, db.Store, reg, waker, l.shuttingDown.Load, log); err != nil {
 		ob.Close()
@@ -221,6 +230,9 @@ func (l *Local) handlers() (data http.Handler, mgmt http.Handler) {
 	management.Handle("GET /metrics", l.metrics.Handler())
 	l.health().Register(management)
 	management.HandleFunc("GET /{$}", service.Running)
+	if l.admin != nil {
+		l.admin.Register(management)
+	}
 
 	opts := service.DataOptions{MaxBodyBytes: l.cfg.Inbox.MaxBodyBytes, Draining: l.shuttingDown.Load}
 	if l.cfg.Server.ManagementPort == 0 {

@@ -23,7 +23,7 @@ type DataOptions struct {
 	// Draining reports the shutdown: while it is true every request gets
 	// 503 {"error":"QueueBox is shutting down"}. Nil: never.
 	Draining func() bool
-	// Management, when not nil, serves /metrics, /health and /health/ on the data port: the local
+	// Management, when not nil, serves /metrics, /health, /health/ and /admin/ on the data port: the local
 	// process mounts its management routes there when server.managementPort is not set.
 	Management http.Handler
 }
@@ -33,7 +33,7 @@ type DataOptions struct {
 // events to it, so that both answer every request with the same status, headers and body.
 //
 // In this order: 503 while opts.Draining reports the shutdown; 413 for a Content-Length
-// above opts.MaxBodyBytes; GET / answers RunningText; /metrics, /health and /health/ go to
+// above opts.MaxBodyBytes; GET / answers RunningText; /metrics, /health, /health/ and /admin/ go to
 // opts.Management when it is set; every other path goes to inbox, which answers 404 for a
 // path that no source serves.
 func DataHandler(inbox http.Handler, opts DataOptions) http.Handler {
@@ -43,6 +43,7 @@ func DataHandler(inbox http.Handler, opts DataOptions) http.Handler {
 		mux.Handle("/metrics", opts.Management)
 		mux.Handle("/health/", opts.Management)
 		mux.Handle("/health", opts.Management)
+		mux.Handle("/admin/", opts.Management)
 	}
 	mux.Handle("/", inbox)
 	return Gate(mux, opts.Draining, opts.MaxBodyBytes)

@@ -3,11 +3,13 @@ package service
 import (
 	"log/slog"
 
+	"github.com/alternayte/queuebox/shared/admin"
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/inboundauth"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/transform"
 )
 
 // InboxMetrics is what the inbox handler and the relay report to.
@@ -63,4 +65,30 @@ func NewRelay(cfg *config.Config, st store.InboxStore, m relay.Metrics, log *slo
 		return nil, startError("build the inbox relay", err)
 	}
 	return r, nil
+}
+
+// NewAdmin builds the admin routes: the credential check of admin.auth (none with
+// admin.insecure), a JSONata engine for the transform test, and the replay over the routes.
+func NewAdmin(cfg *config.Config, st admin.Store, log *slog.Logger) (*admin.Handler, error) {
+	verifier, err := inboundauth.New(cfg.Admin.Auth)
+	if err != nil {
+		return nil, startError("build the admin routes", err)
+	}
+	routes, err := Routes(cfg)
+	if err != nil {
+		return nil, startError("build the routes", err)
+	}
+	h, err := admin.New(admin.Options{
+		Verifier:            verifier,
+		Engine:              transform.NewEngine(transform.EngineOptions{}),
+		Store:               st,
+		Routes:              routes,
+		MaxTransformTimeout: cfg.Admin.MaxTransformTimeoutMs.Duration(),
+		MaxPayloadBytes:     cfg.Admin.MaxPayloadBytes,
+		Logger:              log,
+	})
+	if err != nil {
+		return nil, startError("build the admin routes", err)
+	}
+	return h, nil
 }
