@@ -65,7 +65,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 }
 
 func loadOptions(env Env) config.LoadOptions {
-	return config.LoadOptions{Env: config.EnvMap(env.Environ), ReadFile: env.ReadFile}
+	return config.LoadOptions{Env: config.EnvMap(env.Environ), ReadFile: env.ReadFile, CompileTransform: service.CompileTransform}
 }
 
 // configCheck loads and validates the configuration; it prints the resolved configuration

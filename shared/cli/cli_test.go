@@ -598,3 +598,24 @@ func TestHealthWithTheDatabaseGone(t *testing.T) {
 	cancel()
 	<-done
 }
+
+func TestConfigCheckCompilesEveryTransform(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"QUEUEBOX_DATABASE_URL":                  "jdbc:postgresql://db:5432/queuebox",
+		"QUEUEBOX_DATABASE_USERNAME":             "queuebox",
+		"QUEUEBOX_DATABASE_PASSWORD":             "x",
+		"QUEUEBOX_DESTINATIONS_HOOK_BASEURL":     "https://hooks.example.com",
+		"QUEUEBOX_ROUTES_0_TOPICPATTERN":         "**",
+		"QUEUEBOX_ROUTES_0_DESTINATION":          "hook",
+		"QUEUEBOX_ROUTES_0_TRANSFORM_EXPRESSION": `{ "total": $sum(items.price }`,
+	}
+	r := run(t, context.Background(), env, "config", "check")
+	if r.code != ExitFailure || !strings.Contains(r.stderr, "routes[0].transform.expression (QUEUEBOX_ROUTES_0_TRANSFORM_EXPRESSION) does not compile") {
+		t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	env["QUEUEBOX_ROUTES_0_TRANSFORM_EXPRESSION"] = `{ "total": $sum(items.price) }`
+	if r := run(t, context.Background(), env, "config", "check"); r.code != ExitOK {
+		t.Errorf("a valid expression: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+}

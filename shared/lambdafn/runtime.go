@@ -26,7 +26,9 @@ type Options struct {
 // OSOptions returns the options of a real function: the process environment, os.ReadFile
 // and os.Stderr, as the local process uses them.
 func OSOptions() Options {
-	return Options{Load: config.OSOptions(), LogOutput: os.Stderr}
+	load := config.OSOptions()
+	load.CompileTransform = service.CompileTransform
+	return Options{Load: load, LogOutput: os.Stderr}
 }
 
 // Runtime is what a function builds once per container, in main before Start, and reuses

@@ -614,6 +614,7 @@ func (m *countingMetrics) PublishDuration(string, time.Duration) { m.inc("publis
 func (m *countingMetrics) DestinationOutcome(d, o string)        { m.inc("destination/"+d+"/"+o, 1) }
 func (m *countingMetrics) Pending(int64, time.Duration)          {}
 func (m *countingMetrics) QueueDepth(string, int64)              {}
+func (m *countingMetrics) TransformFailure(s string)             { m.inc("transformFailure/"+s, 1) }
 
 type pendingMetrics struct {
 	*countingMetrics

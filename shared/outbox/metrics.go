@@ -26,6 +26,8 @@ type Metrics interface {
 	Pending(count int64, oldestAge time.Duration)
 	// QueueDepth sets queuebox_outbox_queue_depth{destination}.
 	QueueDepth(destination string, count int64)
+	// TransformFailure counts queuebox_transform_failures_total{strategy}.
+	TransformFailure(strategy string)
 }
 
 // NopMetrics discards every measurement.
@@ -57,3 +59,6 @@ func (NopMetrics) Pending(int64, time.Duration) {}
 
 // QueueDepth implements Metrics.
 func (NopMetrics) QueueDepth(string, int64) {}
+
+// TransformFailure implements Metrics.
+func (NopMetrics) TransformFailure(string) {}

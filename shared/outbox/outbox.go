@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/shared/route"
+	"github.com/alternayte/queuebox/shared/transform"
 )
 
 // Config holds the outbox settings of the configuration (outbox.*).
@@ -99,6 +100,8 @@ type Publisher interface {
 type Destination struct {
 	Name      string
 	Publisher Publisher
+	// Transform is the destination transform, or nil.
+	Transform *transform.Step
 }
 
 // Summary counts what a run did.

@@ -14,6 +14,7 @@ import (
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/transform"
 )
 
 // Options build a Poller.
@@ -21,7 +22,10 @@ type Options struct {
 	Store        store.OutboxStore
 	Config       Config
 	Routes       *route.Table
-	Destinations []Destination
+	// RouteTransforms holds the transform of each route by its Index; a route without one
+	// is absent.
+	RouteTransforms map[int]*transform.Step
+	Destinations    []Destination
 	// Metrics receives the measurements; nil means NopMetrics.
 	Metrics Metrics
 	// Logger receives the log lines; nil means slog.Default().
@@ -34,6 +38,7 @@ type Poller struct {
 	store   store.OutboxStore
 	cfg     Config
 	routes  *route.Table
+	routeTx map[int]*transform.Step
 	dests   map[string]Destination
 	metrics Metrics
 	log     *slog.Logger
@@ -69,6 +74,7 @@ func New(opts Options) (*Poller, error) {
 		store:     opts.Store,
 		cfg:       opts.Config.WithDefaults(),
 		routes:    opts.Routes,
+		routeTx:   opts.RouteTransforms,
 		dests:     dests,
 		metrics:   opts.Metrics,
 		log:       opts.Logger.With("component", "outbox"),
@@ -340,6 +346,23 @@ func (p *Poller) deliver(ctx context.Context, f *flight) result {
 	dest, ok := p.dests[rt.Destination]
 	if !ok || dest.Publisher == nil {
 		return result{f: f, err: fmt.Errorf("no publisher supports destination %s", rt.Destination), dead: true}
+	}
+	if routeStep, destStep := p.routeTx[rt.Index], dest.Transform; routeStep != nil || destStep != nil {
+		vars := transform.DeliveryVars(msg.ID, msg.Topic, msg.Attempt, msg.CreatedAt)
+		out, err := transform.RunDelivery(ctx, routeStep, destStep, msg.Payload, vars)
+		if err != nil {
+			return result{f: f, err: fmt.Errorf("transforming the payload: %w", err)}
+		}
+		if out.Failure != nil {
+			p.metrics.TransformFailure(string(out.Failure.OnError))
+		}
+		switch out.Action {
+		case transform.ActionRetry:
+			return result{f: f, err: fmt.Errorf("%s transform failed: %w", out.Failure.Stage, out.Failure.Err)}
+		case transform.ActionDead:
+			return result{f: f, err: fmt.Errorf("%s transform failed: %w", out.Failure.Stage, out.Failure.Err), dead: true}
+		}
+		msg.Payload = out.Body
 	}
 	start := time.Now()
 	err := dest.Publisher.Publish(ctx, msg)

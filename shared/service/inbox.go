@@ -1,6 +1,8 @@
 package service
 
 import (
+	"context"
+	"encoding/json"
 	"log/slog"
 
 	"github.com/alternayte/queuebox/shared/admin"
@@ -21,7 +23,7 @@ type InboxMetrics interface {
 // NewInboxHandler builds the HTTP inbox of the configured HTTP sources. waker is called after
 // a new push row is stored (nil: nothing to wake); draining reports the shutdown.
 func NewInboxHandler(cfg *config.Config, st store.InboxStore, m inbox.Metrics, waker inbox.Waker, draining func() bool, log *slog.Logger) (*inbox.Handler, error) {
-	opts, err := inbox.OptionsFromConfig(cfg, inbox.Builders{Verifier: inboundauth.New})
+	opts, err := inbox.OptionsFromConfig(cfg, inbox.Builders{Verifier: inboundauth.New, Transformer: sourceTransformer})
 	if err != nil {
 		return nil, startError("build the inbox sources", err)
 	}
@@ -80,7 +82,7 @@ func NewAdmin(cfg *config.Config, st admin.Store, log *slog.Logger) (*admin.Hand
 	}
 	h, err := admin.New(admin.Options{
 		Verifier:            verifier,
-		Engine:              transform.NewEngine(transform.EngineOptions{}),
+		Engine:              Transforms(),
 		Store:               st,
 		Routes:              routes,
 		MaxTransformTimeout: cfg.Admin.MaxTransformTimeoutMs.Duration(),
@@ -91,4 +93,34 @@ func NewAdmin(cfg *config.Config, st admin.Store, log *slog.Logger) (*admin.Hand
 		return nil, startError("build the admin routes", err)
 	}
 	return h, nil
+}
+
+// sourceTransformer compiles a source transform for the inbox handler.
+func sourceTransformer(_ string, t config.Transform) (inbox.Transformer, error) {
+	x, err := Transforms().Compile(t.Expression, transform.LimitsOf(t))
+	if err != nil {
+		return nil, err
+	}
+	return sourceTransform{x}, nil
+}
+
+// sourceTransform evaluates a source transform with the variables of the source stage; the
+// inbox handler applies its onError.
+type sourceTransform struct{ expr *transform.Expression }
+
+// Transform implements inbox.Transformer.
+func (s sourceTransform) Transform(ctx context.Context, in inbox.TransformInput) (json.RawMessage, error) {
+	vars := transform.SourceVars(transform.Inbound{
+		MessageID: in.MessageID, Source: in.Source, Headers: in.Headers,
+		IdempotencyKey: nonEmpty(in.IdempotencyKey), EventType: nonEmpty(in.EventType),
+		ReceivedAt: in.Timestamp,
+	})
+	return s.expr.Evaluate(ctx, in.Payload, vars)
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

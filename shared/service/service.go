@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,6 +25,7 @@ import (
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres"
 	"github.com/alternayte/queuebox/shared/store/sqlserver"
+	"github.com/alternayte/queuebox/shared/transform"
 	"github.com/alternayte/queuebox/shared/webhook"
 )
 
@@ -217,6 +219,16 @@ type Metrics interface {
 	webhook.Metrics
 }
 
+// Transforms is the JSONata engine of the process, created on first use: a pool of
+// runtimes that every stage and the admin test route share.
+var Transforms = sync.OnceValue(func() *transform.Engine {
+	return transform.NewEngine(transform.EngineOptions{})
+})
+
+// CompileTransform is the config.LoadOptions.CompileTransform hook: every expression of the
+// configuration compiles at start, and an error names its key path.
+func CompileTransform(expression string) error { return Transforms().Check(expression) }
+
 // Routes compiles the configured routes.
 func Routes(cfg *config.Config) (*route.Table, error) {
 	var routes []route.Route
@@ -266,7 +278,12 @@ func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, log 
 				return nil, nil, fmt.Errorf("destinations.%s: %w", name, err)
 			}
 			closers = append(closers, func() { _ = p.Close() })
-			dests = append(dests, outbox.Destination{Name: name, Publisher: p})
+			step, err := Transforms().CompileStep(d.Transform)
+			if err != nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("destinations.%s.transform: %w", name, err)
+			}
+			dests = append(dests, outbox.Destination{Name: name, Publisher: p, Transform: step})
 		default:
 			log.Warn("no publisher in this build supports the destination kind; its rows go dead",
 				"destination", name, "kind", string(d.Kind))
@@ -338,13 +355,23 @@ func NewOutbox(ctx context.Context, cfg *config.Config, st store.OutboxStore, m 
 	if err != nil {
 		return nil, startError("build the routes", err)
 	}
+	routeTx := map[int]*transform.Step{}
+	for i, r := range cfg.Routes {
+		step, err := Transforms().CompileStep(r.Transform)
+		if err != nil {
+			return nil, startError("build the routes", fmt.Errorf("routes[%d].transform: %w", i, err))
+		}
+		if step != nil {
+			routeTx[i] = step
+		}
+	}
 	dests, closeAll, err := Publishers(ctx, cfg, m, log)
 	if err != nil {
 		return nil, startError("build the destinations", err)
 	}
 	p, err := outbox.New(outbox.Options{
-		Store: st, Config: OutboxConfig(cfg), Routes: routes, Destinations: dests,
-		Metrics: m, Logger: log,
+		Store: st, Config: OutboxConfig(cfg), Routes: routes, RouteTransforms: routeTx,
+		Destinations: dests, Metrics: m, Logger: log,
 	})
 	if err != nil {
 		closeAll()
