@@ -19,9 +19,9 @@ import (
 
 // Options build a Poller.
 type Options struct {
-	Store        store.OutboxStore
-	Config       Config
-	Routes       *route.Table
+	Store  store.OutboxStore
+	Config Config
+	Routes *route.Table
 	// RouteTransforms holds the transform of each route by its Index; a route without one
 	// is absent.
 	RouteTransforms map[int]*transform.Step
