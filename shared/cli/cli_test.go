@@ -512,6 +512,19 @@ func TestServeReceivesWebhooks(t *testing.T) {
 		t.Errorf("orders rows = %d %s %s, want 1 pull pending", n, consumption, state)
 	}
 
+	// GitHub's documented example: this signature of "Hello, World!" passes the check, and
+	// the request then gets 400 Invalid JSON, because the body is not JSON: the order of the
+	// checks shows. A one-byte change of the signature gets 401.
+	const githubSig = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+	code, body, _ = post("/inbox/github", "Hello, World!", map[string]string{"X-Hub-Signature-256": githubSig})
+	if code != 400 || body != `{"error":"Invalid JSON"}` {
+		t.Errorf("GitHub example: %d %s, want 400 Invalid JSON", code, body)
+	}
+	code, _, _ = post("/inbox/github", "Hello, World!", map[string]string{"X-Hub-Signature-256": githubSig[:len(githubSig)-1] + "f"})
+	if code != 401 {
+		t.Errorf("GitHub example with a changed byte: %d, want 401", code)
+	}
+
 	payload := `{"delivery":"d-1","action":"opened","repo":"queuebox"}`
 	code, body, _ = post("/inbox/github", payload, map[string]string{"X-Hub-Signature-256": "sha256=0000", "X-Correlation-Id": "corr-1"})
 	if code != 401 || !strings.Contains(body, `"error":"`) {
