@@ -56,6 +56,7 @@ clean:
 .PHONY: bench
 bench:
 	$(GO) run ./bench/cmd/outboxbench $(BENCHFLAGS)
+	$(GO) run ./bench/cmd/inboxbench $(INBOXBENCHFLAGS)
 	$(GO) run ./bench/lambda
 	cd clients/go && $(GO) run ./internal/pullbench $(PULLBENCHFLAGS)
 

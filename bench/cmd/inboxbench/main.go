@@ -1,0 +1,70 @@
+// Command inboxbench measures the inbox: accepted webhooks per second into one HTTP source on
+// loopback, with new keys and with duplicates, and the latency of the answers. `make bench`
+// runs it. With -loadgen it is its own load generator process.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/alternayte/queuebox/bench/inboxbench"
+)
+
+// defaultServer is the server of the tests, used when QUEUEBOX_TEST_DATABASE_URL is not set.
+const defaultServer = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("inboxbench", flag.ContinueOnError)
+	loadgen := fs.Bool(inboxbench.LoadGenFlag, false, "run as the load generator process; used by the bench itself")
+	clients := fs.Int("clients", 32, "concurrent keep-alive HTTP clients of the load generator")
+	seconds := fs.Float64("seconds", 10, "seconds of each phase (new keys, duplicates)")
+	poolSize := fs.Int("pool-size", 0, "QueueBox's database.poolSize (0 keeps the configuration default)")
+	out := fs.String("out", "bench/results/inbox.json", "JSON report file (empty writes none)")
+	profile := fs.String("cpuprofile", "", "file of a CPU profile of QueueBox during the new-keys phase")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *loadgen {
+		if err := inboxbench.ServeLoadGen(ctx, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "inboxbench load generator:", err)
+			return 1
+		}
+		return 0
+	}
+	if *clients <= 0 || *seconds <= 0 || *poolSize < 0 {
+		fmt.Fprintln(os.Stderr, "inboxbench: -clients and -seconds must be above 0, -pool-size 0 or more")
+		return 2
+	}
+	opts := inboxbench.Options{
+		ServerURL:  serverURL(),
+		Clients:    *clients,
+		Seconds:    *seconds,
+		PoolSize:   *poolSize,
+		Out:        *out,
+		CPUProfile: *profile,
+		Stdout:     os.Stdout,
+	}
+	if _, err := inboxbench.Run(ctx, opts); err != nil {
+		fmt.Fprintln(os.Stderr, "inboxbench:", err)
+		return 1
+	}
+	return 0
+}
+
+func serverURL() string {
+	if u := os.Getenv("QUEUEBOX_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return defaultServer
+}
