@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/alternayte/queuebox/bench/benchdb"
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/localserver"
 )
@@ -133,8 +134,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer db.drop()
-	if rep.Postgres.Version, rep.Postgres.Settings, err = db.serverFacts(ctx); err != nil {
+	defer db.Drop()
+	if rep.Postgres.Version, rep.Postgres.Settings, err = db.ServerFacts(ctx); err != nil {
 		return nil, err
 	}
 
@@ -144,7 +145,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	env := map[string]string{
 		"QUEUEBOX_DATABASE_TYPE":     "postgresql",
-		"QUEUEBOX_DATABASE_URL":      db.url,
+		"QUEUEBOX_DATABASE_URL":      db.URL,
 		"QUEUEBOX_DATABASE_USERNAME": "",
 		"QUEUEBOX_DATABASE_PASSWORD": "",
 		// The bench applied the migrations as an operator would with psql (no history table).
@@ -155,7 +156,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		"QUEUEBOX_SOURCES_BENCH_IDEMPOTENCYKEYPATH": "$.id",
 		"QUEUEBOX_SOURCES_BENCH_CONSUMPTION":        "pull",
 	}
-	if u, p, ok := userPassword(db.url); ok {
+	if u, p, ok := userPassword(db.URL); ok {
 		env["QUEUEBOX_DATABASE_USERNAME"], env["QUEUEBOX_DATABASE_PASSWORD"] = u, p
 	}
 	if env["QUEUEBOX_DATABASE_PASSWORD"] == "" {
@@ -176,7 +177,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			v = "***"
 		}
 		if k == "QUEUEBOX_DATABASE_URL" {
-			v = redactURL(v)
+			v = benchdb.RedactURL(v)
 		}
 		rep.Config[k] = v
 	}

@@ -244,9 +244,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer db.drop()
-	logf("database %s created and migrated", db.name)
-	if rep.Postgres.Version, rep.Postgres.Settings, err = db.serverFacts(ctx); err != nil {
+	defer db.Drop()
+	logf("database %s created and migrated", db.Name)
+	if rep.Postgres.Version, rep.Postgres.Settings, err = db.ServerFacts(ctx); err != nil {
 		return nil, err
 	}
 	sp, err := startSink(ctx)
@@ -398,7 +398,7 @@ type queueBox struct {
 const pollerAppName = "outboxbench-poller"
 
 func (b *bench) newQueueBox(ctx context.Context, s Settings) (*queueBox, error) {
-	cfg, err := pgxpool.ParseConfig(b.db.url)
+	cfg, err := pgxpool.ParseConfig(b.db.URL)
 	if err != nil {
 		return nil, fmt.Errorf("parsing the database URL: %w", err)
 	}
@@ -438,7 +438,7 @@ func (b *bench) newQueueBox(ctx context.Context, s Settings) (*queueBox, error) 
 // backendCPU returns the CPU seconds of the poller pool's server processes. Call it before
 // close: the backends end with their connections.
 func (qb *queueBox) backendCPU(ctx context.Context, db *benchDatabase) float64 {
-	rows, err := db.admin.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()`, pollerAppName)
+	rows, err := db.Admin.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()`, pollerAppName)
 	if err != nil {
 		return 0
 	}
@@ -584,7 +584,7 @@ func (b *bench) latencyRun(ctx context.Context) (LatencyRun, error) {
 	r.Load1 = loadAverage()[0]
 	before := readCPU(b.sink.pid())
 	err = b.sink.call(ctx, http.MethodPost, "/produce", produceRequest{
-		DatabaseURL: b.db.url, Rate: o.LatencyRate, Seconds: o.LatencySeconds, Workers: 4,
+		DatabaseURL: b.db.URL, Rate: o.LatencyRate, Seconds: o.LatencySeconds, Workers: 4,
 	}, &r.Producer)
 	if err != nil {
 		stop()

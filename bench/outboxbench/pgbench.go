@@ -75,7 +75,7 @@ func measureCeiling(ctx context.Context, db *benchDatabase, clients, seconds, si
 	if err := db.resetOutbox(ctx); err != nil {
 		return c, err
 	}
-	_, err = db.admin.Exec(ctx, `
+	_, err = db.Admin.Exec(ctx, `
 INSERT INTO outbox (id, topic, payload, state, claim_token, claimed_at, lease_expires_at)
 SELECT md5(n::text)::uuid, 'orders.created', '{"orderId": 1, "amount": 1999, "currency": "EUR"}',
        'processing', md5('t' || n::text)::uuid, clock_timestamp(), clock_timestamp() + interval '1 hour'
@@ -98,7 +98,7 @@ FROM (SELECT c * 1000000 + i AS n
 	}
 	cmd := exec.CommandContext(ctx, bin, "--no-vacuum", "--protocol=prepared",
 		"--file="+script, "--client="+strconv.Itoa(clients), "--jobs="+strconv.Itoa(threads),
-		"--time="+strconv.Itoa(seconds), "--define=i=0", db.url)
+		"--time="+strconv.Itoa(seconds), "--define=i=0", db.URL)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out

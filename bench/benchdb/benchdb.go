@@ -1,0 +1,145 @@
+// Package benchdb gives a benchmark its private PostgreSQL database: created on the server as
+// qb_bench_<random>, migrated with the bundled files in version order, and dropped at the end.
+package benchdb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/alternayte/queuebox/migrations"
+)
+
+// Database is the private database of one bench run.
+type Database struct {
+	// Server is the URL of the server's maintenance database.
+	Server string
+	// Name is the database name and URL its connection string.
+	Name, URL string
+	// Admin is a small pool for the bench's own statements (setup, checks); QueueBox opens
+	// its own pool.
+	Admin *pgxpool.Pool
+	logf  func(format string, args ...any)
+}
+
+// Create creates qb_bench_<random> on the server and applies the PostgreSQL migrations in
+// version order, as an operator would with psql. adminConns sizes the Admin pool; logf
+// receives the problems of Drop.
+func Create(ctx context.Context, server string, adminConns int32, logf func(format string, args ...any)) (*Database, error) {
+	conn, err := pgx.Connect(ctx, server)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to PostgreSQL at %s (start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start, or set QUEUEBOX_TEST_DATABASE_URL): %w", RedactURL(server), err)
+	}
+	defer conn.Close(ctx)
+	var suffix [6]byte
+	_, _ = rand.Read(suffix[:])
+	name := "qb_bench_" + hex.EncodeToString(suffix[:])
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return nil, fmt.Errorf("creating database %s: %w", name, err)
+	}
+	u, err := url.Parse(server)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the server URL: %w", err)
+	}
+	u.Path = "/" + name
+	db := &Database{Server: server, Name: name, URL: u.String(), logf: logf}
+
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	if err != nil {
+		db.Drop()
+		return nil, fmt.Errorf("parsing the database URL: %w", err)
+	}
+	cfg.MaxConns = adminConns
+	if db.Admin, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		db.Drop()
+		return nil, fmt.Errorf("opening the admin pool: %w", err)
+	}
+	list, err := migrations.List(migrations.PostgreSQL)
+	if err != nil {
+		db.Drop()
+		return nil, fmt.Errorf("listing migrations: %w", err)
+	}
+	for _, m := range list {
+		if _, err := db.Admin.Exec(ctx, m.SQL); err != nil {
+			db.Drop()
+			return nil, fmt.Errorf("applying %s: %w", m.Script, err)
+		}
+	}
+	return db, nil
+}
+
+// Drop closes the admin pool and drops the database, whatever state the run left it in.
+func (db *Database) Drop() {
+	if db.Admin != nil {
+		db.Admin.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, db.Server)
+	if err != nil {
+		db.logf("dropping database %s: %v", db.Name, err)
+		return
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db.Name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		db.logf("dropping database %s: %v", db.Name, err)
+	}
+}
+
+// ServerFacts returns the server version and the settings that bound the commit rate.
+func (db *Database) ServerFacts(ctx context.Context) (string, map[string]string, error) {
+	var version string
+	if err := db.Admin.QueryRow(ctx, `SHOW server_version`).Scan(&version); err != nil {
+		return "", nil, fmt.Errorf("reading the server version: %w", err)
+	}
+	rows, err := db.Admin.Query(ctx, `
+SELECT name, setting || COALESCE(unit, '')
+FROM pg_settings
+WHERE name IN ('fsync', 'synchronous_commit', 'wal_sync_method', 'commit_delay', 'shared_buffers',
+               'max_connections', 'max_wal_size', 'full_page_writes', 'jit')`)
+	if err != nil {
+		return "", nil, fmt.Errorf("reading server settings: %w", err)
+	}
+	settings := map[string]string{}
+	var name, value string
+	_, err = pgx.ForEachRow(rows, []any{&name, &value}, func() error {
+		settings[name] = value
+		return nil
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("reading server settings: %w", err)
+	}
+	return version, settings, nil
+}
+
+// BackendPIDs returns the server processes connected to the bench database.
+func (db *Database) BackendPIDs(ctx context.Context) ([]int, error) {
+	rows, err := db.Admin.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
+	if err != nil {
+		return nil, fmt.Errorf("listing backends: %w", err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, fmt.Errorf("listing backends: %w", err)
+	}
+	out := make([]int, len(pids))
+	for i, p := range pids {
+		out[i] = int(p)
+	}
+	return out, nil
+}
+
+// RedactURL returns the URL with its password masked.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	return u.Redacted()
+}
