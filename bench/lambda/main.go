@@ -6,7 +6,11 @@
 //
 //	go run ./bench/lambda [-out bench/results/lambda.json] [-functions poll,relay]
 //
-// Cold-start init time and warm invoke time come with the Lambda emulator tests.
+// It then runs each function, built for the host, under the AWS Lambda Runtime Interface
+// Emulator (functions/rietest installs it when missing) on a fresh migrated PostgreSQL
+// database (dbtest.ServerURL), and reports its cold-start init time (the emulator's INIT
+// REPORT), the round trip of the first invoke, and the median, minimum and maximum of
+// -invokes warm invokes. -invokes 0 skips the timing.
 package main
 
 import (
@@ -34,6 +38,8 @@ type result struct {
 	Flags     []string         `json:"buildFlags"`
 	Functions []lambdazip.Size `json:"functions"`
 	Seconds   float64          `json:"buildSeconds"`
+	// Timing is the cold-start and warm invoke time under the emulator; nil with -invokes 0.
+	Timing *timingInfo `json:"timing,omitempty"`
 }
 
 func main() {
@@ -47,17 +53,19 @@ func run(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("lambda", flag.ContinueOnError)
 	out := fs.String("out", "bench/results/lambda.json", "the results file; empty writes none")
 	only := fs.String("functions", "", "the functions to measure, comma separated; empty measures every function")
+	invokes := fs.Int("invokes", 10, "warm invokes per function under the Lambda emulator; 0 skips the timing")
+	migrate := fs.Bool("migrate", true, "time the functions with QUEUEBOX_DATABASE_MIGRATE=true (Init checks the applied migrations)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := measure(ctx, *out, *only); err != nil {
+	if err := measure(ctx, *out, *only, *invokes, *migrate); err != nil {
 		fmt.Fprintln(os.Stderr, "lambda bench:", err)
 		return 1
 	}
 	return 0
 }
 
-func measure(ctx context.Context, out, only string) error {
+func measure(ctx context.Context, out, only string, invokes int, migrate bool) error {
 	names, err := lambdazip.Functions(".")
 	if err != nil {
 		return err
@@ -98,6 +106,12 @@ func measure(ctx context.Context, out, only string) error {
 	res.Seconds = time.Since(start).Round(time.Millisecond).Seconds()
 	if err := lambdazip.WriteTable(os.Stdout, res.Functions); err != nil {
 		return err
+	}
+	if invokes > 0 {
+		if res.Timing, err = measureTiming(ctx, work, names, invokes, migrate); err != nil {
+			return err
+		}
+		writeTimingTable(os.Stdout, res.Timing)
 	}
 	if out == "" {
 		return nil
