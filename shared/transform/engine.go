@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	goruntime "runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf16"
@@ -54,10 +55,16 @@ func init() {
 	regexp2.DefaultMatchTimeout = RegexMatchTimeout
 }
 
-// The compiled programs, shared by every runtime of every engine (a goja.Program is immutable).
+// The compiled programs, shared by every runtime of every engine (a goja.Program is
+// immutable). They compile on first use, not at process start: a process that configures no
+// transform (most Lambda cold starts) never pays for parsing jsonata.
 var (
-	jsonataProgram = goja.MustCompile("jsonata.min.js", jsonataSource, false)
-	glueProgram    = goja.MustCompile("glue.js", glueSource, false)
+	jsonataProgram = sync.OnceValue(func() *goja.Program {
+		return goja.MustCompile("jsonata.min.js", jsonataSource, false)
+	})
+	glueProgram = sync.OnceValue(func() *goja.Program {
+		return goja.MustCompile("glue.js", glueSource, false)
+	})
 )
 
 // EngineOptions configures an Engine.
@@ -244,7 +251,7 @@ type jsRuntime struct {
 func newJSRuntime(cacheSize int) (*jsRuntime, error) {
 	vm := goja.New()
 	vm.SetMaxCallStackSize(maxCallStackSize)
-	if _, err := vm.RunProgram(jsonataProgram); err != nil {
+	if _, err := vm.RunProgram(jsonataProgram()); err != nil {
 		return nil, fmt.Errorf("loading JSONata into a JavaScript runtime: %w", err)
 	}
 	// JSONata's $base64encode and $base64decode use window.btoa and window.atob when a window
@@ -254,7 +261,7 @@ func newJSRuntime(cacheSize int) (*jsRuntime, error) {
 	if err := errors.Join(window.Set("btoa", btoa), window.Set("atob", atob), vm.Set("window", window)); err != nil {
 		return nil, fmt.Errorf("defining window.btoa and window.atob: %w", err)
 	}
-	glue, err := vm.RunProgram(glueProgram)
+	glue, err := vm.RunProgram(glueProgram())
 	if err != nil {
 		return nil, fmt.Errorf("loading the JSONata bridge: %w", err)
 	}

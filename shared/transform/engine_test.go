@@ -51,6 +51,9 @@ func TestRunawayExpressionsStopWithinTheirLimits(t *testing.T) {
 		expr     string
 		limits   Limits
 		wantKind Kind
+		// orKind is a second kind that also passes: a runaway that meets two bounds stops at
+		// whichever it reaches first, which depends on the speed of the machine.
+		orKind   Kind
 		wantCode string
 	}{
 		{name: "recursion that is not a tail call overflows maxDepth",
@@ -61,8 +64,8 @@ func TestRunawayExpressionsStopWithinTheirLimits(t *testing.T) {
 			expr: `( $loop := function($i){ $i < 1e9 ? $loop($i+1) : $i }; $loop(0) )`, wantKind: KindTimeout},
 		{name: "a sum over ten million numbers runs out of time",
 			expr: `$sum([1..10000000])`, wantKind: KindTimeout},
-		{name: "roman numerals of a huge number run out of time",
-			expr: `$formatInteger(1e15, 'I')`, wantKind: KindTimeout},
+		{name: "roman numerals of a huge number run out of time or depth",
+			expr: `$formatInteger(1e15, 'I')`, wantKind: KindTimeout, orKind: KindDepth},
 		{name: "a catastrophic regular expression is cut off",
 			expr: `$match("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa aaaaaaaaaa!", /^(\w+\s?)*$(?<=z)/)`, wantKind: KindTimeout},
 		{name: "a catastrophic regular expression fails with its own code inside a longer timeout",
@@ -88,7 +91,9 @@ func TestRunawayExpressionsStopWithinTheirLimits(t *testing.T) {
 
 			require.Error(t, err, "result %s", out)
 			assert.Less(t, elapsed, x.Limits().Timeout+2*time.Second, "the evaluation must stop soon after its limit")
-			assert.Equal(t, tt.wantKind, KindOf(err), "%v", err)
+			if got := KindOf(err); tt.orKind == 0 || got != tt.orKind {
+				assert.Equal(t, tt.wantKind, got, "%v", err)
+			}
 			assert.True(t, IsFailure(err))
 			if tt.wantCode != "" {
 				var te *Error
