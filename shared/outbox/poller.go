@@ -262,7 +262,9 @@ func (r *run) claimLoop(ctx context.Context, opts RunOptions) {
 		if claimed == limit {
 			continue
 		}
-		if claimed == 0 && opts.StopWhenIdle && r.inflightCount() == 0 {
+		// Idle only when nothing was in flight when the claim began: a row finished while the
+		// claim ran can free the next row of its key, which that claim could not see yet.
+		if claimed == 0 && opts.StopWhenIdle && inflight == 0 && r.inflightCount() == 0 {
 			return
 		}
 		// A finished row can free the next row of its key, so a flush also ends the wait.
