@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambdacontext"
-
 	"github.com/alternayte/queuebox/shared/outbox"
 )
 
@@ -48,37 +46,15 @@ func PollHandler(p Poller, s Settings, log *slog.Logger) func(context.Context, j
 		log = slog.Default()
 	}
 	return func(ctx context.Context, _ json.RawMessage) (outbox.Summary, error) {
-		start := time.Now()
-		deadline, ok := ctx.Deadline()
+		b, ok := newBudget(ctx, s, log, p.Wake)
 		if !ok {
-			deadline = start.Add(NoDeadlineBound)
-		}
-		claimUntil := deadline.Add(-s.Margin)
-		runCtx, cancel := context.WithDeadline(ctx, deadline.Add(-s.Margin/4))
-		defer cancel()
-
-		attrs := []any{"mode", string(s.Mode)}
-		if lc, ok := lambdacontext.FromContext(ctx); ok {
-			attrs = append(attrs, "aws_request_id", lc.AwsRequestID)
-		}
-		if !start.Before(claimUntil) {
-			log.Warn("the invocation deadline is closer than the margin; claiming nothing",
-				append(attrs, "left_ms", time.Until(deadline).Milliseconds(), "margin_ms", s.Margin.Milliseconds())...)
 			return outbox.Summary{}, nil
 		}
-		// A run that sleeps between empty claims notices ClaimUntil only when it wakes.
-		wake := time.AfterFunc(claimUntil.Sub(start), p.Wake)
-		sum := p.Run(runCtx, outbox.RunOptions{StopWhenIdle: s.Mode == Drain, ClaimUntil: claimUntil})
-		wake.Stop()
-
-		level := slog.LevelDebug
-		if sum != (outbox.Summary{}) {
-			level = slog.LevelInfo
-		}
-		log.Log(ctx, level, "poll invocation finished", append(attrs,
+		defer b.done()
+		sum := p.Run(b.runCtx, outbox.RunOptions{StopWhenIdle: s.Mode == Drain, ClaimUntil: b.claimUntil})
+		b.finished(ctx, log, "poll invocation finished", sum != (outbox.Summary{}),
 			"claimed", sum.Claimed, "sent", sum.Sent, "retried", sum.Retried, "dead", sum.Dead,
-			"claims_lost", sum.ClaimsLost, "reclaimed", sum.Reclaimed,
-			"duration_ms", time.Since(start).Milliseconds())...)
+			"claims_lost", sum.ClaimsLost, "reclaimed", sum.Reclaimed)
 		return sum, nil
 	}
 }

@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"time"
-
-	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/alternayte/queuebox/shared/relay"
 )
@@ -43,37 +40,16 @@ func RelayHandler(r Relayer, s Settings, log *slog.Logger) func(context.Context,
 		log = slog.Default()
 	}
 	return func(ctx context.Context, _ json.RawMessage) (relay.Summary, error) {
-		start := time.Now()
-		deadline, ok := ctx.Deadline()
+		b, ok := newBudget(ctx, s, log, r.Wake)
 		if !ok {
-			deadline = start.Add(NoDeadlineBound)
-		}
-		claimUntil := deadline.Add(-s.Margin)
-		runCtx, cancel := context.WithDeadline(ctx, deadline.Add(-s.Margin/4))
-		defer cancel()
-
-		attrs := []any{"mode", string(s.Mode)}
-		if lc, ok := lambdacontext.FromContext(ctx); ok {
-			attrs = append(attrs, "aws_request_id", lc.AwsRequestID)
-		}
-		if !start.Before(claimUntil) {
-			log.Warn("the invocation deadline is closer than the margin; claiming nothing",
-				append(attrs, "left_ms", time.Until(deadline).Milliseconds(), "margin_ms", s.Margin.Milliseconds())...)
 			return relay.Summary{}, nil
 		}
-		// A run that sleeps between empty claims notices ClaimUntil only when it wakes.
-		wake := time.AfterFunc(claimUntil.Sub(start), r.Wake)
-		sum := r.Run(runCtx, relay.RunOptions{StopWhenIdle: s.Mode == Drain, ClaimUntil: claimUntil})
-		wake.Stop()
-
-		level := slog.LevelDebug
-		if sum != (relay.Summary{}) {
-			level = slog.LevelInfo
-		}
-		log.Log(ctx, level, "relay invocation finished", append(attrs,
+		defer b.done()
+		sum := r.Run(b.runCtx, relay.RunOptions{StopWhenIdle: s.Mode == Drain, ClaimUntil: b.claimUntil})
+		b.finished(ctx, log, "relay invocation finished", sum != (relay.Summary{}),
 			"claimed", sum.Claimed, "forwarded", sum.Forwarded, "dead", sum.Dead,
 			"claims_lost", sum.ClaimsLost, "reclaimed", sum.Reclaimed, "failed", sum.Failed,
-			"abandoned", sum.Abandoned, "duration_ms", time.Since(start).Milliseconds())...)
+			"abandoned", sum.Abandoned)
 		return sum, nil
 	}
 }
