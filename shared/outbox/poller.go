@@ -149,12 +149,18 @@ type run struct {
 	mu       sync.Mutex
 	inflight map[string]*flight
 	queued   int // claimed rows not yet taken by a publisher
-	sum      Summary
-	abandon  bool
+	// finishing counts the rows of inflight whose publish returned and whose finishing
+	// write has not run yet.
+	finishing int
+	sum       Summary
+	abandon   bool
 
 	publishers sync.WaitGroup
 	helpers    sync.WaitGroup
 }
+
+// finishBatch is the most rows one finishing flush takes.
+const finishBatch = 500
 
 type flight struct {
 	row     store.OutboxMessage
@@ -180,7 +186,7 @@ func newRun(ctx context.Context, p *Poller) *run {
 		p:         p,
 		pubCtx:    pubCtx,
 		pubCancel: pubCancel,
-		results:   make(chan result, p.cfg.BatchSize+p.cfg.Concurrency),
+		results:   make(chan result, p.cfg.BatchSize+p.cfg.Concurrency+finishBatch),
 		queue:     make(chan *flight, p.cfg.BatchSize+p.cfg.Concurrency),
 		hungry:    make(chan struct{}, 1),
 		finished:  make(chan struct{}, 1),
@@ -217,6 +223,7 @@ func (r *run) publisher() {
 		res := r.p.deliver(f.ctx, f)
 		r.mu.Lock()
 		f.finishing = true
+		r.finishing++
 		r.mu.Unlock()
 		r.results <- res
 	}
@@ -233,12 +240,16 @@ func (r *run) claimLoop(ctx context.Context, opts RunOptions) {
 		}
 		// Claim a whole batch as soon as less than one round of publishes waits, so that
 		// the publishers never idle and each claim takes many rows. At most BatchSize +
-		// Concurrency rows are claimed and unfinished.
+		// Concurrency claimed rows wait for or run their publish; the rows whose publish
+		// returned wait for the finisher apart from them (at most finishBatch more), so a
+		// slow finishing write does not stop the claims: the finisher's next statement
+		// simply takes more rows.
 		maxInflight := p.cfg.BatchSize + p.cfg.Concurrency
 		r.mu.Lock()
 		inflight, queued := len(r.inflight), r.queued
+		unpublished := inflight - r.finishing
 		r.mu.Unlock()
-		if queued >= p.cfg.Concurrency || inflight >= maxInflight {
+		if queued >= p.cfg.Concurrency || unpublished >= maxInflight || inflight >= maxInflight+finishBatch {
 			select {
 			case <-ctx.Done():
 			case <-r.finished:
@@ -248,7 +259,7 @@ func (r *run) claimLoop(ctx context.Context, opts RunOptions) {
 			}
 			continue
 		}
-		limit := min(p.cfg.BatchSize, maxInflight-inflight)
+		limit := min(p.cfg.BatchSize, maxInflight-unpublished, maxInflight+finishBatch-inflight)
 		claimed, err := r.claimBatch(ctx, limit)
 		if err != nil {
 			p.beat.Beat("the last claim failed: " + redact.Error(err))
@@ -415,7 +426,7 @@ func (r *run) finisher() {
 			return
 		}
 	drain:
-		for len(batch) < 500 {
+		for len(batch) < finishBatch {
 			select {
 			case res := <-r.results:
 				batch = append(batch, res)
@@ -458,6 +469,7 @@ func (r *run) finish(batch []result) {
 	for _, res := range batch {
 		res.f.cancel()
 		delete(r.inflight, res.f.row.ID)
+		r.finishing--
 		p.metrics.ProcessingDuration(time.Since(res.f.started))
 	}
 	r.mu.Unlock()
