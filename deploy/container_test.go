@@ -170,7 +170,7 @@ func TestDockerfileBuildStage(t *testing.T) {
 			assert.NotEmpty(t, mains, "%s is a package of the repository", m[2])
 		}
 	}
-	assert.ElementsMatch(t, []string{"queuebox", "receiver", "healthprobe"}, built)
+	assert.ElementsMatch(t, []string{"queuebox", "receiver", "healthprobe", "capturenode"}, built)
 }
 
 // passwdEntry finds the passwd line of user that the build stage writes, and returns its uid

@@ -1,6 +1,8 @@
 // Package localserver is the long-running local process of QueueBox: the data port (the inbox
 // routes), the management port (metrics and health), and the outbox poller and the inbox relay
-// in loops, all built by shared/service from the configuration.
+// in loops, all built by shared/service from the configuration. With outbox.capture.enabled
+// (postgres-logical) it also runs the capture connector of shared/capture in-process, which
+// wakes the poller at once on every committed outbox insert.
 package localserver
 
 import (
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/shared/admin"
+	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/inbox"
@@ -24,6 +27,7 @@ import (
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/retention"
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/waker"
 )
 
 // HTTPDrainTimeout is how long the HTTP servers drain requests in flight at shutdown.
@@ -40,7 +44,8 @@ type Local struct {
 	inbox   *inbox.Handler
 	relay   *relay.Relay // nil when inbox.relay.enabled is false
 	cleaner *retention.Cleaner
-	admin   *admin.Handler // nil when admin.enabled is false
+	admin   *admin.Handler     // nil when admin.enabled is false
+	capture *capture.Connector // nil when outbox.capture.enabled is false
 
 	shuttingDown atomic.Bool
 
@@ -52,6 +57,9 @@ type Local struct {
 // New opens the database (waiting for it, migrating or checking the schema) and builds
 // every worker of the local process.
 func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, error) {
+	if cfg.Outbox.Capture.Enabled && cfg.Outbox.Capture.Mode == config.CaptureSQLServerCDC {
+		return nil, &service.StartError{Step: "start capture", Err: capture.ErrSQLServerCDCNotImplemented}
+	}
 	reg := metrics.New(service.Version)
 	poolTracer := metrics.NewPoolTracer(reg, metrics.PoolName)
 	db, err := service.OpenWith(ctx, cfg, log, service.ConnectOptions{Tracer: poolTracer})
@@ -61,7 +69,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, err
 	if db.Pool != nil {
 		poolTracer.Attach(db.Pool)
 	}
-	ob, err := service.NewOutbox(ctx, cfg, db.Store, reg, log)
+	ob, err := service.NewOutbox(ctx, pollerConfig(cfg), db.Store, reg, log)
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -93,8 +101,43 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, err
 		db.Close()
 		return nil, err
 	}
+	if cfg.Outbox.Capture.Enabled {
+		if l.capture, err = newCapture(cfg, l.outbox.Poller, l.relay, log); err != nil {
+			ob.Close()
+			db.Close()
+			return nil, &service.StartError{Step: "start capture", Err: err}
+		}
+	}
 	return l, nil
 }
+
+// pollerConfig is the configuration of the poller: with capture on, the poller waits at most
+// outbox.capture.reconciliationIntervalMs between two claims when no event arrives
+// (spec/23-configuration.md), instead of outbox.pollIntervalMs.
+func pollerConfig(cfg *config.Config) *config.Config {
+	if !cfg.Outbox.Capture.Enabled {
+		return cfg
+	}
+	c := *cfg
+	c.Outbox.PollIntervalMs = cfg.Outbox.Capture.ReconciliationIntervalMs
+	return &c
+}
+
+// newCapture builds the capture connector that wakes the poller (and the relay, for inserts
+// into the inbox table when the publication publishes it). sqlserver-cdc is refused.
+func newCapture(cfg *config.Config, poller *outbox.Poller, rl *relay.Relay, log *slog.Logger) (*capture.Connector, error) {
+	ccfg, err := capture.FromConfig(cfg, waker.Func(poller.Wake), log)
+	if err != nil {
+		return nil, err
+	}
+	if rl != nil {
+		ccfg.InboxWaker = waker.Func(rl.Wake)
+	}
+	return capture.New(ccfg)
+}
+
+// Capture returns the capture connector, or nil when capture is off.
+func (l *Local) Capture() *capture.Connector { return l.capture }
 
 // Relay returns the inbox relay, or nil when it is disabled.
 func (l *Local) Relay() *relay.Relay { return l.relay }
@@ -156,6 +199,13 @@ func (l *Local) Run(ctx context.Context) error {
 			if err := l.cleaner.Run(workCtx); err != nil {
 				l.log.Error("retention cleanup stopped", "error", err)
 			}
+		}()
+	}
+	if l.capture != nil {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			_ = l.capture.Run(workCtx) // it logs a fault; delivery goes on through SQL
 		}()
 	}
 	if l.relay != nil {
@@ -253,6 +303,10 @@ func (l *Local) health() *health.Handler {
 	}
 	if l.cfg.Retention.Enabled {
 		checks = append(checks, health.Check{Name: "retention-service", Decides: true, Probe: l.cleaner.Check})
+	}
+	if l.capture != nil {
+		// Advisory: a capture fault never makes the process unready (spec/26-http-api.md).
+		checks = append(checks, health.Check{Name: "outbox-capture", Decides: false, Probe: l.capture.Check})
 	}
 	return health.New(checks...)
 }

@@ -1,0 +1,269 @@
+// Package node is the standalone capture node of the AWS deployment (capturenode/main.go): a
+// small long-running service that loads the same configuration as every other QueueBox
+// process, runs the postgres-logical capture connector of shared/capture, and wakes the poll
+// Lambda function (and, optionally, the relay function) with a debounced asynchronous invoke
+// (shared/waker.LambdaInvoker). It serves GET /health/live, /health/ready, /health and
+// /metrics on server.managementPort, or on server.httpPort when no management port is set.
+//
+// The node's settings that are not configuration keys come from these environment variables
+// (without the QUEUEBOX_ prefix, which the configuration loader reserves for its keys, as
+// LAMBDA_MODE does for the functions):
+//
+//   - CAPTURE_POLL_FUNCTION (required): the name or ARN of the poll function;
+//   - CAPTURE_RELAY_FUNCTION: the relay function, woken by the reconciliation timer and by
+//     inserts into the inbox table when the publication publishes that table;
+//   - CAPTURE_WAKE_INTERVAL_MS: the debounce interval of the invokes (default 1000);
+//   - CAPTURE_LAMBDA_ENDPOINT: another Lambda endpoint, for a VPC interface endpoint or a
+//     test server;
+//   - AWS_REGION and the default AWS credential chain (the ECS task role).
+//
+// sqlserver-cdc is not implemented in this build and is refused at start. The broker sources
+// (RabbitMQ, Kafka, NATS) that DESIGN.md also places in the capture node are not part of it
+// yet. spec/28-metrics.md lists no capture metric: /metrics shows the process families.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alternayte/queuebox/shared/capture"
+	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/health"
+	"github.com/alternayte/queuebox/shared/metrics"
+	"github.com/alternayte/queuebox/shared/redact"
+	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/waker"
+)
+
+// The environment variables of the node's settings.
+const (
+	PollFunctionVariable   = "CAPTURE_POLL_FUNCTION"
+	RelayFunctionVariable  = "CAPTURE_RELAY_FUNCTION"
+	WakeIntervalVariable   = "CAPTURE_WAKE_INTERVAL_MS"
+	LambdaEndpointVariable = "CAPTURE_LAMBDA_ENDPOINT"
+)
+
+// Settings are the node's settings that are not configuration keys.
+type Settings struct {
+	// PollFunction is the poll function to wake. Required.
+	PollFunction string
+	// RelayFunction is the relay function to wake. Optional.
+	RelayFunction string
+	// WakeInterval is the debounce interval of each function's invokes. Default 1 s.
+	WakeInterval time.Duration
+	// Endpoint replaces the Lambda endpoint. Optional.
+	Endpoint string
+}
+
+// ParseSettings reads the settings from env, the environment as config.EnvMap returns it.
+func ParseSettings(env map[string]string) (Settings, error) {
+	s := Settings{
+		PollFunction:  strings.TrimSpace(env[PollFunctionVariable]),
+		RelayFunction: strings.TrimSpace(env[RelayFunctionVariable]),
+		Endpoint:      strings.TrimSpace(env[LambdaEndpointVariable]),
+		WakeInterval:  waker.DefaultInterval,
+	}
+	var problems []error
+	if s.PollFunction == "" {
+		problems = append(problems, fmt.Errorf("%s is not set; it names the poll function that capture wakes", PollFunctionVariable))
+	}
+	if v := strings.TrimSpace(env[WakeIntervalVariable]); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms <= 0 {
+			problems = append(problems, fmt.Errorf("%s is %q; it must be a whole number of milliseconds above 0", WakeIntervalVariable, v))
+		}
+		s.WakeInterval = time.Duration(ms) * time.Millisecond
+	}
+	return s, errors.Join(problems...)
+}
+
+// Options are the parts of a Node that tests replace.
+type Options struct {
+	// Addr is the listen address. Default: ":" + the management port, or the HTTP port.
+	Addr string
+	// Client makes the Lambda calls. Default: a client from the AWS default chain.
+	Client waker.Invoker
+}
+
+// Node is the capture node.
+type Node struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	conn     *capture.Connector
+	poll     *waker.LambdaInvoker
+	relay    *waker.LambdaInvoker // nil without RelayFunction
+	metrics  *metrics.Registry
+	addr     string
+	listener net.Listener
+	ready    chan struct{}
+	mu       sync.Mutex
+}
+
+// New builds the node: it refuses a configuration without postgres-logical capture (and
+// sqlserver-cdc, which this build does not implement), and builds the Lambda wakers.
+func New(ctx context.Context, cfg *config.Config, s Settings, o Options, log *slog.Logger) (*Node, error) {
+	if !cfg.Outbox.Capture.Enabled {
+		return nil, &service.StartError{Step: "start capture", Err: errors.New(
+			"outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED); the capture node needs it true and outbox.capture.mode postgres-logical")}
+	}
+	n := &Node{cfg: cfg, log: log, metrics: metrics.New(service.Version), ready: make(chan struct{}), addr: o.Addr}
+	if n.addr == "" {
+		port := cfg.Server.ManagementPort
+		if port == 0 {
+			port = cfg.Server.HTTPPort
+		}
+		n.addr = ":" + strconv.Itoa(port)
+	}
+	lc := func(function string) waker.LambdaConfig {
+		return waker.LambdaConfig{FunctionName: function, Interval: s.WakeInterval, Endpoint: s.Endpoint,
+			Client: o.Client, Payload: []byte(`{"source":"queuebox.capture"}`), Logger: log}
+	}
+	ccfg, err := capture.FromConfig(cfg, waker.Nop{}, log)
+	if err != nil {
+		return nil, &service.StartError{Step: "start capture", Err: err}
+	}
+	if n.poll, err = waker.NewLambdaInvoker(ctx, lc(s.PollFunction)); err != nil {
+		return nil, &service.StartError{Step: "build the Lambda waker", Err: err}
+	}
+	ccfg.Waker = n.poll
+	if s.RelayFunction != "" {
+		if n.relay, err = waker.NewLambdaInvoker(ctx, lc(s.RelayFunction)); err != nil {
+			n.poll.Close()
+			return nil, &service.StartError{Step: "build the Lambda waker", Err: err}
+		}
+		ccfg.InboxWaker = n.relay
+	}
+	if n.conn, err = capture.New(ccfg); err != nil {
+		n.closeWakers()
+		return nil, &service.StartError{Step: "start capture", Err: err}
+	}
+	return n, nil
+}
+
+func (n *Node) closeWakers() {
+	n.poll.Close()
+	if n.relay != nil {
+		n.relay.Close()
+	}
+}
+
+// Connector returns the capture connector.
+func (n *Node) Connector() *capture.Connector { return n.conn }
+
+// Ready is closed when the node listens.
+func (n *Node) Ready() <-chan struct{} { return n.ready }
+
+// Addr returns the listen address once Ready is closed.
+func (n *Node) Addr() net.Addr {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.listener == nil {
+		return nil
+	}
+	return n.listener.Addr()
+}
+
+// Handler serves the health routes and /metrics. The outbox-capture component decides the
+// node's readiness: capture is all that the node does.
+func (n *Node) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", n.metrics.Handler())
+	health.New(health.Check{Name: "outbox-capture", Decides: true, Probe: n.conn.Check}).Register(mux)
+	mux.HandleFunc("GET /{$}", service.Running)
+	return mux
+}
+
+// Run serves and captures until ctx is done, then stops the server (draining for up to 5 s),
+// capture and the wakers. It returns an error when the node cannot listen, and when a capture
+// fault stops the stream: the node exists for capture, so it exits and says why.
+func (n *Node) Run(ctx context.Context) error {
+	defer n.closeWakers()
+	ln, err := net.Listen("tcp", n.addr)
+	if err != nil {
+		close(n.ready)
+		return &service.StartError{Step: "listen on " + n.addr, Err: err}
+	}
+	n.mu.Lock()
+	n.listener = ln
+	n.mu.Unlock()
+	close(n.ready)
+	srv := &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serveErr <- fmt.Errorf("serving %s: %w", ln.Addr(), err)
+		}
+	}()
+	capCtx, stopCapture := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopCapture()
+	capDone := make(chan error, 1)
+	go func() { capDone <- n.conn.Run(capCtx) }()
+	n.log.Info("QueueBox capture node started", "version", service.Version, "address", ln.Addr().String(),
+		"identity", n.cfg.Outbox.Capture.Identity, "slot", n.cfg.Outbox.Capture.Slot)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-serveErr:
+	case <-n.conn.Faulted():
+		runErr = &service.StartError{Step: "run capture", Err: n.conn.Fault()}
+	}
+	n.log.Info("QueueBox capture node is shutting down")
+	drainCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := srv.Shutdown(drainCtx); err != nil {
+		n.log.Warn("HTTP server did not drain in time", "error", redact.Error(err))
+	}
+	cancel()
+	stopCapture()
+	<-capDone
+	n.log.Info("QueueBox capture node stopped")
+	return runErr
+}
+
+// Main runs the capture node of capturenode/main.go and returns its exit code: 0 after a
+// clean stop, 1 when the configuration, the settings or the start fail, or capture faults.
+func Main(ctx context.Context, environ []string, readFile func(string) ([]byte, error), stderr io.Writer) int {
+	log := service.NewLogger(stderr, slog.LevelInfo)
+	env := config.EnvMap(environ)
+	cfg, warnings, err := config.Load(config.LoadOptions{Env: env, ReadFile: readFile})
+	for _, w := range warnings {
+		log.Warn("configuration warning", "warning", w.String())
+	}
+	if err != nil {
+		var verr *config.ValidationError
+		if errors.As(err, &verr) {
+			fmt.Fprintf(stderr, "QueueBox could not load the configuration: %d problem(s).\n", len(verr.Problems))
+			for _, p := range verr.Problems {
+				fmt.Fprintf(stderr, "  - %s\n", p.String())
+			}
+			return 1
+		}
+		fmt.Fprintf(stderr, "QueueBox could not load the configuration. Reason: %s\n", redact.Error(err))
+		return 1
+	}
+	settings, err := ParseSettings(env)
+	if err != nil {
+		fmt.Fprintf(stderr, "QueueBox could not read the capture node settings. Reason: %s\n", redact.Error(err))
+		return 1
+	}
+	log.Info("configuration loaded", "config", cfg.LogValue())
+	n, err := New(ctx, cfg, settings, Options{}, log)
+	if err != nil {
+		fmt.Fprintln(stderr, err.Error())
+		return 1
+	}
+	if err := n.Run(ctx); err != nil {
+		fmt.Fprintln(stderr, err.Error())
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,191 @@
+package capture
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+)
+
+// The files of the state directory (spec/08-capture-changes.md).
+const (
+	// OffsetsFile holds the log position that capture has handled.
+	OffsetsFile = "offsets.dat"
+	// IdentityFile holds the state_id that ties the files to the row of
+	// queuebox_capture_state.
+	IdentityFile = "identity"
+)
+
+// StateTable is the table that records each capture identity (migration V7).
+const StateTable = "queuebox_capture_state"
+
+// Offsets is the content of offsets.dat: a small JSON document.
+type Offsets struct {
+	// LSN is the log position up to which every change was handled, in PostgreSQL's X/Y form.
+	LSN string `json:"lsn"`
+	// Slot and Publication name what the position belongs to, for the operator's eyes.
+	Slot        string `json:"slot"`
+	Publication string `json:"publication"`
+	// UpdatedAt is when the file was written, RFC 3339.
+	UpdatedAt string `json:"updatedAt"`
+}
+
+// files reads and writes the state directory.
+type files struct {
+	dir string
+}
+
+// readIdentity returns the state_id of the identity file, or "" when there is none.
+func (f files) readIdentity() (string, error) {
+	b, err := os.ReadFile(filepath.Join(f.dir, IdentityFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the capture identity file: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// readOffsets returns the handled position of offsets.dat; ok is false when the file does not
+// exist.
+func (f files) readOffsets() (lsn pglogrepl.LSN, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(f.dir, OffsetsFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("reading %s: %w", OffsetsFile, err)
+	}
+	var o Offsets
+	if err := json.Unmarshal(b, &o); err != nil {
+		return 0, false, fmt.Errorf("reading %s: %w", OffsetsFile, err)
+	}
+	lsn, err = pglogrepl.ParseLSN(o.LSN)
+	if err != nil {
+		return 0, false, fmt.Errorf("reading %s: the position %q: %w", OffsetsFile, o.LSN, err)
+	}
+	return lsn, true, nil
+}
+
+// writeIdentity writes the identity file.
+func (f files) writeIdentity(stateID string) error {
+	if err := writeAtomic(f.dir, IdentityFile, []byte(stateID+"\n")); err != nil {
+		return fmt.Errorf("writing the capture identity file: %w", err)
+	}
+	return nil
+}
+
+// writeOffsets records the handled position.
+func (f files) writeOffsets(lsn pglogrepl.LSN, slot, publication string) error {
+	b, _ := json.Marshal(Offsets{LSN: lsn.String(), Slot: slot, Publication: publication,
+		UpdatedAt: time.Now().UTC().Format(time.RFC3339Nano)})
+	if err := writeAtomic(f.dir, OffsetsFile, append(b, '\n')); err != nil {
+		return fmt.Errorf("writing %s: %w", OffsetsFile, err)
+	}
+	return nil
+}
+
+// writeAtomic writes name in dir through a synced temporary file and a rename, so a crash
+// leaves the old or the new content, never a torn one.
+func writeAtomic(dir, name string, data []byte) error {
+	tmp, err := os.CreateTemp(dir, "."+name+".*")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
+}
+
+// newStateID returns a random (version 4) UUID.
+func newStateID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// fingerprint is the digest of the settings that give the recorded position its meaning: a
+// new slot, publication, schema, table, host or database makes it meaningless.
+func fingerprint(host string, port uint16, database, schema, table, publication, slot string) string {
+	sum := sha256.Sum256([]byte(strings.Join([]string{
+		"postgres-logical", host, strconv.Itoa(int(port)), database, schema, table, publication, slot,
+	}, "\x00")))
+	return hex.EncodeToString(sum[:])
+}
+
+// stateRow is the row of queuebox_capture_state of the identity.
+type stateRow struct {
+	stateID     string
+	fingerprint string
+}
+
+// stateStore reads and writes queuebox_capture_state.
+type stateStore struct {
+	conn *pgx.Conn
+}
+
+// exists reports whether the table exists (migration V7 applied).
+func (s stateStore) exists(ctx context.Context) (bool, error) {
+	var ok bool
+	if err := s.conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, StateTable).Scan(&ok); err != nil {
+		return false, fmt.Errorf("looking for %s: %w", StateTable, err)
+	}
+	return ok, nil
+}
+
+// read returns the row of the identity, or nil.
+func (s stateStore) read(ctx context.Context, identity string) (*stateRow, error) {
+	var r stateRow
+	err := s.conn.QueryRow(ctx, `SELECT state_id, config_fingerprint FROM `+StateTable+` WHERE identity_name = $1`, identity).
+		Scan(&r.stateID, &r.fingerprint)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", StateTable, err)
+	}
+	return &r, nil
+}
+
+// insert records the identity unless a row exists, and returns the row that the table holds
+// afterwards.
+func (s stateStore) insert(ctx context.Context, identity string, r stateRow) (*stateRow, error) {
+	if _, err := s.conn.Exec(ctx, `INSERT INTO `+StateTable+` (identity_name, state_id, config_fingerprint)
+VALUES ($1, $2, $3) ON CONFLICT (identity_name) DO NOTHING`, identity, r.stateID, r.fingerprint); err != nil {
+		return nil, fmt.Errorf("recording the capture identity in %s: %w", StateTable, err)
+	}
+	return s.read(ctx, identity)
+}
