@@ -85,7 +85,7 @@ lambda:
 # of the template has its target here.
 LAMBDA_ARTIFACT = $(LAMBDA_ENV) $(GO) build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)$(if $(LAMBDA_CONFIG), && cp $(LAMBDA_CONFIG) $(ARTIFACTS_DIR)/queuebox.yml)
 
-.PHONY: build-PollFunction build-RelayFunction build-RetentionFunction build-InboxFunction
+.PHONY: build-PollFunction build-RelayFunction build-RetentionFunction build-InboxFunction build-AdminFunction
 build-PollFunction:
 	$(call LAMBDA_ARTIFACT,poll)
 build-RelayFunction:
@@ -94,6 +94,8 @@ build-RetentionFunction:
 	$(call LAMBDA_ARTIFACT,retention)
 build-InboxFunction:
 	$(call LAMBDA_ARTIFACT,inbox)
+build-AdminFunction:
+	$(call LAMBDA_ARTIFACT,admin)
 
 ## jsonata: installs the pinned npm jsonata 2.2.2 in shared/transform/jsjsonata (package.json and
 ## package-lock.json with its integrity hash) with `npm ci`, and checks that the committed

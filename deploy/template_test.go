@@ -224,7 +224,7 @@ func TestTemplateFunctionsBuild(t *testing.T) {
 		assert.Contains(t, deployed, name,
 			"functions/%s is not in template.yaml: add its function, its build-<LogicalId> target in the Makefile, and its events (deploy/README.md)", name)
 	}
-	for _, name := range []string{"poll", "relay", "retention", "inbox"} {
+	for _, name := range []string{"poll", "relay", "retention", "inbox", "admin"} {
 		assert.Contains(t, deployed, name)
 	}
 }
@@ -286,8 +286,9 @@ func normalKey(path string) string {
 	return path
 }
 
-// secretKey matches the last level of a key path that holds a credential.
-var secretKey = regexp.MustCompile(`(?i)(password|passphrase|secret|token|apikey|privatekey|credential)`)
+// secretKey matches the last level of a key path that holds a credential (key: the key of an
+// api-key auth block, such as admin.auth.key).
+var secretKey = regexp.MustCompile(`(?i)(password|passphrase|secret|token|apikey|privatekey|credential|^key$)`)
 
 // dynamicSecret matches a Secrets Manager dynamic reference as the whole value.
 var dynamicSecret = regexp.MustCompile(`^\{\{resolve:secretsmanager:[^:{}]+(:SecretString(:[^:{}]*(:[^:{}]*(:[^:{}]*)?)?)?)?\}\}$`)
@@ -437,7 +438,7 @@ func walkStrings(v any, f func(string)) {
 }
 
 // TestTemplateEvents checks the schedules of poll, relay and retention and the HTTP API
-// route of the inbox.
+// routes of the inbox and the admin function (TestTemplateAdminAPI checks the admin API).
 func TestTemplateEvents(t *testing.T) {
 	t.Parallel()
 	tpl := loadTemplate(t)
@@ -479,6 +480,9 @@ func TestTemplateEvents(t *testing.T) {
 		assert.Equal(t, 1, schedules[id], "%s has one schedule", id)
 	}
 	assert.Contains(t, routes, "InboxFunction POST /inbox/{proxy+}")
+	for _, r := range []string{"ANY /health", "ANY /health/{proxy+}", "ANY /admin/{proxy+}"} {
+		assert.Contains(t, routes, "AdminFunction "+r)
+	}
 }
 
 // TestTemplateLimits checks the reserved concurrency (the replica cap) of poll and relay, the

@@ -3,7 +3,7 @@
 // Lambda service would: the function is built as `make lambda` builds it (static, no cgo,
 // -tags lambda.norpc), but for the host's architecture, and named bootstrap.
 //
-// The package's tests run the inbox, poll and relay functions against a real PostgreSQL;
+// The package's tests run the inbox, poll, relay and admin functions against a real PostgreSQL;
 // bench/lambda uses the same helpers to measure cold-start and warm invoke times. The folder
 // holds no main.go, so `make lambda` does not take it for a function.
 //

@@ -65,7 +65,7 @@ func setupAndRun(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(work)
-	for _, name := range []string{"inbox", "poll", "relay"} {
+	for _, name := range []string{"inbox", "poll", "relay", "admin"} {
 		out := filepath.Join(work, name, "bootstrap")
 		if err := Build(ctx, "../..", name, out); err != nil {
 			fmt.Fprintln(os.Stderr, "rietest:", err)

@@ -18,7 +18,8 @@
 //
 // The relay function hands RelayHandler to Start the same way; the inbox function hands it
 // HTTPHandler over service.DataHandler, which adapts API Gateway HTTP API events to the
-// data port that the local process serves.
+// data port that the local process serves; the admin function hands it AdminHandler, the
+// health and admin routes of the local management port.
 //
 // Each invocation repeats the cycle within the invocation's deadline (see PollHandler and
 // Settings); warm invocations reuse the pools and publishers that main built. Concurrent
