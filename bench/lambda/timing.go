@@ -193,6 +193,13 @@ func timeFunction(ctx context.Context, rie, bootstrap, name string, env map[stri
 // eventFor returns the events of the function's invokes: the inbox gets API Gateway HTTP API
 // events, each storing a new row; the others the scheduled event, on an idle database.
 func eventFor(name string) (func(i int) []byte, string, error) {
+	if name == "admin" {
+		raw, err := os.ReadFile("functions/admin/testdata/get-health-ready.json")
+		if err != nil {
+			return nil, "", fmt.Errorf("reading the admin event: %w", err)
+		}
+		return func(int) []byte { return raw }, "GET /health/ready", nil
+	}
 	if name != "inbox" {
 		raw, err := os.ReadFile("shared/lambdafn/testdata/scheduled-event.json")
 		if err != nil {

@@ -14,6 +14,7 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,9 +91,41 @@ func New(version string) *Registry {
 	return r
 }
 
-// Handler serves the Prometheus text format.
+// ContentType is the content type of the text format that GET /metrics answers
+// (spec/26-http-api.md).
+const ContentType = "text/plain; version=0.0.4; charset=utf-8"
+
+// Handler serves the Prometheus text format with the documented content type. promhttp adds
+// an escaping parameter to the text format's type; a client that negotiates another format
+// (OpenMetrics, protobuf) keeps the type promhttp gives it.
 func (r *Registry) Handler() http.Handler {
-	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{})
+	h := promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		h.ServeHTTP(&textTypeWriter{ResponseWriter: w}, req)
+	})
+}
+
+// textTypeWriter replaces the text format's content type before the header is written.
+type textTypeWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *textTypeWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.wrote = true
+		if strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain; version=0.0.4") {
+			w.Header().Set("Content-Type", ContentType)
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *textTypeWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 // Prometheus returns the underlying registry, for collectors registered by other packages

@@ -80,3 +80,25 @@ func TestMaxWindowDecays(t *testing.T) {
 		t.Errorf("max long after = %v, want 0.5", got)
 	}
 }
+
+func TestScrapeAnswersTheDocumentedContentType(t *testing.T) {
+	t.Parallel()
+	r := New("1.2.3")
+	for _, accept := range []string{"", "text/plain", "*/*"} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		r.Handler().ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			t.Fatalf("Accept %q: status %d", accept, rec.Code)
+		}
+		if got := rec.Header().Get("Content-Type"); got != "text/plain; version=0.0.4; charset=utf-8" {
+			t.Errorf("Accept %q: Content-Type %q, want the type of spec/26", accept, got)
+		}
+		if !strings.Contains(rec.Body.String(), `queuebox{version="1.2.3"} 1`) {
+			t.Errorf("Accept %q: body lacks the version metric", accept)
+		}
+	}
+}
