@@ -54,6 +54,10 @@ type Options struct {
 	Out string
 	// CPUProfile, when set, is the file of a CPU profile of QueueBox during the new phase.
 	CPUProfile string
+	// CeilingSeconds is the length of the pgbench ceiling run after the phases (10); 0
+	// skips it. CeilingClients is its connection count (the pool size when 0).
+	CeilingSeconds int
+	CeilingClients int
 	// Stdout receives the table.
 	Stdout io.Writer
 }
@@ -67,6 +71,7 @@ type Report struct {
 	Phases   []Phase           `json:"phases"`
 	Rows     RowCheck          `json:"rows"`
 	Targets  []Target          `json:"targets"`
+	Ceiling  *Ceiling          `json:"ceiling,omitempty"`
 	Seconds  float64           `json:"totalSeconds"`
 	Config   map[string]string `json:"queueboxEnvironment"`
 	Problems []string          `json:"problems,omitempty"`
@@ -278,6 +283,20 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := stop(); err != nil {
 		rep.Problems = append(rep.Problems, "stopping QueueBox: "+err.Error())
 	}
+	lg.stop()
+	if opts.CeilingSeconds > 0 {
+		clients := opts.CeilingClients
+		if clients <= 0 {
+			clients = cfg.Database.PoolSize
+		}
+		logf("ceiling: pgbench, %d clients for %d s", clients, opts.CeilingSeconds)
+		c, err := measureCeiling(ctx, db, clients, opts.CeilingSeconds)
+		if err != nil {
+			rep.Problems = append(rep.Problems, "ceiling: "+err.Error())
+		} else {
+			rep.Ceiling = &c
+		}
+	}
 
 	for _, p := range rep.Phases {
 		t := Target{Name: "new keys, 202/s", Target: TargetNewPerSec, Got: p.ExpectedPerSec}
@@ -325,6 +344,10 @@ func printTable(w io.Writer, rep *Report) {
 			met = "met"
 		}
 		fmt.Fprintf(w, "target %-18s ≥ %.0f: %.0f %s\n", t.Name, t.Target, t.Got, met)
+	}
+	if c := rep.Ceiling; c != nil {
+		fmt.Fprintf(w, "ceiling: PostgreSQL alone, one single-row INSERT ... ON CONFLICT DO NOTHING per commit, %d clients: %.0f tps (avg %.2f ms), load1 %.2f, busy %.0f %%\n",
+			c.Clients, c.TPS, c.LatencyMs, c.Load1, c.MachineBusyPct)
 	}
 	for _, p := range rep.Problems {
 		fmt.Fprintln(w, "PROBLEM:", p)

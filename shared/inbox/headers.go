@@ -1,10 +1,9 @@
 package inbox
 
 import (
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf16"
@@ -51,13 +50,24 @@ func requestHeaders(r *http.Request) map[string]string {
 // encodeHeaders encodes the headers as a JSON object without HTML escapes (the object of the
 // headers column).
 func encodeHeaders(m map[string]string) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
-		return nil, fmt.Errorf("encoding headers: %w", err)
+	names := make([]string, 0, len(m))
+	size := 2
+	for name, v := range m {
+		names = append(names, name)
+		size += len(name) + len(v) + 6
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	slices.Sort(names)
+	out := make([]byte, 0, size)
+	out = append(out, '{')
+	for i, name := range names {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendJSONString(out, name)
+		out = append(out, ':')
+		out = appendJSONString(out, m[name])
+	}
+	return append(out, '}'), nil
 }
 
 // CleanCorrelationID returns a received correlation identifier as QueueBox keeps it: control

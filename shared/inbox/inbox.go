@@ -24,6 +24,12 @@
 //  8. store the row: 202 {"messageId":"<id>"}, 200 {"status":"duplicate"}, or
 //     500 {"error":"Storage failed"}.
 //
+// The rows of concurrent requests are written together: each request that reaches step 8
+// queues its row, and a writer writes whatever is queued (up to Options.MaxBatch rows, without
+// waiting for more) in one statement and one commit, then answers each request of the batch
+// with its own result. A batch is written entirely or not at all: when its write fails, every
+// request of the batch gets 500. A lone request is written at once on its own goroutine.
+//
 // Every answer except 429 is JSON with Content-Type application/json.
 package inbox
 
@@ -33,6 +39,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -185,6 +192,15 @@ type Options struct {
 	// Draining reports whether the process is shutting down; while it is true every request
 	// gets 503. Default: never (Handler.Drain still works).
 	Draining func() bool
+	// MaxBatch is the largest number of rows written in one statement. Default:
+	// DefaultMaxBatch.
+	MaxBatch int
+	// Writers is the largest number of batches written at the same time, each on its own
+	// database connection. Default: DefaultWriters.
+	Writers int
+	// BatchTimeout bounds the write of a batch of two or more rows. Default:
+	// DefaultBatchTimeout. A batch of one row runs under its request's context.
+	BatchTimeout time.Duration
 }
 
 // route is one compiled source.
@@ -204,7 +220,7 @@ type Handler struct {
 	routes    map[string]*route // by full path
 	maxBody   int64
 	tooLarge  []byte
-	store     store.InboxStore
+	batch     *batcher
 	metrics   Metrics
 	log       *slog.Logger
 	now       func() time.Time
@@ -236,11 +252,20 @@ func New(opts Options) (*Handler, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = DefaultMaxBatch
+	}
+	if opts.Writers <= 0 {
+		opts.Writers = DefaultWriters
+	}
+	if opts.BatchTimeout <= 0 {
+		opts.BatchTimeout = DefaultBatchTimeout
+	}
 	h := &Handler{
 		routes:   make(map[string]*route, len(opts.Sources)),
 		maxBody:  opts.MaxBodyBytes,
 		tooLarge: errorBody(fmt.Sprintf("Request body exceeds %d bytes", opts.MaxBodyBytes)),
-		store:    opts.Store,
+		batch:    newBatcher(opts.Store, opts.MaxBatch, opts.Writers, opts.BatchTimeout),
 		metrics:  opts.Metrics,
 		log:      opts.Logger,
 		now:      opts.Now,
@@ -437,7 +462,10 @@ func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route)
 	for _, name := range rt.excludeHeaders {
 		delete(headers, name)
 	}
-	log := h.log.With(slog.String("source", src.Name), slog.String("correlation_id", corrID))
+	// The request's logger, built only when a line is written.
+	log := func() *slog.Logger {
+		return h.log.With(slog.String("source", src.Name), slog.String("correlation_id", corrID))
+	}
 
 	// 5. The JSON document.
 	doc, ok := parseJSON(body)
@@ -451,7 +479,7 @@ func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route)
 	ids, msg := rt.extract(doc)
 	if msg != "" {
 		h.metrics.InboxRejection(ReasonExtraction)
-		log.DebugContext(r.Context(), "inbox: request refused", slog.String("reason", msg))
+		log().DebugContext(r.Context(), "inbox: request refused", slog.String("reason", msg))
 		writeJSON(w, http.StatusBadRequest, errorBody(msg))
 		return
 	}
@@ -474,10 +502,10 @@ func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route)
 		}
 		if err != nil {
 			if src.OnError == config.OnErrorSkip {
-				log.WarnContext(r.Context(), "inbox: source transform failed, storing the original body", slog.Any("error", err))
+				log().WarnContext(r.Context(), "inbox: source transform failed, storing the original body", slog.Any("error", err))
 			} else {
 				h.metrics.InboxRejection(ReasonTransformFailed)
-				log.InfoContext(r.Context(), "inbox: source transform failed", slog.Any("error", err))
+				log().InfoContext(r.Context(), "inbox: source transform failed", slog.Any("error", err))
 				writeJSON(w, http.StatusUnprocessableEntity, errorBody("Transform failed: "+err.Error()))
 				return
 			}
@@ -491,7 +519,7 @@ func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route)
 	if err != nil { // unreachable: a map of strings always encodes
 		headerJSON = json.RawMessage(`{}`)
 	}
-	res, err := h.store.InboxInsert(r.Context(), store.InboxInsertParams{
+	res, err := h.batch.insert(r.Context(), store.InboxInsertParams{
 		Source:         src.Name,
 		IdempotencyKey: ids.key,
 		AggregateID:    ids.aggregateID,
@@ -505,7 +533,7 @@ func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route)
 		// Valid JSON that the database cannot hold (a \u0000 escape, a lone surrogate, a
 		// number beyond its range): storing it again fails again, so the sender must not retry.
 		h.metrics.InboxRejection(ReasonExtraction)
-		log.Warn("inbox: the database refuses a value of the message", slog.Any("error", err))
+		log().Warn("inbox: the database refuses a value of the message", slog.Any("error", err))
 		writeJSON(w, http.StatusBadRequest, bodyInvalidJSON)
 		return
 	}
@@ -515,7 +543,7 @@ func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route)
 		if r.Context().Err() != nil {
 			level = slog.LevelWarn // the client went away during the write; it sends again
 		}
-		log.Log(r.Context(), level, "inbox: storing the message", slog.Any("error", err))
+		log().Log(r.Context(), level, "inbox: storing the message", slog.Any("error", err))
 		writeJSON(w, http.StatusInternalServerError, bodyStorage)
 		return
 	}
@@ -528,7 +556,9 @@ func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route)
 	if rt.consumption == store.ConsumptionPush && h.waker != nil {
 		h.waker.Wake()
 	}
-	writeJSON(w, http.StatusAccepted, append(append([]byte(`{"messageId":`), jsonString(res.ID)...), '}'))
+	answer := make([]byte, 0, len(`{"messageId":""}`)+len(res.ID))
+	answer = appendJSONString(append(answer, `{"messageId":`...), res.ID)
+	writeJSON(w, http.StatusAccepted, append(answer, '}'))
 }
 
 // identifiers are the values that step 6 extracts.
@@ -569,6 +599,8 @@ func (rt *route) extract(doc any) (identifiers, string) {
 }
 
 // readBody reads the whole body, at most limit bytes; a longer body gives *http.MaxBytesError.
+// A body with a Content-Length is read into one buffer of that length plus one byte, so that
+// the read that reports the end finds room and nothing is copied again.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if r.Body == nil {
 		return nil, nil
@@ -576,11 +608,22 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	rd := http.MaxBytesReader(w, r.Body, limit)
 	size := 512
 	if r.ContentLength > 0 {
-		size = int(r.ContentLength) + 1 // one more byte, so that ReadAll sees EOF without growing
+		size = int(r.ContentLength) + 1
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	_, err := buf.ReadFrom(rd)
-	return buf.Bytes(), err
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // grow, as io.ReadAll does
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // parseJSON decodes one JSON document, keeping numbers as their text. It refuses text that is
@@ -634,9 +677,15 @@ func tooDeep(body []byte, limit int) bool {
 	return false
 }
 
+// contentTypeJSON is the Content-Type of every JSON answer. writeJSON puts this slice into
+// each response's header map as it is (Header.Set would allocate one per answer); net/http
+// only reads it, and an append to it copies, because its capacity is its length.
+var contentTypeJSON = []string{"application/json"}
+
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	h := w.Header()
+	h["Content-Type"] = contentTypeJSON
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
@@ -648,9 +697,29 @@ func errorBody(text string) []byte {
 
 // jsonString returns s as a JSON string without HTML escapes.
 func jsonString(s string) []byte {
+	return appendJSONString(nil, s)
+}
+
+// appendJSONString appends s as a JSON string without HTML escapes, as encoding/json writes
+// it with SetEscapeHTML(false). Text of printable ASCII other than " and \ (a message id, a
+// usual header value) is copied as it is; any other text goes through encoding/json, which
+// escapes control characters, U+2028 and U+2029 and replaces bytes that are not UTF-8.
+func appendJSONString(dst []byte, s string) []byte {
+	plain := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s) // a string always encodes
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return append(dst, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))...)
 }

@@ -270,6 +270,13 @@ type InboxStore interface {
 	// InboxInsert stores a message once per source and idempotency key. A duplicate is not
 	// an error: the result says Duplicate and nothing is written.
 	InboxInsert(ctx context.Context, params InboxInsertParams) (InboxInsertResult, error)
+	// InboxInsertBatch stores many messages in one transaction, with the deduplication of
+	// InboxInsert: the result holds one entry per params entry, in the same order. A message
+	// whose source and idempotency key are already stored, or that repeats an earlier entry of
+	// the same batch, is a Duplicate. The batch is written entirely or not at all: on an error
+	// nothing of it is stored (and a store.ErrInvalidValue does not say which entry the
+	// database refused).
+	InboxInsertBatch(ctx context.Context, params []InboxInsertParams) ([]InboxInsertResult, error)
 	// InboxRelayClaim claims up to Limit pending push rows under the relay lock, at most one
 	// per aggregate across every push source and none of an aggregate that has a processing
 	// row, in created_at order. Pull rows are never touched.

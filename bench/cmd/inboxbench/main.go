@@ -32,6 +32,8 @@ func run(ctx context.Context, args []string) int {
 	poolSize := fs.Int("pool-size", 0, "QueueBox's database.poolSize (0 keeps the configuration default)")
 	out := fs.String("out", "bench/results/inbox.json", "JSON report file (empty writes none)")
 	profile := fs.String("cpuprofile", "", "file of a CPU profile of QueueBox during the new-keys phase")
+	ceilingSeconds := fs.Int("ceiling-seconds", 10, "seconds of the pgbench ceiling run after the phases (0 skips it)")
+	ceilingClients := fs.Int("ceiling-clients", 0, "connections of the pgbench ceiling run (0: the pool size)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -42,18 +44,20 @@ func run(ctx context.Context, args []string) int {
 		}
 		return 0
 	}
-	if *clients <= 0 || *seconds <= 0 || *poolSize < 0 {
-		fmt.Fprintln(os.Stderr, "inboxbench: -clients and -seconds must be above 0, -pool-size 0 or more")
+	if *clients <= 0 || *seconds <= 0 || *poolSize < 0 || *ceilingSeconds < 0 || *ceilingClients < 0 {
+		fmt.Fprintln(os.Stderr, "inboxbench: -clients and -seconds must be above 0, -pool-size, -ceiling-seconds and -ceiling-clients 0 or more")
 		return 2
 	}
 	opts := inboxbench.Options{
-		ServerURL:  serverURL(),
-		Clients:    *clients,
-		Seconds:    *seconds,
-		PoolSize:   *poolSize,
-		Out:        *out,
-		CPUProfile: *profile,
-		Stdout:     os.Stdout,
+		ServerURL:      serverURL(),
+		Clients:        *clients,
+		Seconds:        *seconds,
+		PoolSize:       *poolSize,
+		Out:            *out,
+		CPUProfile:     *profile,
+		CeilingSeconds: *ceilingSeconds,
+		CeilingClients: *ceilingClients,
+		Stdout:         os.Stdout,
 	}
 	if _, err := inboxbench.Run(ctx, opts); err != nil {
 		fmt.Fprintln(os.Stderr, "inboxbench:", err)

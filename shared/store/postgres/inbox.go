@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,23 +26,9 @@ RETURNING {id}::text`
 // InboxInsert stores a message once per source and idempotency key. A duplicate is not an
 // error: the result says Duplicate and nothing is written.
 func (s *Store) InboxInsert(ctx context.Context, params store.InboxInsertParams) (store.InboxInsertResult, error) {
-	consumption := params.Consumption
-	if consumption == "" {
-		consumption = store.ConsumptionPush
-	}
-	if consumption != store.ConsumptionPush && consumption != store.ConsumptionPull {
-		return store.InboxInsertResult{}, fmt.Errorf("inserting inbox row: consumption %q is not %s or %s", consumption, store.ConsumptionPush, store.ConsumptionPull)
-	}
-	state := params.State
-	if state == "" {
-		state = store.InboxPending
-	}
-	if state != store.InboxPending && state != store.InboxDead {
-		return store.InboxInsertResult{}, fmt.Errorf("inserting inbox row: state %q is not %s or %s", state, store.InboxPending, store.InboxDead)
-	}
-	lastError := ""
-	if state == store.InboxDead {
-		lastError = cleanText(params.LastError)
+	v, err := inboxValuesOf(params)
+	if err != nil {
+		return store.InboxInsertResult{}, fmt.Errorf("inserting inbox row: %w", err)
 	}
 	var headers any
 	if params.Headers != nil {
@@ -48,7 +36,7 @@ func (s *Store) InboxInsert(ctx context.Context, params store.InboxInsertParams)
 	}
 	rows, err := s.pool.Query(ctx, s.sql.inboxInsert, params.Source, params.IdempotencyKey,
 		params.AggregateID, params.EventType, params.Payload, headers, params.CorrelationID,
-		consumption, state, lastError)
+		v.consumption, v.state, v.lastError)
 	if err != nil {
 		return store.InboxInsertResult{}, wrapErr("inserting inbox row", err)
 	}
@@ -60,6 +48,136 @@ func (s *Store) InboxInsert(ctx context.Context, params store.InboxInsertParams)
 		return store.InboxInsertResult{Duplicate: true}, nil
 	}
 	return store.InboxInsertResult{ID: ids[0]}, nil
+}
+
+// inboxValues are the checked and defaulted values of an inbox insert.
+type inboxValues struct {
+	consumption, state, lastError string
+}
+
+// inboxValuesOf applies the defaults of InboxInsertParams and refuses a consumption other
+// than push or pull and a state other than pending or dead. last_error is written with a
+// dead state only.
+func inboxValuesOf(p store.InboxInsertParams) (inboxValues, error) {
+	v := inboxValues{consumption: p.Consumption, state: p.State}
+	if v.consumption == "" {
+		v.consumption = store.ConsumptionPush
+	}
+	if v.consumption != store.ConsumptionPush && v.consumption != store.ConsumptionPull {
+		return inboxValues{}, fmt.Errorf("consumption %q is not %s or %s", v.consumption, store.ConsumptionPush, store.ConsumptionPull)
+	}
+	if v.state == "" {
+		v.state = store.InboxPending
+	}
+	if v.state != store.InboxPending && v.state != store.InboxDead {
+		return inboxValues{}, fmt.Errorf("state %q is not %s or %s", v.state, store.InboxPending, store.InboxDead)
+	}
+	if v.state == store.InboxDead {
+		v.lastError = cleanText(p.LastError)
+	}
+	return v, nil
+}
+
+// inboxInsertBatchSQL stores many messages in one statement, and so in one transaction and
+// one commit. Each of the ten arrays holds one value per message; an empty string writes
+// null (the default '{}' for headers), as in inboxInsertSQL. The rows are inserted in array
+// order (ORDER BY the ordinality): InboxInsertBatch sends them sorted by source and
+// idempotency key, so two batches that share keys wait for each other's keys in the same
+// order and never deadlock. ON CONFLICT skips a key that is stored or that a concurrent
+// insert holds (after waiting for that insert to commit or roll back); RETURNING names the
+// rows that were inserted.
+const inboxInsertBatchSQL = `
+INSERT INTO {table} ({source}, {idempotency_key}, {aggregate_id}, {event_type}, {payload},
+    {headers}, {correlation_id}, {consumption}, {state}, {last_error})
+SELECT r.qb_source, r.qb_key, NULLIF(r.qb_aggregate_id, ''), NULLIF(r.qb_event_type, ''),
+    r.qb_payload::jsonb, COALESCE(NULLIF(r.qb_headers, '')::jsonb, '{}'::jsonb),
+    NULLIF(r.qb_correlation_id, ''), r.qb_consumption, r.qb_state, NULLIF(r.qb_last_error, '')
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+        $7::text[], $8::text[], $9::text[], $10::text[]) WITH ORDINALITY
+    AS r(qb_source, qb_key, qb_aggregate_id, qb_event_type, qb_payload, qb_headers,
+        qb_correlation_id, qb_consumption, qb_state, qb_last_error, qb_n)
+ORDER BY r.qb_n
+ON CONFLICT ({source}, {idempotency_key}) DO NOTHING
+RETURNING {id}::text, {source}, {idempotency_key}`
+
+// inboxKey is the deduplication identity of a message.
+type inboxKey struct{ source, key string }
+
+// InboxInsertBatch stores the messages in one statement (one transaction): one result per
+// message, in order. A message whose key is stored, or that repeats an earlier message of the
+// batch, is a Duplicate. A batch of one runs InboxInsert.
+func (s *Store) InboxInsertBatch(ctx context.Context, params []store.InboxInsertParams) ([]store.InboxInsertResult, error) {
+	if len(params) == 0 {
+		return nil, nil
+	}
+	if len(params) == 1 {
+		res, err := s.InboxInsert(ctx, params[0])
+		if err != nil {
+			return nil, err
+		}
+		return []store.InboxInsertResult{res}, nil
+	}
+	results := make([]store.InboxInsertResult, len(params))
+	// The first message of each key is written; a later one of the same key is a duplicate
+	// whatever happens to the first.
+	first := make(map[inboxKey]int, len(params))
+	order := make([]int, 0, len(params))
+	for i, p := range params {
+		if len(p.Payload) == 0 {
+			return nil, fmt.Errorf("inserting inbox rows: message %d has no payload", i)
+		}
+		k := inboxKey{p.Source, p.IdempotencyKey}
+		if _, ok := first[k]; ok {
+			results[i].Duplicate = true
+			continue
+		}
+		first[k] = i
+		order = append(order, i)
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := cmp.Compare(params[a].Source, params[b].Source); c != 0 {
+			return c
+		}
+		return cmp.Compare(params[a].IdempotencyKey, params[b].IdempotencyKey)
+	})
+	n := len(order)
+	cols := make([][]string, 10)
+	for c := range cols {
+		cols[c] = make([]string, n)
+	}
+	for j, i := range order {
+		p := params[i]
+		v, err := inboxValuesOf(p)
+		if err != nil {
+			return nil, fmt.Errorf("inserting inbox rows: message %d: %w", i, err)
+		}
+		cols[0][j], cols[1][j], cols[2][j], cols[3][j] = p.Source, p.IdempotencyKey, p.AggregateID, p.EventType
+		cols[4][j], cols[5][j], cols[6][j] = string(p.Payload), string(p.Headers), p.CorrelationID
+		cols[7][j], cols[8][j], cols[9][j] = v.consumption, v.state, v.lastError
+	}
+	rows, err := s.pool.Query(ctx, s.sql.inboxInsertBatch, cols[0], cols[1], cols[2], cols[3],
+		cols[4], cols[5], cols[6], cols[7], cols[8], cols[9])
+	if err != nil {
+		return nil, wrapErr("inserting inbox rows", err)
+	}
+	inserted := make(map[inboxKey]string, n)
+	var id string
+	var k inboxKey
+	_, err = pgx.ForEachRow(rows, []any{&id, &k.source, &k.key}, func() error {
+		inserted[k] = id
+		return nil
+	})
+	if err != nil {
+		return nil, wrapErr("inserting inbox rows", err)
+	}
+	for _, i := range order {
+		if id, ok := inserted[inboxKey{params[i].Source, params[i].IdempotencyKey}]; ok {
+			results[i].ID = id
+		} else {
+			results[i].Duplicate = true
+		}
+	}
+	return results, nil
 }
 
 // inboxRelayLockSQL serializes relay claims across every replica. The lock is keyed on the

@@ -49,6 +49,7 @@ type statements struct {
 	outboxDeleteExcess   string
 
 	inboxInsert         string
+	inboxInsertBatch    string
 	inboxRelayLock      string
 	inboxRelayClaim     string
 	inboxRelayProcessed string
@@ -213,6 +214,7 @@ func buildStatements(n store.Names) (statements, error) {
 	outbox(&st.outboxDeleteExcess, outboxDeleteExcessSQL)
 
 	inbox(&st.inboxInsert, inboxInsertSQL)
+	inbox(&st.inboxInsertBatch, inboxInsertBatchSQL)
 	st.inboxRelayLock = inboxRelayLockSQL
 	inbox(&st.inboxRelayClaim, inboxRelayClaimSQL)
 	inbox(&st.inboxRelayProcessed, inboxRelayProcessedSQL)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	mssql "github.com/microsoft/go-mssqldb"
@@ -34,6 +35,91 @@ func (s *Store) InboxInsert(ctx context.Context, params store.InboxInsertParams)
 		return store.InboxInsertResult{}, fmt.Errorf("inserting inbox row: %w", translate(err))
 	}
 	return store.InboxInsertResult{ID: uuidString(id)}, nil
+}
+
+// InboxInsertBatch stores the messages in one transaction: one result per message, in
+// order. Each distinct message runs inboxInsertSQL (the duplicate check under UPDLOCK and
+// HOLDLOCK) inside the transaction, so a message that repeats an earlier one of the batch
+// finds it, as does a message whose key is already stored; a message that repeats an earlier
+// one with the very same source and key is not sent at all. The messages are written in
+// source, key order, so that two batches that share keys mostly lock them in the same order;
+// a batch chosen as a deadlock victim runs again from the start. Any other error rolls the
+// whole batch back. A batch of one runs InboxInsert.
+func (s *Store) InboxInsertBatch(ctx context.Context, params []store.InboxInsertParams) ([]store.InboxInsertResult, error) {
+	if len(params) == 0 {
+		return nil, nil
+	}
+	if len(params) == 1 {
+		res, err := s.InboxInsert(ctx, params[0])
+		if err != nil {
+			return nil, err
+		}
+		return []store.InboxInsertResult{res}, nil
+	}
+	type keyOf struct{ source, key string }
+	first := make(map[keyOf]bool, len(params))
+	var order []int
+	args := make([][]any, len(params))
+	for i, p := range params {
+		k := keyOf{p.Source, p.IdempotencyKey}
+		if first[k] {
+			continue
+		}
+		first[k] = true
+		a, err := inboxInsertArgs(p)
+		if err != nil {
+			return nil, fmt.Errorf("inserting inbox rows: message %d: %w", i, err)
+		}
+		args[i] = a
+		order = append(order, i)
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := strings.Compare(params[a].Source, params[b].Source); c != 0 {
+			return c
+		}
+		return strings.Compare(params[a].IdempotencyKey, params[b].IdempotencyKey)
+	})
+	ids, err := retryDeadlock(ctx, func() (map[int]string, error) { return s.insertBatch(ctx, order, args) })
+	if err != nil {
+		return nil, fmt.Errorf("inserting inbox rows: %w", translate(err))
+	}
+	results := make([]store.InboxInsertResult, len(params))
+	for i := range results {
+		if id, ok := ids[i]; ok {
+			results[i].ID = id
+		} else {
+			results[i].Duplicate = true
+		}
+	}
+	return results, nil
+}
+
+// insertBatch runs the transaction of InboxInsertBatch once: the insert of each message of
+// order, then the commit. It returns the ids of the inserted messages by index.
+func (s *Store) insertBatch(ctx context.Context, order []int, args [][]any) (map[int]string, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("beginning transaction: %w", err)
+	}
+	ids := make(map[int]string, len(order))
+	for _, i := range order {
+		var id mssql.UniqueIdentifier
+		err := tx.QueryRowContext(ctx, s.stmt.inboxInsert, args[i]...).Scan(&id)
+		switch {
+		case errors.Is(err, sql.ErrNoRows), isUniqueViolation(err):
+			// A duplicate: the statement wrote nothing, and the transaction goes on (a
+			// constraint violation ends the statement only).
+		case err != nil:
+			rollback(tx)
+			return nil, err
+		default:
+			ids[i] = uuidString(id)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("committing: %w", err)
+	}
+	return ids, nil
 }
 
 // inboxInsertArgs returns the ten arguments of inboxInsertSQL.

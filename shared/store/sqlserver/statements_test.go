@@ -668,6 +668,10 @@ func exerciseStore(t *testing.T, names store.Names) ([]fakeEvent, statements) {
 	_, _ = s.OutboxDeleteFinished(ctx, store.DeleteFinishedParams{MaxAge: 36 * time.Hour, Limit: 100})
 	_, _ = s.OutboxDeleteExcess(ctx, store.DeleteExcessParams{State: store.OutboxDead, Keep: 10, Limit: 100})
 	_, _ = s.InboxInsert(ctx, store.InboxInsertParams{Source: "s", IdempotencyKey: "k", Payload: json.RawMessage(`{}`)})
+	_, _ = s.InboxInsertBatch(ctx, []store.InboxInsertParams{
+		{Source: "s", IdempotencyKey: "k1", Payload: json.RawMessage(`{}`)},
+		{Source: "s", IdempotencyKey: "k2", Payload: json.RawMessage(`{}`)},
+	})
 	_, _ = s.InboxRelayClaim(ctx, store.InboxRelayClaimParams{Limit: 10, Lease: time.Minute})
 	_, _ = s.InboxRelayForward(ctx, store.InboxForwardParams{Claim: claim, Outbox: store.OutboxInsertParams{Topic: "t", Payload: json.RawMessage(`{}`)}})
 	_, _ = s.InboxRelayDead(ctx, claim, "boom")

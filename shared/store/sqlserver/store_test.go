@@ -509,3 +509,124 @@ func TestDeadlockVictimsRunAgain(t *testing.T) {
 		})
 	}
 }
+
+// batchAnswer answers the inbox inserts of a batch by idempotency key (@p2): a key that
+// starts with "new-" is inserted (idA for new-a, idB for new-b), "dup" writes nothing, "race"
+// hits the unique constraint, and errs[key] fails.
+func batchAnswer(t *testing.T, errs map[string]error) func(string, []any) fakeAnswer {
+	return func(_ string, args []any) fakeAnswer {
+		key, _ := args[1].(string)
+		if err, ok := errs[key]; ok {
+			return fakeAnswer{err: err}
+		}
+		switch key {
+		case "new-a":
+			return fakeAnswer{rows: [][]any{{wireGUID(t, idA)}}}
+		case "new-b":
+			return fakeAnswer{rows: [][]any{{wireGUID(t, idB)}}}
+		case "race":
+			return fakeAnswer{err: sqlError(2627, 3621)}
+		}
+		return fakeAnswer{}
+	}
+}
+
+func batchParams(keys ...string) []store.InboxInsertParams {
+	out := make([]store.InboxInsertParams, len(keys))
+	for i, k := range keys {
+		out[i] = store.InboxInsertParams{Source: "orders", IdempotencyKey: k, Payload: json.RawMessage(`{}`)}
+	}
+	return out
+}
+
+// sentKeys returns the idempotency key of every statement sent.
+func sentKeys(f *fakeDB) []string {
+	var out []string
+	for _, e := range f.statements() {
+		out = append(out, e.args[1].(string))
+	}
+	return out
+}
+
+func TestInboxInsertBatch(t *testing.T) {
+	t.Parallel()
+	s, f := newFakeStore(t, batchAnswer(t, nil))
+	got, err := s.InboxInsertBatch(context.Background(), batchParams("race", "new-b", "dup", "new-b", "new-a"))
+	require.NoError(t, err)
+	assert.Equal(t, []store.InboxInsertResult{
+		{Duplicate: true}, {ID: idB}, {Duplicate: true}, {Duplicate: true}, {ID: idA},
+	}, got)
+	assert.Equal(t, []string{"begin", "query", "query", "query", "query", "commit"}, f.kinds(),
+		"one transaction; the repeat of new-b inside the batch is not sent")
+	assert.Equal(t, []string{"dup", "new-a", "new-b", "race"}, sentKeys(f), "the inserts run in key order")
+	for _, e := range f.statements() {
+		assert.Equal(t, s.stmt.inboxInsert, e.query)
+		assert.Len(t, e.args, 10)
+	}
+}
+
+func TestInboxInsertBatchOfOneIsOneInsert(t *testing.T) {
+	t.Parallel()
+	s, f := newFakeStore(t, batchAnswer(t, nil))
+	got, err := s.InboxInsertBatch(context.Background(), batchParams("new-a"))
+	require.NoError(t, err)
+	assert.Equal(t, []store.InboxInsertResult{{ID: idA}}, got)
+	assert.Equal(t, []string{"query"}, f.kinds(), "no transaction around a single insert")
+
+	none, err := s.InboxInsertBatch(context.Background(), nil)
+	require.NoError(t, err)
+	assert.Empty(t, none)
+	assert.Equal(t, []string{"query"}, f.kinds(), "an empty batch sends nothing")
+}
+
+func TestInboxInsertBatchFailureRollsBackEverything(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		err     error
+		wantIs  error
+		notWant error
+	}{
+		{name: "foreign key", err: sqlError(547), notWant: store.ErrConflict},
+		{name: "truncation", err: sqlError(2628, 3621), wantIs: store.ErrInvalidValue},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, f := newFakeStore(t, batchAnswer(t, map[string]error{"new-b": tt.err}))
+			got, err := s.InboxInsertBatch(context.Background(), batchParams("new-a", "new-b", "x"))
+			require.Error(t, err)
+			assert.Nil(t, got)
+			if tt.wantIs != nil {
+				assert.ErrorIs(t, err, tt.wantIs)
+			}
+			if tt.notWant != nil {
+				assert.NotErrorIs(t, err, tt.notWant)
+			}
+			assert.Equal(t, []string{"begin", "query", "query", "rollback"}, f.kinds(),
+				"the batch stops at the failed insert and rolls back; nothing is committed")
+		})
+	}
+}
+
+func TestInboxInsertBatchRefusesBadParameters(t *testing.T) {
+	t.Parallel()
+	s, f := newFakeStore(t, batchAnswer(t, nil))
+	params := batchParams("a", "b")
+	params[1].Consumption = "poll"
+	_, err := s.InboxInsertBatch(context.Background(), params)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "message 1")
+	assert.Empty(t, f.kinds(), "nothing is sent")
+}
+
+func TestInboxInsertBatchDeadlockVictimRunsAgain(t *testing.T) {
+	t.Parallel()
+	s, f := newFakeStore(t, deadlockFirst(1, func(string) fakeAnswer {
+		return fakeAnswer{rows: [][]any{{wireGUID(t, idA)}}}
+	}))
+	got, err := s.InboxInsertBatch(context.Background(), batchParams("k1", "k2"))
+	require.NoError(t, err)
+	assert.Equal(t, []store.InboxInsertResult{{ID: idA}, {ID: idA}}, got)
+	assert.Equal(t, []string{"begin", "query", "rollback", "begin", "query", "query", "commit"}, f.kinds())
+}
