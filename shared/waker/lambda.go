@@ -250,7 +250,8 @@ func (l *LambdaInvoker) invoke() {
 	if l.ctx.Err() != nil {
 		return // closing: not a failure
 	}
-	l.failures.Add(1)
+	// Logged before it is counted: whoever sees the count can find the line.
 	l.cfg.Logger.Warn("waking the Lambda function failed; its schedule still delivers the rows",
 		"function", l.cfg.FunctionName, "error", redact.Error(err))
+	l.failures.Add(1)
 }

@@ -17,12 +17,12 @@ import (
 func inboxTests() []testCase {
 	return []testCase{
 		{name: "InboxInsertStoresColumns", custom: true, run: testInboxInsertStoresColumns},
-		{name: "InboxDuplicateStormStoresOneRow", custom: true, run: testInboxDuplicateStormStoresOneRow},
+		{name: "InboxDuplicateStormStoresOneRow", custom: true, heavy: true, run: testInboxDuplicateStormStoresOneRow},
 		{name: "InboxInsertBatchStoresColumns", custom: true, run: testInboxInsertBatchStoresColumns},
 		{name: "InboxInsertBatchInBatchDuplicates", custom: true, run: testInboxInsertBatchInBatchDuplicates},
 		{name: "InboxInsertBatchExistingDuplicates", custom: true, run: testInboxInsertBatchExistingDuplicates},
 		{name: "InboxInsertBatchIsAllOrNothing", custom: true, run: testInboxInsertBatchIsAllOrNothing},
-		{name: "InboxInsertBatchConcurrentOverlappingKeys", custom: true, run: testInboxInsertBatchConcurrentOverlappingKeys},
+		{name: "InboxInsertBatchConcurrentOverlappingKeys", custom: true, heavy: true, run: testInboxInsertBatchConcurrentOverlappingKeys},
 		{name: "InboxRelayOnePerAggregateUnderConcurrency", run: testInboxRelayOnePerAggregateUnderConcurrency},
 		{name: "InboxRelayNullAggregatesAreUnordered", custom: true, run: testInboxRelayNullAggregatesAreUnordered},
 		{name: "InboxRelayNeverTouchesPullRows", run: testInboxRelayNeverTouchesPullRows},

@@ -50,6 +50,20 @@ func CustomNames() store.Names {
 	return n
 }
 
+// connectionHeavy lets one test at a time open 50 connections, so that the suite's parallel
+// tests (two of them per dialect and schema) stay under the server's max_connections (100 by
+// default) together with the other test packages running at the same time.
+var connectionHeavy = make(chan struct{}, 1)
+
+// manyConnections waits until no other test of the suite holds 50 connections, and holds
+// the turn until t ends. Called before the test's database is opened, the turn is given back
+// after its pool is closed (cleanups run last first).
+func manyConnections(t *testing.T) {
+	t.Helper()
+	connectionHeavy <- struct{}{}
+	t.Cleanup(func() { <-connectionHeavy })
+}
+
 // Harness is what a dialect gives the suite.
 type Harness struct {
 	// Open returns a store and its hooks on a new private database of the given schema, and
@@ -138,7 +152,9 @@ type testCase struct {
 	name string
 	// custom also runs the test on SchemaCustom.
 	custom bool
-	run    func(t *testing.T, e *env)
+	// heavy marks a test that opens 50 connections: one such test runs at a time.
+	heavy bool
+	run   func(t *testing.T, e *env)
 }
 
 // Run runs the whole suite. Every test opens its own database through h and runs in parallel
@@ -151,6 +167,9 @@ func Run(t *testing.T, h Harness) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			if tc.heavy {
+				manyConnections(t)
+			}
 			tc.run(t, openEnv(t, h, SchemaMigrated))
 		})
 	}
@@ -162,6 +181,9 @@ func Run(t *testing.T, h Harness) {
 			}
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
+				if tc.heavy {
+					manyConnections(t)
+				}
 				tc.run(t, openEnv(t, h, SchemaCustom))
 			})
 		}
