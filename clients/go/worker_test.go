@@ -213,6 +213,55 @@ func TestStopLeavesUnstartedRowsToTheirLeases(t *testing.T) {
 	}
 }
 
+// TestWorkerHoldsAtMostBatchPlusConcurrencyMinusOneRows: with BatchSize 3 and MaxConcurrency
+// 2, the worker claims the next rows while its two handlers run, up to 3 + 2 - 1 = 4 rows held,
+// and no more; the rows that wait are not started by a stop and spend no attempt.
+func TestWorkerHoldsAtMostBatchPlusConcurrencyMinusOneRows(t *testing.T) {
+	t.Parallel()
+	f := newPGFixture(t)
+	keys := []string{"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9"}
+	f.seed(keys...)
+	w, err := queuebox.NewInboxWorker(f.db, queuebox.Options{
+		Source: "orders", BatchSize: 3, MaxConcurrency: 2, PollInterval: 20 * time.Millisecond,
+		ShutdownGrace: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var started atomic.Int64
+	stop := running(t, w, func(ctx context.Context, _ queuebox.Message, _ *sql.Tx) error {
+		started.Add(1)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	processing := func() int {
+		var n int
+		if err := f.db.QueryRow(`SELECT count(*) FROM inbox WHERE state = 'processing'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitUntil(t, "two handlers run and four rows are held", 10*time.Second, func() bool {
+		return started.Load() == 2 && processing() == 4
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := started.Load(); n != 2 {
+		t.Errorf("%d handlers started, want 2", n)
+	}
+	if n := processing(); n != 4 {
+		t.Errorf("%d rows held after the stop, want 4 (BatchSize + MaxConcurrency - 1)", n)
+	}
+	var spent int
+	if err := f.db.QueryRow(`SELECT count(*) FROM inbox WHERE attempt <> 0 OR last_error IS NOT NULL`).Scan(&spent); err != nil {
+		t.Fatal(err)
+	}
+	if spent != 0 {
+		t.Errorf("%d rows spent an attempt, want 0", spent)
+	}
+}
+
 func TestRunMisuse(t *testing.T) {
 	t.Parallel()
 	f := newPGFixture(t)

@@ -53,9 +53,10 @@ const ABANDON_AFTER_MS = 1000;
 const MAX_BACKOFF_MS = 30_000;
 
 /**
- * A worker for one `consumption: pull` source. It claims up to `batchSize` rows at a time, never
- * more than free handler slots, and runs at most `maxConcurrency` handlers at once. For each
- * row it:
+ * A worker for one `consumption: pull` source. It claims up to `batchSize` rows at a time and
+ * runs at most `maxConcurrency` handlers at once. It holds at most
+ * `batchSize + maxConcurrency - 1` rows, running or waiting for a free handler slot, and claims
+ * the next rows while the handlers run, within that bound. For each row it:
  *
  * 1. claims the row in a statement of its own, committed before the handler starts;
  * 2. renews the lease every third of `leaseMs`, on a connection of its own;
@@ -150,7 +151,10 @@ function log(logger: InboxLogger | undefined, level: Level, message: string, fie
 
 /** One call of run: the claim loop and the messages in flight. */
 class Run<Tx> {
+  /** The rows whose handler runs. */
   readonly #jobs = new Set<Job<Tx>>();
+  /** The claimed rows that wait for a free handler slot, oldest first. */
+  #waiting: Job<Tx>[] = [];
   #stopping = false;
   /** Ends the current pause: set while the claim loop pauses. */
   #wake: (() => void) | undefined;
@@ -222,14 +226,19 @@ class Run<Tx> {
 
   async #claimLoop(): Promise<void> {
     const { batchSize, maxConcurrency, leaseMs, pollIntervalMs, source } = this.options;
+    const limit = batchSize + maxConcurrency - 1;
     let failures = 0;
     while (!this.#stopping) {
-      const free = maxConcurrency - this.#jobs.size;
-      if (free <= 0) {
+      // Claim as soon as fewer than maxConcurrency rows wait, so that the next rows are there
+      // when the running handlers finish, within the bound of held rows; no earlier: every
+      // claim costs the database a commit, a plan and a walk over the index entries of the
+      // rows claimed since the last vacuum, so fewer, larger claims go further.
+      const room = limit - this.#jobs.size - this.#waiting.length;
+      if (room < 1 || this.#waiting.length >= maxConcurrency) {
         await this.#pause(Infinity, true);
         continue;
       }
-      const batch = Math.min(batchSize, free);
+      const batch = Math.min(batchSize, room);
       const claimedFrom = performance.now();
       let rows: readonly (readonly unknown[])[];
       try {
@@ -259,24 +268,60 @@ class Run<Tx> {
         break;
       }
       for (const row of rows) {
-        this.#start(row, claimedFrom);
+        // The lease of a row runs, and is renewed, from the claim on, while it waits too.
+        const job = new Job(this, row, claimedFrom);
+        job.hold();
+        this.#waiting.push(job);
       }
+      this.#dispatch();
       if (rows.length === 0) {
         await this.#pause(pollIntervalMs, false);
       }
     }
+    await this.#dropWaiting();
   }
 
-  #start(row: readonly unknown[], claimedFrom: number): void {
-    const job = new Job(this, row, claimedFrom);
+  /** Starts a handler for each waiting row while a slot is free. Starts nothing after a stop. */
+  #dispatch(): void {
+    const { maxConcurrency } = this.options;
+    while (!this.#stopping && this.#jobs.size < maxConcurrency && this.#waiting.length > 0) {
+      const job = this.#waiting.shift()!;
+      if (job.cancelled) {
+        // The lease was lost while the row waited for a slot.
+        void job.release();
+        this.log("warn", "the lease of a claimed row was lost before its handler started", { message_id: job.id });
+        continue;
+      }
+      this.#start(job);
+    }
+  }
+
+  #start(job: Job<Tx>): void {
     this.#jobs.add(job);
     job.finished = job
       .process()
       .catch((error: unknown) => this.log("error", "handling an inbox message", { message_id: job.id, error }))
       .finally(() => {
         this.#jobs.delete(job);
+        this.#dispatch();
         this.#slotFreed?.();
       });
+    // A slot was taken from the waiting rows: the claim loop may claim again.
+    this.#slotFreed?.();
+  }
+
+  /**
+   * Leaves the rows that were claimed but did not start to their leases: their renewals stop,
+   * they spend no attempt, and another worker takes them when their leases expire.
+   */
+  async #dropWaiting(): Promise<void> {
+    const left = this.#waiting;
+    this.#waiting = [];
+    if (left.length === 0) {
+      return;
+    }
+    await Promise.all(left.map((job) => job.release()));
+    this.log("info", "stopping: leaving claimed rows that did not start to their leases", { rows: left.length });
   }
 
   /** Gives the running handlers the grace, then cancels those that are left. */
@@ -318,6 +363,7 @@ class Job<Tx> {
   #resolveAbandoned!: () => void;
 
   #tx: InboxTransaction<Tx> | undefined;
+  #started = false;
   #handlerSettled = false;
   #destroyed = false;
   #cancelReason: InboxCancelReason | undefined;
@@ -344,9 +390,25 @@ class Job<Tx> {
     this.#run.log(level, message, { message_id: this.id, ...fields });
   }
 
+  /** Whether the handler's signal has aborted, or would have (the lease was lost). */
+  get cancelled(): boolean {
+    return this.#cancelReason !== undefined;
+  }
+
+  /** Starts the renewals and the local lease deadline: the row is held from its claim on. */
+  hold(): void {
+    this.#startRenewal();
+  }
+
+  /** Gives up a row that did not start: stops its renewals; its lease expires. */
+  async release(): Promise<void> {
+    await this.#stopRenewal();
+    this.#resolveAbandoned();
+  }
+
   async process(): Promise<void> {
     const { connection, handler } = this.#run;
-    this.#startRenewal();
+    this.#started = true;
     let message: InboxMessage;
     try {
       message = decodeMessage(this.#row, connection.dialect);
@@ -473,6 +535,10 @@ class Job<Tx> {
     }
     this.#cancelReason = reason;
     this.#controller.abort(new InboxCancelledError(reason));
+    if (!this.#started) {
+      // No handler runs yet: the dispatcher skips the row and releases it.
+      return;
+    }
     const timer = setTimeout(() => {
       if (this.#handlerSettled) {
         return;

@@ -414,6 +414,26 @@ describe("InboxWorker on PostgreSQL", () => {
     assert.deepEqual(await orders(), [{ id: "order-4", total: 4 }]);
   });
 
+  it("holds at most batchSize + maxConcurrency - 1 rows, claiming the next ones while the handlers run", async () => {
+    await insertRows(db.pool, Array.from({ length: 10 }, (_, i) => ({ key: `r${i}`, aggregate: `a${i}`, payload: { id: `o${i}`, total: i } })));
+    let started = 0;
+    const w1 = run(db.pool, { source: "orders", batchSize: 3, maxConcurrency: 2, shutdownGraceMs: 50, pollIntervalMs: 20 }, async (_message, _tx, signal) => {
+      started++;
+      await untilAborted(signal);
+    });
+    const processing = async (): Promise<number> =>
+      [...(await readRows(db.pool)).values()].filter((r) => r.state === "processing").length;
+    await waitFor("two handlers running and four rows held", async () => started === 2 && (await processing()) === 4, 10_000);
+    w1.stop();
+    await within("the stop", w1.done, 5000);
+    assert.equal(started, 2);
+    assert.equal(await processing(), 4, "rows held after the stop: want batchSize + maxConcurrency - 1");
+    for (const r of (await readRows(db.pool)).values()) {
+      assert.equal(r.attempt, 0, `row ${r.key} spent an attempt`);
+      assert.equal(r.lastError, null);
+    }
+  });
+
   it("a handler that ignores its signal loses its transaction, and run still returns", async () => {
     await insertRows(db.pool, [{ key: "m1", payload: { id: "order-7", total: 7 } }]);
     let running = false;

@@ -4,6 +4,9 @@
 // QUEUEBOX_TEST_DATABASE_URL and drops it afterwards.
 //
 //	cd clients/go && go run ./internal/pullbench -rows 20000 -aggregates 2000 -workers 1,4
+//
+// -settings runs several worker settings (BatchSize x MaxConcurrency) one after the other,
+// for example the defaults and a tuned setting: -settings 10x1,50x8.
 package main
 
 import (
@@ -13,16 +16,21 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	queuebox "github.com/alternayte/queuebox/clients/go"
 	"github.com/alternayte/queuebox/clients/go/internal/pgtest"
 )
 
-var poll *time.Duration
+var (
+	poll       *time.Duration
+	cpuProfile string
+)
 
 type result struct {
 	Workers        int     `json:"workers"`
@@ -35,8 +43,78 @@ type result struct {
 	// CeilingPerSecond is the rate of the same transactions without the library, measured
 	// right after the run.
 	CeilingPerSecond float64 `json:"ceiling_messages_per_second,omitempty"`
-	LoadBefore       string  `json:"load_before"`
-	LoadAfter        string  `json:"load_after"`
+	// ClientCPUMS and DatabaseCPUMS are the CPU time per message of this process and of the
+	// PostgreSQL backends of the run (read from /proc, so only for a server on this machine).
+	// On a shared machine they move much less than the rates do.
+	ClientCPUMS          float64 `json:"client_cpu_ms_per_message"`
+	DatabaseCPUMS        float64 `json:"database_cpu_ms_per_message,omitempty"`
+	CeilingClientCPUMS   float64 `json:"ceiling_client_cpu_ms_per_message,omitempty"`
+	CeilingDatabaseCPUMS float64 `json:"ceiling_database_cpu_ms_per_message,omitempty"`
+	LoadBefore           string  `json:"load_before"`
+	LoadAfter            string  `json:"load_after"`
+}
+
+// cpuUse is the CPU time that a run used: this process and the database backends.
+type cpuUse struct {
+	client, database float64 // milliseconds
+}
+
+// perMessage returns u divided by n messages.
+func (u cpuUse) perMessage(n int) (client, database float64) {
+	return u.client / float64(n), u.database / float64(n)
+}
+
+// processCPU returns the user and system CPU time of this process so far, in milliseconds.
+func processCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e6
+}
+
+// backendCPU returns the CPU time, in milliseconds, of each open PostgreSQL backend of the
+// database name, by process id, read from /proc/<pid>/stat (clock ticks of 1/100 s). It returns
+// nothing when the server is not on this machine.
+func backendCPU(ctx context.Context, admin *sql.DB, name string) map[int]float64 {
+	out := map[int]float64{}
+	rows, err := admin.QueryContext(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = $1`, name)
+	if err != nil {
+		return out
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			return out
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// The fields after the command name, which is in parentheses: utime and stime are
+		// the 14th and 15th fields of the line, the 12th and 13th after the name.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		utime, err1 := strconv.ParseFloat(f[11], 64)
+		stime, err2 := strconv.ParseFloat(f[12], 64)
+		if err1 == nil && err2 == nil {
+			out[pid] = (utime + stime) * 10
+		}
+	}
+	return out
+}
+
+// backendCPUSince returns the CPU time, in milliseconds, that the backends of the database
+// name used since before was read: the backends of the setup count only what they used after.
+func backendCPUSince(ctx context.Context, admin *sql.DB, name string, before map[int]float64) float64 {
+	total := 0.0
+	for pid, ms := range backendCPU(ctx, admin, name) {
+		total += ms - before[pid]
+	}
+	return total
 }
 
 func main() {
@@ -45,34 +123,54 @@ func main() {
 	workerList := flag.String("workers", "1,4", "comma-separated worker counts, one run each")
 	batch := flag.Int("batch", 10, "Options.BatchSize of each worker")
 	concurrency := flag.Int("concurrency", 1, "Options.MaxConcurrency of each worker")
+	settingList := flag.String("settings", "", "comma-separated BatchSize x MaxConcurrency pairs (10x1,50x8), one run of every worker count each; overrides -batch and -concurrency")
 	out := flag.String("out", "", "write the results as JSON to this file")
 	ceiling := flag.Bool("ceiling", true, "also measure the ceiling: the same transactions (begin, insert, complete, commit) without the library, as many at once as the workers run handlers")
 	poll = flag.Duration("poll", 50*time.Millisecond, "Options.PollInterval of each worker")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of each library run to this path, suffixed with the workers and the setting (.4w.10x1)")
 	flag.Parse()
 
+	settings := [][2]int{{*batch, *concurrency}}
+	if *settingList != "" {
+		settings = nil
+		for _, s := range strings.Split(*settingList, ",") {
+			b, c, ok := strings.Cut(strings.TrimSpace(s), "x")
+			bn, berr := strconv.Atoi(b)
+			cn, cerr := strconv.Atoi(c)
+			if !ok || berr != nil || cerr != nil || bn < 1 || cn < 1 {
+				fmt.Fprintf(os.Stderr, "pullbench: bad setting %q, want BATCHxCONCURRENCY such as 50x8\n", s)
+				os.Exit(2)
+			}
+			settings = append(settings, [2]int{bn, cn})
+		}
+	}
 	var results []result
-	for _, s := range strings.Split(*workerList, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			fmt.Fprintf(os.Stderr, "pullbench: bad worker count %q\n", s)
-			os.Exit(2)
-		}
-		r, err := measure(n, *rows, *aggregates, *batch, *concurrency)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "pullbench: %v\n", err)
-			os.Exit(1)
-		}
-		if *ceiling {
-			c, err := measureCeiling(n*(*concurrency), *rows, *aggregates)
+	for _, setting := range settings {
+		for _, s := range strings.Split(*workerList, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n < 1 {
+				fmt.Fprintf(os.Stderr, "pullbench: bad worker count %q\n", s)
+				os.Exit(2)
+			}
+			r, err := measure(n, *rows, *aggregates, setting[0], setting[1])
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "pullbench: %v\n", err)
 				os.Exit(1)
 			}
-			r.CeilingPerSecond = c
+			if *ceiling {
+				c, use, err := measureCeiling(n*setting[1], *rows, *aggregates)
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "pullbench: %v\n", err)
+					os.Exit(1)
+				}
+				r.CeilingPerSecond = c
+				r.CeilingClientCPUMS, r.CeilingDatabaseCPUMS = use.perMessage(*rows)
+			}
+			results = append(results, r)
+			fmt.Printf("workers=%d rows=%d aggregates=%d batch=%d concurrency=%d: %.2f s, %.0f messages/s; ceiling %.0f/s; CPU ms/message client %.3f db %.3f, ceiling client %.3f db %.3f (load %s -> %s)\n",
+				r.Workers, r.Rows, r.Aggregates, r.BatchSize, r.MaxConcurrency, r.Seconds, r.PerSecond, r.CeilingPerSecond,
+				r.ClientCPUMS, r.DatabaseCPUMS, r.CeilingClientCPUMS, r.CeilingDatabaseCPUMS, r.LoadBefore, r.LoadAfter)
 		}
-		results = append(results, r)
-		fmt.Printf("workers=%d rows=%d aggregates=%d batch=%d concurrency=%d: %.2f s, %.0f messages/s; ceiling %.0f/s (load %s -> %s)\n",
-			r.Workers, r.Rows, r.Aggregates, r.BatchSize, r.MaxConcurrency, r.Seconds, r.PerSecond, r.CeilingPerSecond, r.LoadBefore, r.LoadAfter)
 	}
 	if *out != "" {
 		b, _ := json.MarshalIndent(results, "", "  ")
@@ -132,7 +230,7 @@ func prepare(ctx context.Context, rows, aggregates int) (pgtest.Database, *sql.D
 // measureCeiling runs, with n goroutines, the transactions that a worker runs for each
 // message (begin, one insert, the completion's update by id, commit) over the backlog, without
 // claims, renewals or the library, and returns the rate.
-func measureCeiling(n, rows, aggregates int) (float64, error) {
+func measureCeiling(n, rows, aggregates int) (float64, cpuUse, error) {
 	ctx := context.Background()
 	d, admin, err := prepare(ctx, rows, aggregates)
 	defer func() {
@@ -142,17 +240,17 @@ func measureCeiling(n, rows, aggregates int) (float64, error) {
 		_ = d.Drop(context.Background())
 	}()
 	if err != nil {
-		return 0, err
+		return 0, cpuUse{}, err
 	}
 	ids := make(chan [2]string, rows)
 	res, err := admin.QueryContext(ctx, `SELECT CAST(id AS TEXT), idempotency_key FROM inbox`)
 	if err != nil {
-		return 0, err
+		return 0, cpuUse{}, err
 	}
 	for res.Next() {
 		var p [2]string
 		if err := res.Scan(&p[0], &p[1]); err != nil {
-			return 0, err
+			return 0, cpuUse{}, err
 		}
 		ids <- p
 	}
@@ -160,11 +258,12 @@ func measureCeiling(n, rows, aggregates int) (float64, error) {
 	close(ids)
 	db, err := sql.Open("pgx", d.URL)
 	if err != nil {
-		return 0, err
+		return 0, cpuUse{}, err
 	}
 	defer db.Close()
 	db.SetMaxIdleConns(n + 2)
 	errs := make(chan error, n)
+	clientBefore, dbBefore := processCPU(), backendCPU(ctx, admin, d.Name)
 	start := time.Now()
 	for range n {
 		go func() {
@@ -192,10 +291,12 @@ func measureCeiling(n, rows, aggregates int) (float64, error) {
 	}
 	for range n {
 		if err := <-errs; err != nil {
-			return 0, err
+			return 0, cpuUse{}, err
 		}
 	}
-	return float64(rows) / time.Since(start).Seconds(), nil
+	elapsed := time.Since(start)
+	use := cpuUse{client: processCPU() - clientBefore, database: backendCPUSince(ctx, admin, d.Name, dbBefore)}
+	return float64(rows) / elapsed.Seconds(), use, nil
 }
 
 func measure(workers, rows, aggregates, batch, concurrency int) (result, error) {
@@ -221,7 +322,21 @@ func measure(workers, rows, aggregates, batch, concurrency int) (result, error) 
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, workers)
+	if cpuProfile != "" {
+		f, err := os.Create(fmt.Sprintf("%s.%dw.%dx%d", cpuProfile, workers, batch, concurrency))
+		if err != nil {
+			stop()
+			return result{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			stop()
+			return result{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	loadBefore := loadAverage()
+	clientBefore, dbBefore := processCPU(), backendCPU(ctx, admin, d.Name)
 	start := time.Now()
 	for range workers {
 		db, err := sql.Open("pgx", d.URL)
@@ -259,6 +374,7 @@ func measure(workers, rows, aggregates, batch, concurrency int) (result, error) 
 		time.Sleep(10 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
+	use := cpuUse{client: processCPU() - clientBefore, database: backendCPUSince(ctx, admin, d.Name, dbBefore)}
 	loadAfter := loadAverage()
 	stop()
 	for range workers {
@@ -273,9 +389,11 @@ func measure(workers, rows, aggregates, batch, concurrency int) (result, error) 
 	if written != rows {
 		return result{}, fmt.Errorf("%d business rows for %d messages", written, rows)
 	}
-	return result{
+	r := result{
 		Workers: workers, Rows: rows, Aggregates: aggregates, BatchSize: batch, MaxConcurrency: concurrency,
 		Seconds: elapsed.Seconds(), PerSecond: float64(rows) / elapsed.Seconds(),
 		LoadBefore: loadBefore, LoadAfter: loadAfter,
-	}, nil
+	}
+	r.ClientCPUMS, r.DatabaseCPUMS = use.perMessage(rows)
+	return r, nil
 }

@@ -48,10 +48,16 @@ WITH clock AS (
 ), locked AS (
     -- Lock up to batch heads; a row that another claim holds is skipped, never waited for.
     -- The limit comes after SKIP LOCKED, so two claims at the same moment take different
-    -- rows instead of both taking the first batch and skipping each other to nothing.
+    -- rows instead of both taking the first batch and skipping each other to nothing. The
+    -- state is checked again on the row as it is when locked, so a row that another claim
+    -- took and committed after this statement began (now processing under a live lease) does
+    -- not count toward the limit: the claim takes the next head instead of coming back short
+    -- or empty.
     SELECT i.id
     FROM inbox AS i
     JOIN ready AS r ON r.id = i.id
+    CROSS JOIN clock AS k
+    WHERE i.state = 'pending' OR i.lease_expires_at <= k.qb_now
     ORDER BY r.scheduled_at, r.created_at, r.id
     LIMIT CAST(:batch AS INTEGER)
     FOR UPDATE OF i SKIP LOCKED
