@@ -58,7 +58,7 @@ bench:
 	$(GO) run ./bench/cmd/outboxbench $(BENCHFLAGS)
 	$(GO) run ./bench/cmd/inboxbench $(INBOXBENCHFLAGS)
 	$(GO) run ./bench/lambda
-	cd clients/go && $(GO) run ./internal/pullbench $(PULLBENCHFLAGS)
+	cd clients/go && $(GO) run ./internal/pullbench -out ../../bench/results/pull.json -settings 10x1,50x8 $(PULLBENCHFLAGS)
 
 ## lambda: every function of functions/*/main.go as a static linux/arm64 `bootstrap`, zipped
 ## in bin/lambda/<name>.zip with bootstrap at the root; prints each binary's and zip's size.
