@@ -194,9 +194,10 @@ func TestCaptureNodeWakesThePollFunction(t *testing.T) {
 	fake := newFakeLambda(t)
 	n := start(t, dbURL, fake.srv.URL, filepath.Join(t.TempDir(), "capture"))
 
-	waitFor(t, 60*time.Second, "the node ready with outbox-capture up", func() bool {
+	waitFor(t, 60*time.Second, "the node ready with database and outbox-capture up", func() bool {
 		code, rep, err := ready(n.base)
-		return err == nil && code == http.StatusOK && rep.Components["outbox-capture"].Status == "up"
+		return err == nil && code == http.StatusOK && rep.Components["outbox-capture"].Status == "up" &&
+			rep.Components["database"].Status == "up"
 	})
 	const poll = "/2015-03-31/functions/queuebox-poll/invocations"
 	// The connection attempt woke poll and relay once.

@@ -35,6 +35,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/health"
@@ -99,6 +101,7 @@ type Node struct {
 	cfg      *config.Config
 	log      *slog.Logger
 	conn     *capture.Connector
+	db       *pgxpool.Pool // one lazy connection for the database health component
 	poll     *waker.LambdaInvoker
 	relay    *waker.LambdaInvoker // nil without RelayFunction
 	metrics  *metrics.Registry
@@ -131,13 +134,17 @@ func New(ctx context.Context, cfg *config.Config, s Settings, o Options, log *sl
 	if err != nil {
 		return nil, &service.StartError{Step: "start capture", Err: err}
 	}
+	if n.db, err = healthPool(ctx, cfg); err != nil {
+		return nil, &service.StartError{Step: "connect to the database", Err: err}
+	}
 	if n.poll, err = waker.NewLambdaInvoker(ctx, lc(s.PollFunction)); err != nil {
+		n.db.Close()
 		return nil, &service.StartError{Step: "build the Lambda waker", Err: err}
 	}
 	ccfg.Waker = n.poll
 	if s.RelayFunction != "" {
 		if n.relay, err = waker.NewLambdaInvoker(ctx, lc(s.RelayFunction)); err != nil {
-			n.poll.Close()
+			n.closeWakers()
 			return nil, &service.StartError{Step: "build the Lambda waker", Err: err}
 		}
 		ccfg.InboxWaker = n.relay
@@ -149,11 +156,35 @@ func New(ctx context.Context, cfg *config.Config, s Settings, o Options, log *sl
 	return n, nil
 }
 
+// healthPool is a pool of at most one connection on database.url (not the capture account's
+// replication connection), opened on the first probe of the database component.
+func healthPool(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
+	dsn, err := cfg.Database.PgxConnString()
+	if err != nil {
+		return nil, err
+	}
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parsing database.url: %w", err)
+	}
+	pcfg.MaxConns = 1
+	if ms := cfg.Database.ConnectionTimeoutMs.Duration(); ms > 0 {
+		pcfg.ConnConfig.ConnectTimeout = ms
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("opening the health pool: %w", err)
+	}
+	return pool, nil
+}
+
+// closeWakers closes the wakers and the health pool.
 func (n *Node) closeWakers() {
 	n.poll.Close()
 	if n.relay != nil {
 		n.relay.Close()
 	}
+	n.db.Close()
 }
 
 // Connector returns the capture connector.
@@ -172,12 +203,16 @@ func (n *Node) Addr() net.Addr {
 	return n.listener.Addr()
 }
 
-// Handler serves the health routes and /metrics. The outbox-capture component decides the
-// node's readiness: capture is all that the node does.
+// Handler serves the health routes and /metrics. The database component decides readiness
+// as everywhere (spec/26-http-api.md); outbox-capture decides it too in the node, since
+// capture is all that the node does.
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", n.metrics.Handler())
-	health.New(health.Check{Name: "outbox-capture", Decides: true, Probe: n.conn.Check}).Register(mux)
+	health.New(
+		health.Check{Name: "database", Decides: true, Probe: n.db.Ping},
+		health.Check{Name: "outbox-capture", Decides: true, Probe: n.conn.Check},
+	).Register(mux)
 	mux.HandleFunc("GET /{$}", service.Running)
 	return mux
 }
