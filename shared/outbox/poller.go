@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/alternayte/queuebox/shared/every"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/route"
@@ -46,10 +47,11 @@ type Poller struct {
 
 	beat health.Heartbeat
 
-	mu          sync.Mutex
-	lastReclaim time.Time
-	lastGauges  time.Time
-	depthSeen   map[string]bool
+	reclaimGate every.Gate // the reclaim, at most once per ClaimTimeout / 5
+	gaugeGate   every.Gate // the pending gauges, at most once per PendingGaugeInterval
+
+	mu        sync.Mutex
+	depthSeen map[string]bool
 }
 
 // New returns a Poller.
@@ -689,20 +691,12 @@ func (r *run) summary() Summary {
 
 // maybeReclaim returns expired claims to pending at most once per ClaimTimeout / 5.
 func (p *Poller) maybeReclaim(ctx context.Context, r *run) error {
-	p.mu.Lock()
-	due := time.Since(p.lastReclaim) >= p.cfg.ClaimTimeout/5
-	if due {
-		p.lastReclaim = time.Now()
-	}
-	p.mu.Unlock()
-	if !due {
+	if !p.reclaimGate.Take(p.cfg.ClaimTimeout / 5) {
 		return nil
 	}
 	n, err := p.store.OutboxReclaim(ctx)
 	if err != nil {
-		p.mu.Lock()
-		p.lastReclaim = time.Time{}
-		p.mu.Unlock()
+		p.reclaimGate.Forget()
 		return fmt.Errorf("reclaiming expired outbox claims: %w", err)
 	}
 	if n > 0 {
@@ -717,13 +711,7 @@ func (p *Poller) maybeReclaim(ctx context.Context, r *run) error {
 
 // maybeRefreshGauges queries the pending figures at most once per PendingGaugeInterval.
 func (p *Poller) maybeRefreshGauges(ctx context.Context) {
-	p.mu.Lock()
-	due := time.Since(p.lastGauges) >= p.cfg.PendingGaugeInterval
-	if due {
-		p.lastGauges = time.Now()
-	}
-	p.mu.Unlock()
-	if !due {
+	if !p.gaugeGate.Take(p.cfg.PendingGaugeInterval) {
 		return
 	}
 	stats, err := p.store.OutboxStats(ctx)

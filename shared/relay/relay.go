@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/alternayte/queuebox/shared/every"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/store"
@@ -123,9 +124,8 @@ type Relay struct {
 	wake    chan struct{}
 	beat    health.Heartbeat
 
-	mu          sync.Mutex
-	lastReclaim time.Time
-	lastGauges  time.Time
+	reclaimGate every.Gate // the reclaim, at most once per ClaimTimeout / 5
+	gaugeGate   every.Gate // the pending gauge, at most once per PendingGaugeInterval
 }
 
 // New returns a Relay.
@@ -580,20 +580,12 @@ func (rn *run) renewer() {
 // maybeReclaim returns expired relay claims to pending at most once per ClaimTimeout / 5.
 func (rn *run) maybeReclaim() error {
 	r := rn.r
-	r.mu.Lock()
-	due := time.Since(r.lastReclaim) >= r.cfg.ClaimTimeout/5
-	if due {
-		r.lastReclaim = time.Now()
-	}
-	r.mu.Unlock()
-	if !due {
+	if !r.reclaimGate.Take(r.cfg.ClaimTimeout / 5) {
 		return nil
 	}
 	n, err := r.store.InboxRelayReclaim(rn.work)
 	if err != nil {
-		r.mu.Lock()
-		r.lastReclaim = time.Time{}
-		r.mu.Unlock()
+		r.reclaimGate.Forget()
 		return err
 	}
 	if n > 0 {
@@ -606,13 +598,7 @@ func (rn *run) maybeReclaim() error {
 // maybeRefreshGauges queries the oldest pending inbox row at most once per
 // PendingGaugeInterval.
 func (r *Relay) maybeRefreshGauges(ctx context.Context) {
-	r.mu.Lock()
-	due := time.Since(r.lastGauges) >= r.cfg.PendingGaugeInterval
-	if due {
-		r.lastGauges = time.Now()
-	}
-	r.mu.Unlock()
-	if !due {
+	if !r.gaugeGate.Take(r.cfg.PendingGaugeInterval) {
 		return
 	}
 	stats, err := r.store.InboxStats(ctx)
