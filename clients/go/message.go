@@ -60,8 +60,8 @@ func (m Message) UnmarshalPayload(target any) error {
 // value that is not a string is kept as its JSON text.
 func parseHeaders(raw []byte) (map[string]string, error) {
 	out := map[string]string{}
-	if len(raw) == 0 {
-		return out, nil
+	if len(raw) == 0 || string(raw) == "{}" {
+		return out, nil // the common case, without a parse
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {

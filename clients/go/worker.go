@@ -188,9 +188,10 @@ type claimed struct {
 	ctx    context.Context // the handler's context; cancelled on a lost lease or after the grace
 	cancel context.CancelCauseFunc
 
-	stopOnce  sync.Once
-	stop      chan struct{} // closed to stop renewing
-	renewDone chan struct{} // closed when the renewal goroutine has returned
+	ren      *renewals  // the renewals of the Run that holds the row; nil until it is registered
+	renewing sync.Mutex // held while a renewal of the row runs
+	next     time.Time  // when the row is due for renewal; guarded by ren.mu
+	stopped  bool       // the row is no longer renewed; guarded by ren.mu
 }
 
 // Run claims rows of the source and handles them until ctx is cancelled, then stops: it
@@ -224,33 +225,52 @@ func (w *InboxWorker) Run(ctx context.Context, handler Handler) error {
 		"max_concurrency": w.opts.MaxConcurrency,
 	})
 
-	// The claimer (this goroutine) puts claimed rows on queue; the dispatcher starts a handler
-	// for each as soon as one of the MaxConcurrency slots is free. A worker holds at most
+	// The claimer (this goroutine) puts claimed rows on queue; MaxConcurrency runner goroutines
+	// take them one at a time and run a handler for each. A worker holds at most
 	// BatchSize + MaxConcurrency - 1 rows, running or waiting, as many as it would hold if it
-	// claimed BatchSize rows whenever a slot came free. Within that bound it claims again as
-	// soon as fewer than MaxConcurrency rows wait, so that the next rows are there when the
-	// running handlers finish, and a claim in flight leaves no slot idle. It claims no earlier:
+	// claimed BatchSize rows whenever a handler came free. Within that bound it claims again as
+	// soon as no more than MaxConcurrency rows wait, so that the next rows are there when the
+	// running handlers finish, and a claim in flight leaves no runner idle. It claims no earlier:
 	// on a busy database every claim costs a commit, a plan and a walk over the index entries of
-	// the rows claimed since the last vacuum, so fewer, larger claims go further.
+	// the rows claimed since the last vacuum, so fewer, larger claims go further. One goroutine
+	// renews the leases of all the rows that the worker holds.
 	t := &tracker{
 		queue: make(chan *claimed, w.opts.BatchSize+w.opts.MaxConcurrency),
-		slots: make(chan struct{}, w.opts.MaxConcurrency),
 		wake:  make(chan struct{}, 1),
+		renew: newRenewals(w.renewInterval()),
 	}
-	dispatched := make(chan struct{})
+	renewQuit, renewDone := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer close(dispatched)
-		w.dispatch(ctx, t, handler)
+		defer close(renewDone)
+		w.renewLoop(hard, t.renew, renewQuit)
+	}()
+	// The renewals end after every handler has returned, before Run returns.
+	defer func() {
+		close(renewQuit)
+		<-renewDone
+	}()
+	done := make(chan struct{})
+	var runners sync.WaitGroup
+	for range w.opts.MaxConcurrency {
+		runners.Add(1)
+		go func() {
+			defer runners.Done()
+			w.runHandlers(ctx, t, handler)
+		}()
+	}
+	go func() {
+		runners.Wait()
+		close(done)
 	}()
 	w.claimLoop(ctx, hard, t)
 	close(t.queue)
-	<-dispatched
+	// The rows that wait have not started and never will: leave them to their leases.
+	var dropped []*claimed
+	for c := range t.queue {
+		dropped = append(dropped, c)
+	}
+	w.drop(dropped)
 
-	done := make(chan struct{})
-	go func() {
-		t.running.Wait()
-		close(done)
-	}()
 	select {
 	case <-done:
 	default:
@@ -275,13 +295,12 @@ func (w *InboxWorker) Run(ctx context.Context, handler Handler) error {
 	return nil
 }
 
-// tracker holds the state that the claimer and the dispatcher of a Run share.
+// tracker holds the state that the claimer and the runners of a Run share.
 type tracker struct {
-	queue   chan *claimed  // claimed rows that wait for a slot
-	slots   chan struct{}  // one token per running handler
-	wake    chan struct{}  // signalled when a row leaves the queue or a handler ends
-	held    atomic.Int64   // rows claimed and not finished: waiting or running
-	running sync.WaitGroup // the handler goroutines
+	queue chan *claimed // claimed rows that wait for a runner
+	wake  chan struct{} // signalled when a row leaves the queue or a handler ends
+	held  atomic.Int64  // rows claimed and not finished: waiting or running
+	renew *renewals     // the leases that the worker renews
 }
 
 // signal wakes the claimer, without waiting.
@@ -299,7 +318,7 @@ func (w *InboxWorker) claimLoop(ctx, hard context.Context, t *tracker) {
 	failures := 0
 	for ctx.Err() == nil {
 		room := limit - int(t.held.Load())
-		if room < 1 || len(t.queue) >= w.opts.MaxConcurrency {
+		if room < 1 || len(t.queue) > w.opts.MaxConcurrency {
 			select {
 			case <-t.wake:
 			case <-ctx.Done():
@@ -332,24 +351,35 @@ func (w *InboxWorker) claimLoop(ctx, hard context.Context, t *tracker) {
 			continue
 		}
 		t.held.Add(int64(len(batch)))
+		t.renew.add(batch)
 		for _, c := range batch {
 			t.queue <- c // never blocks: held rows never exceed the capacity
 		}
 	}
 }
 
-// dispatch starts a handler for each queued row as soon as a slot is free, until the queue
-// closes. After ctx ends it starts nothing more and drops the rows that still wait.
-func (w *InboxWorker) dispatch(ctx context.Context, t *tracker, handler Handler) {
-	var dropped []*claimed
-	for c := range t.queue {
-		if !acquire(ctx, t.slots) {
-			dropped = append(dropped, c)
-			continue
+// runHandlers takes queued rows one at a time and runs a handler for each, until the queue
+// closes or ctx ends. It starts nothing after ctx ends: Run drops the rows that still wait.
+func (w *InboxWorker) runHandlers(ctx context.Context, t *tracker, handler Handler) {
+	for {
+		var c *claimed
+		select {
+		case <-ctx.Done():
+			return
+		case next, ok := <-t.queue:
+			if !ok {
+				return
+			}
+			c = next
+		}
+		if ctx.Err() != nil {
+			// The stop came while the row was taken: it does not start.
+			t.held.Add(-1)
+			w.drop([]*claimed{c})
+			return
 		}
 		if c.ctx.Err() != nil {
-			// The lease was lost while the row waited for a free slot.
-			<-t.slots
+			// The lease was lost while the row waited for a runner.
 			c.stopRenewal()
 			c.cancel(nil)
 			t.held.Add(-1)
@@ -357,33 +387,10 @@ func (w *InboxWorker) dispatch(ctx context.Context, t *tracker, handler Handler)
 			w.log.warn("lost the lease of a row before its handler started", c.fields(nil))
 			continue
 		}
-		t.running.Add(1)
 		t.signal()
-		go func() {
-			defer t.running.Done()
-			w.handle(c, handler)
-			t.held.Add(-1)
-			<-t.slots
-			t.signal()
-		}()
-	}
-	w.drop(dropped)
-}
-
-// acquire takes a handler slot, or returns false when ctx ends first.
-func acquire(ctx context.Context, slots chan struct{}) bool {
-	if ctx.Err() != nil {
-		return false
-	}
-	select {
-	case slots <- struct{}{}:
-		if ctx.Err() != nil {
-			<-slots
-			return false
-		}
-		return true
-	case <-ctx.Done():
-		return false
+		w.handle(c, handler)
+		t.held.Add(-1)
+		t.signal()
 	}
 }
 
@@ -423,7 +430,8 @@ func (w *InboxWorker) drop(batch []*claimed) {
 
 // claim claims up to batch rows. It runs the claim statement alone, as one autocommit
 // statement (PostgreSQL) or as the batch that opens and commits its own transaction (SQL
-// Server), reads every row and the end of the response, and starts the renewal of each row.
+// Server), and reads every row and the end of the response. Each row gets its handler's
+// context; the caller registers the rows for renewal.
 func (w *InboxWorker) claim(ctx, hard context.Context, batch int) ([]*claimed, error) {
 	parent := ctx
 	if w.opts.Dialect == DialectSQLServer {
@@ -464,9 +472,6 @@ func (w *InboxWorker) claim(ctx, hard context.Context, batch int) ([]*claimed, e
 	}
 	for _, c := range out {
 		c.ctx, c.cancel = context.WithCancelCause(hard)
-		c.stop = make(chan struct{})
-		c.renewDone = make(chan struct{})
-		go w.renew(hard, c)
 	}
 	return out, nil
 }
@@ -542,54 +547,146 @@ func uuidText(v any, dialect Dialect) (string, error) {
 	}
 }
 
-// renew extends the lease of c every third of the lease duration, on its own connection,
-// until c.stop closes or hard ends. A renewal that changes no row means that the lease is lost:
-// it cancels the handler's context, so that the handler stops and its transaction rolls back.
-func (w *InboxWorker) renew(hard context.Context, c *claimed) {
-	defer close(c.renewDone)
-	interval := time.Duration(w.opts.LeaseMS) * time.Millisecond / 3
+// renewals holds the rows that a Run renews. One goroutine, renewLoop, extends the lease of
+// each row every third of the lease duration, so a row whose handler finishes sooner costs no
+// goroutine, timer or statement for its renewal.
+type renewals struct {
+	mu       sync.Mutex
+	rows     map[*claimed]struct{}
+	interval time.Duration // a third of the lease
+}
+
+// newRenewals returns an empty set of renewals, each row renewed every interval.
+func newRenewals(interval time.Duration) *renewals {
+	return &renewals{rows: map[*claimed]struct{}{}, interval: interval}
+}
+
+// renewInterval is the time between two renewals of a row: a third of the lease.
+func (w *InboxWorker) renewInterval() time.Duration {
+	return time.Duration(w.opts.LeaseMS) * time.Millisecond / 3
+}
+
+// add starts renewing the rows of a claim: the first renewal of each is due a third of the
+// lease from now. It need not wake renewLoop, which never sleeps past the interval.
+func (r *renewals) add(batch []*claimed) {
+	if len(batch) == 0 {
+		return
+	}
+	next := time.Now().Add(r.interval)
+	r.mu.Lock()
+	for _, c := range batch {
+		c.ren = r
+		c.next = next
+		r.rows[c] = struct{}{}
+	}
+	r.mu.Unlock()
+}
+
+// renewLoop renews every row that is due, each on its own connection and all at once, and
+// then sleeps until the next row is due. It returns when quit closes or hard ends. A renewal
+// in flight is never cancelled by a stop; it is bounded by its own timeout.
+func (w *InboxWorker) renewLoop(hard context.Context, r *renewals, quit <-chan struct{}) {
+	interval := r.interval
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	var due []*claimed
+	var renewing sync.WaitGroup
+	for {
+		now := time.Now()
+		next := now.Add(interval)
+		due = due[:0]
+		r.mu.Lock()
+		for c := range r.rows {
+			if c.ctx.Err() != nil {
+				delete(r.rows, c)
+				continue
+			}
+			if !c.next.After(now) {
+				due = append(due, c)
+				c.next = now.Add(interval)
+			}
+			if c.next.Before(next) {
+				next = c.next
+			}
+		}
+		r.mu.Unlock()
+		for _, c := range due {
+			renewing.Add(1)
+			go func() {
+				defer renewing.Done()
+				w.renew(hard, c, interval)
+			}()
+		}
+		renewing.Wait()
+		if len(due) > 0 {
+			continue // the renewals took time: look again
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case <-quit:
+			return
+		case <-hard.Done():
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// renew extends the lease of c once. A renewal that changes no row means that the lease is
+// lost: it cancels the handler's context, so that the handler stops and its transaction rolls
+// back, and renews the row no more.
+func (w *InboxWorker) renew(hard context.Context, c *claimed, interval time.Duration) {
+	c.renewing.Lock()
+	defer c.renewing.Unlock()
+	c.ren.mu.Lock()
+	stopped := c.stopped
+	c.ren.mu.Unlock()
+	if stopped || c.ctx.Err() != nil || hard.Err() != nil {
+		return
+	}
 	args, err := w.stmts.renew.args(map[string]any{"id": c.msg.ID, "token": c.token, "lease_ms": int64(w.opts.LeaseMS)})
 	if err != nil {
 		w.log.error("renewing a lease", c.fields(err))
 		return
 	}
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-hard.Done():
-			return
-		case <-c.ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		// A renewal in flight is never cancelled by a stop; it is bounded by its own timeout.
-		rctx, cancel := context.WithTimeout(hard, max(interval, time.Second))
-		res, err := w.db.ExecContext(rctx, w.stmts.renew.text, args...)
-		cancel()
-		if err != nil {
-			if hard.Err() != nil {
-				return
-			}
+	rctx, cancel := context.WithTimeout(hard, max(interval, time.Second))
+	res, err := w.db.ExecContext(rctx, w.stmts.renew.text, args...)
+	cancel()
+	if err != nil {
+		if hard.Err() == nil {
 			// The next renewal tries again; once the lease has run out it finds no row.
 			w.log.warn("renewing a lease", c.fields(err))
-			continue
 		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			c.cancel(errLeaseLost)
-			w.log.warn("lost the lease: another worker owns the row, or the lease ran out; cancelling its handler", c.fields(nil))
-			return
-		}
+		return
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		c.ren.mu.Lock()
+		c.stopped = true
+		delete(c.ren.rows, c)
+		c.ren.mu.Unlock()
+		c.cancel(errLeaseLost)
+		w.log.warn("lost the lease: another worker owns the row, or the lease ran out; cancelling its handler", c.fields(nil))
 	}
 }
 
-// stopRenewal stops the renewal of c and waits until it has returned, so that no renewal runs
-// beside the completion, retry or dead letter of the row.
+// stopRenewal stops the renewal of c and waits for a renewal of c in flight to return, so that
+// no renewal runs beside the completion, retry or dead letter of the row.
 func (c *claimed) stopRenewal() {
-	c.stopOnce.Do(func() { close(c.stop) })
-	<-c.renewDone
+	if c.ren == nil {
+		return
+	}
+	c.ren.mu.Lock()
+	c.stopped = true
+	delete(c.ren.rows, c)
+	c.ren.mu.Unlock()
+	c.renewing.Lock() // waits for the renewal in flight, if any
+	c.renewing.Unlock()
 }
 
 // fields returns the log fields of c, with err when it is not nil.
