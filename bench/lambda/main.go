@@ -4,13 +4,14 @@
 // size of each binary and zip. It prints a table and writes bench/results/lambda.json. Run it
 // from the repository root:
 //
-//	go run ./bench/lambda [-out bench/results/lambda.json] [-functions poll,relay]
+//	go run ./bench/lambda [-out bench/results/lambda.json] [-functions poll,relay] [-cold 5]
 //
 // It then runs each function, built for the host, under the AWS Lambda Runtime Interface
 // Emulator (functions/rietest installs it when missing) on a fresh migrated PostgreSQL
 // database (dbtest.ServerURL), and reports its cold-start init time (the emulator's INIT
-// REPORT), the round trip of the first invoke, and the median, minimum and maximum of
-// -invokes warm invokes. -invokes 0 skips the timing.
+// REPORT; the median, minimum and maximum of -cold cold starts, each a new emulator and
+// function process), the round trip of the first invoke, and the median, minimum and maximum
+// of -invokes warm invokes. -invokes 0 skips the timing.
 package main
 
 import (
@@ -54,18 +55,19 @@ func run(ctx context.Context, args []string) int {
 	out := fs.String("out", "bench/results/lambda.json", "the results file; empty writes none")
 	only := fs.String("functions", "", "the functions to measure, comma separated; empty measures every function")
 	invokes := fs.Int("invokes", 10, "warm invokes per function under the Lambda emulator; 0 skips the timing")
+	cold := fs.Int("cold", 5, "cold starts per function under the Lambda emulator; the init time is their median")
 	migrate := fs.Bool("migrate", true, "time the functions with QUEUEBOX_DATABASE_MIGRATE=true (Init checks the applied migrations)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := measure(ctx, *out, *only, *invokes, *migrate); err != nil {
+	if err := measure(ctx, *out, *only, *invokes, *cold, *migrate); err != nil {
 		fmt.Fprintln(os.Stderr, "lambda bench:", err)
 		return 1
 	}
 	return 0
 }
 
-func measure(ctx context.Context, out, only string, invokes int, migrate bool) error {
+func measure(ctx context.Context, out, only string, invokes, cold int, migrate bool) error {
 	names, err := lambdazip.Functions(".")
 	if err != nil {
 		return err
@@ -108,7 +110,7 @@ func measure(ctx context.Context, out, only string, invokes int, migrate bool) e
 		return err
 	}
 	if invokes > 0 {
-		if res.Timing, err = measureTiming(ctx, work, names, invokes, migrate); err != nil {
+		if res.Timing, err = measureTiming(ctx, work, names, invokes, cold, migrate); err != nil {
 			return err
 		}
 		writeTimingTable(os.Stdout, res.Timing)

@@ -6,16 +6,25 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/alternayte/queuebox/shared/template"
 )
 
+// The patterns compile on first use, not when the package initializes: every process that
+// links the package (each Lambda function's cold start) pays for the package initializers.
 var (
-	sqlIdentifierPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	captureNamePattern   = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
-	templatePlaceholder  = regexp.MustCompile(`\{\{\s*(.*?)\s*\}\}`)
-	indexStep            = regexp.MustCompile(`^-?[0-9]+$`)
+	sqlIdentifierPattern = lazyRegexp(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	captureNamePattern   = lazyRegexp(`^[a-z][a-z0-9_]{0,62}$`)
+	templatePlaceholder  = lazyRegexp(`\{\{\s*(.*?)\s*\}\}`)
+	indexStep            = lazyRegexp(`^-?[0-9]+$`)
 )
+
+// lazyRegexp returns a function that compiles pattern on its first call and returns the
+// same *regexp.Regexp on every call.
+func lazyRegexp(pattern string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(pattern) })
+}
 
 // checkDefiniteJSONPath checks that path is a definite JSONPath: $ followed by .name,
 // ['name'], ["name"] and [number] steps. A deep scan ($..id), a wildcard ($.items[*]), a filter
@@ -72,7 +81,7 @@ func bracketStep(s string) (string, bool) {
 		return "", false
 	}
 	end := strings.IndexByte(s, ']')
-	if end < 0 || !indexStep.MatchString(strings.TrimSpace(s[1:end])) {
+	if end < 0 || !indexStep().MatchString(strings.TrimSpace(s[1:end])) {
 		return "", false
 	}
 	return s[end+1:], true
@@ -86,7 +95,7 @@ func unknownAddressPlaceholders(tmpl string) []string {
 
 // readsEventType reports whether a source topic template reads {{ eventType }}.
 func readsEventType(tmpl string) bool {
-	for _, m := range templatePlaceholder.FindAllStringSubmatch(tmpl, -1) {
+	for _, m := range templatePlaceholder().FindAllStringSubmatch(tmpl, -1) {
 		if m[1] == "eventType" {
 			return true
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -603,14 +602,14 @@ func (c *Config) databaseURLWarnings() []Warning {
 }
 
 var (
-	userInfoPattern = regexp.MustCompile(`(://[^/?#;@\s]*?:)([^/?#;\s]*)@`)
-	passwordParam   = regexp.MustCompile(`(?i)([?&;](?:password|pwd|passwd|sslpassword)=)(\{(?:[^}]|\}\})*\}|[^&;#\s]*)`)
+	userInfoPattern = lazyRegexp(`(://[^/?#;@\s]*?:)([^/?#;\s]*)@`)
+	passwordParam   = lazyRegexp(`(?i)([?&;](?:password|pwd|passwd|sslpassword)=)(\{(?:[^}]|\}\})*\}|[^&;#\s]*)`)
 )
 
 // MaskURL returns raw with its password masked as ***: the password of the user info
 // (amqp://user:***@host) and the value of a password or pwd parameter (?password=***,
 // ;password=***). Text without a password stays as it is.
 func MaskURL(raw string) string {
-	s := userInfoPattern.ReplaceAllString(raw, "${1}***@")
-	return passwordParam.ReplaceAllString(s, "${1}***")
+	s := userInfoPattern().ReplaceAllString(raw, "${1}***@")
+	return passwordParam().ReplaceAllString(s, "${1}***")
 }

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -23,14 +22,14 @@ type RetentionDuration struct {
 	d    time.Duration
 }
 
-var retentionDurationPattern = regexp.MustCompile(`^([0-9]+)([smhd])$`)
+var retentionDurationPattern = lazyRegexp(`^([0-9]+)([smhd])$`)
 
 // maxRetentionDuration bounds a retention duration: a longer one is a typo.
 const maxRetentionDuration = 100 * 365 * 24 * time.Hour
 
 // ParseRetentionDuration parses a retention duration such as 30s, 15m, 1h or 7d.
 func ParseRetentionDuration(s string) (RetentionDuration, error) {
-	m := retentionDurationPattern.FindStringSubmatch(strings.TrimSpace(s))
+	m := retentionDurationPattern().FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil {
 		return RetentionDuration{}, fmt.Errorf("%q is not a whole number followed by s, m, h or d", s)
 	}

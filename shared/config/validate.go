@@ -95,7 +95,7 @@ func (v *validator) port(p keyPath, n int) {
 }
 
 func (v *validator) identifier(p keyPath, s string) {
-	if !sqlIdentifierPattern.MatchString(s) {
+	if !sqlIdentifierPattern().MatchString(s) {
 		v.add(p, "must be a SQL identifier: a letter or _ first, then letters, digits and _, not %q", s)
 	}
 }
@@ -207,7 +207,7 @@ func (v *validator) capture(c *Config) {
 		v.add(p.child("stateDirectory"), "is required when outbox.capture.enabled is true")
 	}
 	for _, k := range []struct{ key, value string }{{"identity", cp.Identity}, {"slot", cp.Slot}, {"publication", cp.Publication}} {
-		if !captureNamePattern.MatchString(k.value) {
+		if !captureNamePattern().MatchString(k.value) {
 			v.add(p.child(k.key), "must be a lower case letter, then lower case letters, digits and _, at most 63 characters, not %q", k.value)
 		}
 	}

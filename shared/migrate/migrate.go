@@ -422,7 +422,11 @@ func (r *Runner) Status(ctx context.Context) (Status, error) {
 // the start in both modes.
 func (r *Runner) CheckStart(ctx context.Context, migrate bool) (StartResult, error) {
 	if migrate {
-		res, err := r.Migrate(ctx)
+		res, ok := r.upToDate(ctx)
+		var err error
+		if !ok {
+			res, err = r.Migrate(ctx)
+		}
 		if err != nil {
 			return StartResult{Migration: res}, err
 		}
@@ -460,6 +464,35 @@ func (r *Runner) CheckStart(ctx context.Context, migrate bool) (StartResult, err
 	return out, nil
 }
 
+// upToDate is the fast path of CheckStart with migrate = true: it reads the history without
+// the lock, in as few round trips as the dialect allows, and returns what Migrate would return
+// and true when Migrate would find nothing to do: every bundled version recorded as applied and
+// nothing in the history that stops a run. The history that it reads was committed, and a
+// version that the history records as applied is never run again, so taking the lock first
+// could not change that answer. In every other case (and on any error) it returns false and
+// CheckStart runs Migrate, under the lock, which reports the error or applies what is pending.
+func (r *Runner) upToDate(ctx context.Context) (Result, bool) {
+	res := Result{Dialect: r.d.dialect()}
+	if r.opts.validate() != nil {
+		return res, false
+	}
+	list, err := migrations.List(r.d.dialect())
+	if err != nil || r.opts.Target > len(list) {
+		return res, false
+	}
+	s, err := r.d.open(ctx, 0)
+	if err != nil {
+		return res, false
+	}
+	defer s.close(ctx)
+	st, rows, err := r.status(ctx, s, list)
+	if err != nil || rows == nil || len(st.Pending) > 0 || st.err(r.d.dialect()) != nil {
+		return res, false
+	}
+	res.Current, res.Unknown = st.Current, st.Unknown
+	return res, true
+}
+
 func unknownSentence(vs []string) string {
 	return fmt.Sprintf("%s records versions that this release does not ship (%s); "+
 		"a newer QueueBox migrated this database", HistoryTable, "V"+strings.Join(vs, ", V"))
@@ -467,17 +500,43 @@ func unknownSentence(vs []string) string {
 
 // status reads the history and the tables. rows is nil when the history table does not exist.
 func (r *Runner) status(ctx context.Context, s session, list []migrations.Migration) (Status, []historyEntry, error) {
+	names := []string{r.opts.Names.OutboxTable, r.opts.Names.InboxTable}
+	if p, ok := s.(prober); ok {
+		return r.probeStatus(ctx, p, list, names)
+	}
 	rows, err := r.readHistory(ctx, s)
 	if err != nil {
 		return Status{Dialect: r.d.dialect()}, nil, err
 	}
 	st := interpret(list, rows)
 	st.Dialect = r.d.dialect()
-	names := []string{r.opts.Names.OutboxTable, r.opts.Names.InboxTable}
 	st.Tables, err = s.tablesPresent(ctx, names)
 	if err != nil {
 		return st, rows, fmt.Errorf("looking for the tables %s: %w", strings.Join(names, ", "), err)
 	}
+	return st, rows, nil
+}
+
+// probeStatus is status on a session that looks for the history table and the tables in one
+// statement; it reads the history only when the table exists. Its errors read as those of
+// status.
+func (r *Runner) probeStatus(ctx context.Context, p prober, list []migrations.Migration, names []string) (Status, []historyEntry, error) {
+	exists, tables, err := p.probe(ctx, names)
+	if err != nil {
+		return Status{Dialect: r.d.dialect()}, nil, fmt.Errorf("looking for %s: %w", HistoryTable, err)
+	}
+	var rows []historyEntry
+	if exists {
+		if rows, err = p.readHistory(ctx); err != nil {
+			return Status{Dialect: r.d.dialect()}, nil, fmt.Errorf("reading %s: %w", HistoryTable, err)
+		}
+		if rows == nil {
+			rows = []historyEntry{}
+		}
+	}
+	st := interpret(list, rows)
+	st.Dialect = r.d.dialect()
+	st.Tables = tables
 	return st, rows, nil
 }
 
@@ -671,6 +730,14 @@ type session interface {
 	tablesPresent(ctx context.Context, names []string) ([]string, error)
 	// close releases the lock and the connection.
 	close(ctx context.Context)
+}
+
+// prober is a session that answers historyExists and tablesPresent in one round trip.
+type prober interface {
+	session
+	// probe reports whether the history table exists and returns the names of the tables
+	// that exist, in the order given.
+	probe(ctx context.Context, names []string) (historyExists bool, tables []string, err error)
 }
 
 // historyDescription cuts a description to the width of the column.

@@ -806,3 +806,47 @@ func TestPostgresRejectsBadNames(t *testing.T) {
 	assert.Contains(t, err.Error(), "database.inboxTableName")
 	assert.False(t, errors.Is(err, ErrNoHistory))
 }
+
+// TestPostgresCheckStartUpToDateTakesNoLock: with every version applied, CheckStart with
+// migrate = true reads the history without the migration lock, so a start is not held up by
+// a process that holds it; with a version pending it takes the lock, and waits for it.
+func TestPostgresCheckStartUpToDateTakesNoLock(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	ctx := context.Background()
+	_, err := Postgres(ctx, pool, Options{})
+	require.NoError(t, err)
+
+	holder, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer holder.Release()
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, PostgresLockKey)
+	require.NoError(t, err)
+
+	opts := Options{LockTimeout: 300 * time.Millisecond}
+	start, err := CheckStart(ctx, pool, true, opts)
+	require.NoError(t, err)
+	assert.Equal(t, StartResult{Level: LevelInfo, Message: "schema is up to date at V11",
+		Migration: Result{Dialect: migrations.PostgreSQL, Current: 11}}, start)
+
+	dbtest.Exec(t, pool, `INSERT INTO flyway_schema_history
+		(installed_rank, version, description, type, script, checksum, installed_by, execution_time, success)
+		VALUES (12, '99', 'from a newer release', 'SQL', 'V99__from_a_newer_release.sql', 1, 'queuebox', 5, true)`)
+	start, err = CheckStart(ctx, pool, true, opts)
+	require.NoError(t, err)
+	assert.Equal(t, LevelWarning, start.Level)
+	assert.Equal(t, "schema is up to date at V11; flyway_schema_history records versions that this release "+
+		"does not ship (V99); a newer QueueBox migrated this database", start.Message)
+	assert.Equal(t, []string{"99"}, start.Unknown)
+
+	dbtest.Exec(t, pool, `DELETE FROM flyway_schema_history WHERE version = '11'`)
+	_, err = CheckStart(ctx, pool, true, opts)
+	require.ErrorIs(t, err, ErrLockTimeout, "a pending version takes the lock")
+
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, PostgresLockKey)
+	require.NoError(t, err)
+	start, err = CheckStart(ctx, pool, true, opts)
+	require.NoError(t, err)
+	assert.Equal(t, "applied V11; flyway_schema_history records versions that this release does not ship (V99); "+
+		"a newer QueueBox migrated this database", start.Message)
+}

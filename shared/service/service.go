@@ -160,16 +160,37 @@ func ConnectWith(ctx context.Context, cfg *config.Config, log *slog.Logger, o Co
 		if err != nil {
 			return nil, startError("connect to the database", err)
 		}
-		if err := migrate.WaitForDatabase(ctx, pool.Ping, timeout); err != nil {
+		// The first connection (TCP, TLS, and the server starting a backend) is most of a
+		// cold start: the store builds its statements meanwhile. A failure to connect is
+		// reported first, as when the two ran one after the other.
+		connected := make(chan error, 1)
+		go func() { connected <- migrate.WaitForDatabase(ctx, connectOnce(pool), timeout) }()
+		st, stErr := postgres.New(pool, names)
+		runner := migrate.NewPostgres(pool, opts)
+		if err := <-connected; err != nil {
 			pool.Close()
 			return nil, startError("connect to the database", err)
 		}
-		st, err := postgres.New(pool, names)
-		if err != nil {
+		if stErr != nil {
 			pool.Close()
-			return nil, startError("open the store", err)
+			return nil, startError("open the store", stErr)
 		}
-		return &Database{Store: st, Pool: pool, Migrations: migrate.NewPostgres(pool, opts)}, nil
+		return &Database{Store: st, Pool: pool, Migrations: runner}, nil
+	}
+}
+
+// connectOnce returns the connect function of WaitForDatabase on a pool: it acquires a
+// connection, which the pool opens (pgxpool.Pool.Ping would then send a query as well), and
+// gives it back to the pool, idle, for the start checks. A connection that completed the
+// server's startup handshake is a database that answers.
+func connectOnce(pool *pgxpool.Pool) func(context.Context) error {
+	return func(ctx context.Context) error {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		c.Release()
+		return nil
 	}
 }
 

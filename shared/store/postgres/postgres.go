@@ -95,7 +95,7 @@ func (s *Store) Close() { s.pool.Close() }
 // table and carries the ALTER TABLE statements that add it.
 func (s *Store) CheckSchema(ctx context.Context) error {
 	n := s.names
-	checks := []struct {
+	checks := [...]struct {
 		table, column, fix string
 	}{
 		{
@@ -113,12 +113,29 @@ func (s *Store) CheckSchema(ctx context.Context) error {
 				ident(n.OutboxTable), ident(n.Outbox.Key), ident(n.Outbox.Sequence), ident(n.Outbox.State)),
 		},
 	}
+	var found [len(checks)]struct{ table, column bool }
+	find := func(sql string) error {
+		// One statement answers both checks, sent unprepared (pgx.QueryExecModeExec): a
+		// start runs it once, so a prepare would only add a round trip.
+		return s.pool.QueryRow(ctx, sql, pgx.QueryExecModeExec,
+			ident(checks[0].table), checks[0].column, ident(checks[1].table), checks[1].column,
+		).Scan(&found[0].table, &found[0].column, &found[1].table, &found[1].column)
+	}
+	// columnProbeSQL answers in the common case, a schema with both columns, at a fraction of
+	// the cost of columnExistsSQL on the fresh connection of a start; columnExistsSQL answers
+	// when it cannot (a missing column, or a system column's name).
+	var err error
+	if systemColumn(checks[0].column) || systemColumn(checks[1].column) {
+		err = find(s.sql.columnExists)
+	} else if err = find(columnProbeSQL); isUndefinedColumn(err) {
+		err = find(s.sql.columnExists)
+	}
+	if err != nil {
+		return fmt.Errorf("checking schema of table %s: %w", checks[0].table, err)
+	}
 	var errs []error
-	for _, c := range checks {
-		var tableExists, columnExists bool
-		if err := s.pool.QueryRow(ctx, s.sql.columnExists, ident(c.table), c.column).Scan(&tableExists, &columnExists); err != nil {
-			return fmt.Errorf("checking schema of table %s: %w", c.table, err)
-		}
+	for i, c := range checks {
+		tableExists, columnExists := found[i].table, found[i].column
 		switch {
 		case !tableExists:
 			errs = append(errs, fmt.Errorf("table %q does not exist (column %q is required); create it, see the custom tables guide", c.table, c.column))
@@ -228,13 +245,45 @@ func buildStatements(n store.Names) (statements, error) {
 	return st, errors.Join(errs...)
 }
 
-// columnExistsSQL resolves $1 (a quoted table name) through the search path, as every other
-// statement does, and tells whether the table exists and has the column $2.
+// columnExistsSQL resolves $1 and $3 (quoted table names) through the search path, as every
+// other statement does, and tells whether each table exists and has the column $2 and $4.
 const columnExistsSQL = `
 SELECT to_regclass($1) IS NOT NULL,
        EXISTS (
            SELECT 1 FROM pg_catalog.pg_attribute
-           WHERE attrelid = to_regclass($1) AND attname = $2 AND attnum > 0 AND NOT attisdropped)`
+           WHERE attrelid = to_regclass($1) AND attname = $2 AND attnum > 0 AND NOT attisdropped),
+       to_regclass($3) IS NOT NULL,
+       EXISTS (
+           SELECT 1 FROM pg_catalog.pg_attribute
+           WHERE attrelid = to_regclass($3) AND attname = $4 AND attnum > 0 AND NOT attisdropped)`
+
+// columnProbeSQL is columnExistsSQL without a scan of pg_attribute, which PostgreSQL plans
+// and runs at the cost of several milliseconds on a fresh connection (cold catalog caches):
+// has_column_privilege finds the column through the catalog cache. It returns NULL when the
+// table does not exist (the function is strict) or the column was dropped, and a boolean
+// otherwise; a name that is no column of an existing table makes it fail with
+// undefined_column (42703), and the name of a system column (ctid, xmin, ...) makes it
+// answer true. CheckSchema uses columnExistsSQL in those two cases.
+const columnProbeSQL = `
+SELECT to_regclass($1) IS NOT NULL,
+       has_column_privilege(to_regclass($1), $2, 'SELECT') IS NOT NULL,
+       to_regclass($3) IS NOT NULL,
+       has_column_privilege(to_regclass($3), $4, 'SELECT') IS NOT NULL`
+
+// systemColumn reports whether name is the name of a PostgreSQL system column.
+func systemColumn(name string) bool {
+	switch name {
+	case "tableoid", "cmax", "xmax", "cmin", "xmin", "ctid":
+		return true
+	}
+	return false
+}
+
+// isUndefinedColumn reports whether err is PostgreSQL's undefined_column (42703).
+func isUndefinedColumn(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42703"
+}
 
 // micros converts a duration to whole microseconds, the unit that the statements multiply by
 // interval '1 microsecond'.
