@@ -1,15 +1,10 @@
 package inboxbench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
-	"strconv"
-	"strings"
+
+	"github.com/alternayte/queuebox/bench/benchdb"
 )
 
 // Ceiling is PostgreSQL's own rate for the write that the inbox did per request before the
@@ -45,78 +40,28 @@ ON CONFLICT (source, idempotency_key) DO NOTHING
 RETURNING id;
 `
 
-// findPgbench returns the pgbench binary: on PATH, or in a PostgreSQL installation.
-func findPgbench() (string, error) {
-	if p, err := exec.LookPath("pgbench"); err == nil {
-		return p, nil
-	}
-	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench")
-	if len(matches) > 0 {
-		return matches[len(matches)-1], nil
-	}
-	return "", fmt.Errorf("pgbench is not on PATH nor in /usr/lib/postgresql/*/bin (install the PostgreSQL client tools, or run with -ceiling-seconds 0)")
-}
-
-var (
-	tpsLine     = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
-	latencyLine = regexp.MustCompile(`(?m)^latency average = ([0-9.]+) ms`)
-)
-
 // measureCeiling runs ceilingScript with pgbench for the given seconds and counts the rows it
 // inserted.
 func measureCeiling(ctx context.Context, db *benchDatabase, clients, seconds int) (Ceiling, error) {
-	bin, err := findPgbench()
+	bin, err := benchdb.FindPgbench()
 	if err != nil {
-		return Ceiling{}, err
+		return Ceiling{}, fmt.Errorf("%w, or run with -ceiling-seconds 0", err)
 	}
 	threads := min(clients, 2)
 	c := Ceiling{Clients: clients, Threads: threads, Seconds: seconds, Pgbench: bin, Script: ceilingScript}
-	dir, err := os.MkdirTemp("", "inboxbench")
-	if err != nil {
-		return c, fmt.Errorf("writing the pgbench script: %w", err)
-	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	script := filepath.Join(dir, "inbox_insert.sql")
-	if err := os.WriteFile(script, []byte(ceilingScript), 0o600); err != nil {
-		return c, fmt.Errorf("writing the pgbench script: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, bin, "--no-vacuum", "--protocol=prepared",
-		"--file="+script, "--client="+strconv.Itoa(clients), "--jobs="+strconv.Itoa(threads),
-		"--time="+strconv.Itoa(seconds), "--define=i=0", db.URL)
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
+	run := benchdb.Pgbench{Bin: bin, URL: db.URL, Script: ceilingScript, Clients: clients, Threads: threads, Seconds: seconds}
 	c.Load1 = loadAverage()[0]
 	before := readCPU(0, nil)
-	runErr := cmd.Run()
+	res, runErr := run.Run(ctx)
 	after := readCPU(0, nil)
 	c.MachineBusyPct = cpuBetween(before, after, 0).MachineBusyPct
-	if cmd.ProcessState != nil {
-		c.PgbenchSeconds = round((cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds(), 2)
-	}
+	c.PgbenchSeconds = round(res.CPUSeconds, 2)
 	if runErr != nil {
-		return c, fmt.Errorf("running pgbench: %w: %s", runErr, lastLines(out.String(), 5))
+		return c, runErr
 	}
-	m := tpsLine.FindStringSubmatch(out.String())
-	if m == nil {
-		return c, fmt.Errorf("reading the pgbench output: no tps line in %q", lastLines(out.String(), 8))
-	}
-	c.TPS, _ = strconv.ParseFloat(m[1], 64)
-	c.TPS = round(c.TPS, 0)
-	if m := latencyLine.FindStringSubmatch(out.String()); m != nil {
-		c.LatencyMs, _ = strconv.ParseFloat(m[1], 64)
-	}
+	c.TPS, c.LatencyMs = res.TPS, res.LatencyMs
 	if c.Rows, _, err = db.inboxCounts(ctx, ceilingSource); err != nil {
 		return c, err
 	}
 	return c, nil
-}
-
-// lastLines returns the last n lines of s.
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -1,15 +1,11 @@
 package outboxbench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
-	"strconv"
 	"time"
+
+	"github.com/alternayte/queuebox/bench/benchdb"
 )
 
 // Ceiling is the commit rate of the server for the write that finishes one row: one fenced
@@ -44,27 +40,10 @@ WHERE id = md5(CAST(:n AS text))::uuid
 RETURNING id;
 `
 
-// findPgbench returns the pgbench binary: on PATH, or in a PostgreSQL installation.
-func findPgbench() (string, error) {
-	if p, err := exec.LookPath("pgbench"); err == nil {
-		return p, nil
-	}
-	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench")
-	if len(matches) > 0 {
-		return matches[len(matches)-1], nil
-	}
-	return "", fmt.Errorf("pgbench is not on PATH nor in /usr/lib/postgresql/*/bin (install the PostgreSQL client tools)")
-}
-
-var (
-	tpsLine     = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
-	latencyLine = regexp.MustCompile(`(?m)^latency average = ([0-9.]+) ms`)
-)
-
 // measureCeiling fills the outbox with rows in state processing under live leases, runs the
 // fenced update with pgbench for the given seconds, and empties the outbox again.
 func measureCeiling(ctx context.Context, db *benchDatabase, clients, seconds, sinkPID int) (Ceiling, error) {
-	bin, err := findPgbench()
+	bin, err := benchdb.FindPgbench()
 	if err != nil {
 		return Ceiling{}, err
 	}
@@ -87,38 +66,16 @@ FROM (SELECT c * 1000000 + i AS n
 	if err := db.vacuum(ctx); err != nil {
 		return c, err
 	}
-	dir, err := os.MkdirTemp("", "outboxbench")
-	if err != nil {
-		return c, fmt.Errorf("writing the pgbench script: %w", err)
-	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	script := filepath.Join(dir, "fenced_update.sql")
-	if err := os.WriteFile(script, []byte(ceilingScript), 0o600); err != nil {
-		return c, fmt.Errorf("writing the pgbench script: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, bin, "--no-vacuum", "--protocol=prepared",
-		"--file="+script, "--client="+strconv.Itoa(clients), "--jobs="+strconv.Itoa(threads),
-		"--time="+strconv.Itoa(seconds), "--define=i=0", db.URL)
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
+	run := benchdb.Pgbench{Bin: bin, URL: db.URL, Script: ceilingScript, Clients: clients, Threads: threads, Seconds: seconds}
 	c.Load1 = loadAverage()[0]
 	before := readCPU(sinkPID)
-	runErr := cmd.Run()
+	res, runErr := run.Run(ctx)
 	after := readCPU(sinkPID)
 	c.CPU = cpuBetween(before, after, 0)
 	if runErr != nil {
-		return c, fmt.Errorf("running pgbench: %w: %s", runErr, lastLines(out.String(), 5))
+		return c, runErr
 	}
-	m := tpsLine.FindStringSubmatch(out.String())
-	if m == nil {
-		return c, fmt.Errorf("reading the pgbench output: no tps line in %q", lastLines(out.String(), 8))
-	}
-	c.TPS, _ = strconv.ParseFloat(m[1], 64)
-	c.TPS = round(c.TPS, 0)
-	if m := latencyLine.FindStringSubmatch(out.String()); m != nil {
-		c.LatencyMs, _ = strconv.ParseFloat(m[1], 64)
-	}
+	c.TPS, c.LatencyMs = res.TPS, res.LatencyMs
 	counts, err := db.stateCounts(ctx)
 	if err != nil {
 		return c, err
@@ -126,14 +83,6 @@ FROM (SELECT c * 1000000 + i AS n
 	c.RowsUpdated = counts["sent"]
 	c.UpdateTPS = round(float64(c.RowsUpdated)/float64(seconds), 0)
 	return c, db.resetOutbox(ctx)
-}
-
-func lastLines(s string, n int) string {
-	lines := bytes.Split(bytes.TrimSpace([]byte(s)), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte(" | ")))
 }
 
 // sleepCtx waits for d or ctx.
