@@ -2,7 +2,21 @@ module github.com/alternayte/queuebox
 
 go 1.26.8
 
-require github.com/jackc/pgx/v5 v5.13.0
+require (
+	github.com/jackc/pgx/v5 v5.13.0
+	github.com/nats-io/nats.go v1.55.0
+	github.com/rabbitmq/amqp091-go v1.16.0
+	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
+)
+
+require (
+	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+)
 
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
@@ -50,7 +64,7 @@ require (
 	github.com/stretchr/testify v1.12.1
 	github.com/theory/jsonpath v0.12.3
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/crypto v0.55.0 // indirect
+	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect

@@ -20,6 +20,8 @@ import (
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/migrate"
 	"github.com/alternayte/queuebox/shared/outbox"
+	qbnats "github.com/alternayte/queuebox/shared/publish/nats"
+	"github.com/alternayte/queuebox/shared/publish/rabbitmq"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/store"
@@ -267,8 +269,11 @@ func Routes(cfg *config.Config) (*route.Table, error) {
 	return route.NewTable(routes), nil
 }
 
-// Publishers builds one publisher per destination whose kind this build supports. A
-// destination without a publisher is left out, so its rows go dead with a clear reason.
+// Publishers builds one publisher per destination whose kind this build supports: http
+// (shared/webhook), rabbitmq (shared/publish/rabbitmq) and nats (shared/publish/nats); the
+// broker publishers connect on their first publish, so a broker that is down at start makes
+// rows retry. A destination without a publisher is left out, so its rows go dead with a
+// clear reason.
 // With http.blockPrivateAddresses it first refuses a baseUrl or tokenUrl on a private address.
 func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, log *slog.Logger) ([]outbox.Destination, func(), error) {
 	var dests []outbox.Destination
@@ -279,6 +284,8 @@ func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, log 
 		}
 	}
 	for name, d := range cfg.Destinations {
+		var p outbox.Publisher
+		var closer func()
 		switch d.Kind {
 		case config.DestinationHTTP:
 			wc := webhookConfig(cfg, d)
@@ -293,22 +300,41 @@ func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, log 
 					}
 				}
 			}
-			p, err := webhook.New(wc, m)
+			wp, err := webhook.New(wc, m)
 			if err != nil {
 				closeAll()
 				return nil, nil, fmt.Errorf("destinations.%s: %w", name, err)
 			}
-			closers = append(closers, func() { _ = p.Close() })
-			step, err := Transforms().CompileStep(d.Transform)
+			p, closer = wp, func() { _ = wp.Close() }
+		case config.DestinationRabbitMQ:
+			// The publisher connects on its first publish: a broker that is down at start
+			// makes rows retry, not the start fail.
+			rp, err := rabbitmq.New(name, *d.RabbitMQ, d.Headers)
 			if err != nil {
 				closeAll()
-				return nil, nil, fmt.Errorf("destinations.%s.transform: %w", name, err)
+				return nil, nil, err
 			}
-			dests = append(dests, outbox.Destination{Name: name, Publisher: p, Transform: step})
+			p, closer = rp, func() { _ = rp.Close() }
+		case config.DestinationNATS:
+			// As for RabbitMQ, the first publish connects.
+			np, err := qbnats.New(name, *d.NATS)
+			if err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			p, closer = np, func() { _ = np.Close() }
 		default:
 			log.Warn("no publisher in this build supports the destination kind; its rows go dead",
 				"destination", name, "kind", string(d.Kind))
+			continue
 		}
+		closers = append(closers, closer)
+		step, err := Transforms().CompileStep(d.Transform)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("destinations.%s.transform: %w", name, err)
+		}
+		dests = append(dests, outbox.Destination{Name: name, Publisher: p, Transform: step})
 	}
 	return dests, closeAll, nil
 }

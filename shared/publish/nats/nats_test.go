@@ -1,0 +1,613 @@
+package nats_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/outbox"
+	qbnats "github.com/alternayte/queuebox/shared/publish/nats"
+	"github.com/alternayte/queuebox/shared/route"
+	"github.com/alternayte/queuebox/shared/template"
+)
+
+const natsURL = "nats://127.0.0.1:4222"
+
+const startHint = "start it with: start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- " +
+	"-a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log"
+
+// waitLimit bounds every wait of a test for a condition; it is no timing assertion.
+const waitLimit = 20 * time.Second
+
+// broker connects the test to the machine's NATS JetStream, and fails (never skips) when it
+// is not reachable.
+func broker(t *testing.T) (*natsgo.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := natsgo.Connect(natsURL, natsgo.Timeout(5*time.Second))
+	if err != nil {
+		t.Fatalf("NATS JetStream is not reachable at %s (%v); %s", natsURL, err, startHint)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.AccountInfo(ctx); err != nil {
+		t.Fatalf("NATS at %s has no JetStream (%v); %s", natsURL, err, startHint)
+	}
+	return nc, js
+}
+
+func unique(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// fixture is a stream of its own that covers the subjects under prefix.
+type fixture struct {
+	nc     *natsgo.Conn
+	js     jetstream.JetStream
+	stream jetstream.Stream
+	prefix string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	nc, js := broker(t)
+	id := unique(t)
+	prefix := "qbtest." + id
+	name := "QBTEST_" + strings.ToUpper(id)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:       name,
+		Subjects:   []string{prefix + ".>"},
+		Storage:    jetstream.MemoryStorage,
+		Duplicates: 2 * time.Minute,
+	})
+	if err != nil {
+		t.Fatalf("creating stream %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := js.DeleteStream(ctx, name); err != nil {
+			t.Errorf("deleting stream %s: %v", name, err)
+		}
+	})
+	return &fixture{nc: nc, js: js, stream: s, prefix: prefix}
+}
+
+// msgs returns the messages of the stream, in order, after checking that it holds want.
+func (f *fixture) msgs(t *testing.T, want int) []*jetstream.RawStreamMsg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	info, err := f.stream.Info(ctx)
+	if err != nil {
+		t.Fatalf("stream info: %v", err)
+	}
+	if int(info.State.Msgs) != want {
+		t.Fatalf("the stream holds %d messages, want %d", info.State.Msgs, want)
+	}
+	out := make([]*jetstream.RawStreamMsg, 0, want)
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && want > 0; seq++ {
+		m, err := f.stream.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("get message %d: %v", seq, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func newPublisher(t *testing.T, d config.NATSDestination) *qbnats.Publisher {
+	t.Helper()
+	if d.Servers == "" {
+		d.Servers = natsURL
+	}
+	p, err := qbnats.New("test-nats", d)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func publish(t *testing.T, p *qbnats.Publisher, m outbox.Message) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	return p.Publish(ctx, m)
+}
+
+func message(id string) outbox.Message {
+	return outbox.Message{
+		ID:            id,
+		Topic:         "order.created",
+		Key:           "customer-7",
+		AggregateType: "order",
+		Payload:       json.RawMessage(`{"id":"o-1","region":"eu","n":1.50}`),
+		Attempt:       3,
+		CreatedAt:     time.Now(),
+	}
+}
+
+func TestType(t *testing.T) {
+	p, err := qbnats.New("x", config.NATSDestination{Servers: natsURL, Subject: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var _ outbox.Publisher = p
+	if p.Type() != "nats" {
+		t.Fatalf("Type = %q", p.Type())
+	}
+}
+
+func TestJetStreamBodyHeadersAndSubject(t *testing.T) {
+	f := newFixture(t)
+	p := newPublisher(t, config.NATSDestination{Subject: f.prefix + ".{{ aggregateType }}.{{ topic }}", JetStream: true, TimeoutMs: 30000})
+
+	m := message("0b7f9a4e-1111-4c3a-9d55-000000000001")
+	m.Headers = map[string]string{"traceparent": "00-abc-def-01", "x-topic": "row-topic", "Tenant-ID": "acme"}
+	if err := publish(t, p, m); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	noKey := message("0b7f9a4e-1111-4c3a-9d55-000000000002")
+	noKey.Key = ""
+	noKey.Attempt = 0
+	if err := publish(t, p, noKey); err != nil {
+		t.Fatalf("Publish without key: %v", err)
+	}
+
+	got := f.msgs(t, 2)
+	first, second := got[0], got[1]
+	if want := f.prefix + ".order.order.created"; first.Subject != want {
+		t.Errorf("subject = %q, want %q", first.Subject, want)
+	}
+	if string(first.Data) != string(m.Payload) {
+		t.Errorf("body = %q, want the payload bytes %q", first.Data, m.Payload)
+	}
+	wantHeaders := map[string][]string{
+		"x-message-id":  {m.ID},
+		"x-topic":       {"order.created", "row-topic"}, // a row header of a standard name is a second value
+		"x-attempt":     {"3"},
+		"x-message-key": {"customer-7"},
+		"Nats-Msg-Id":   {m.ID},
+		"traceparent":   {"00-abc-def-01"},
+		"Tenant-ID":     {"acme"},
+	}
+	assertHeaders(t, first.Header, wantHeaders)
+
+	wantHeaders = map[string][]string{
+		"x-message-id": {noKey.ID},
+		"x-topic":      {"order.created"},
+		"x-attempt":    {"0"},
+		"Nats-Msg-Id":  {noKey.ID},
+	}
+	assertHeaders(t, second.Header, wantHeaders)
+}
+
+func assertHeaders(t *testing.T, got natsgo.Header, want map[string][]string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("headers = %v, want %v", got, want)
+	}
+	for name, values := range want {
+		if g := got[name]; strings.Join(g, "\x00") != strings.Join(values, "\x00") {
+			t.Errorf("header %q = %q, want %q (all: %v)", name, g, values, got)
+		}
+	}
+}
+
+func TestRouteRoutingKeyTemplateDoesNotChangeSubject(t *testing.T) {
+	f := newFixture(t)
+	p := newPublisher(t, config.NATSDestination{Subject: f.prefix + ".fixed", JetStream: true, TimeoutMs: 30000})
+	m := message("rk-1")
+	m.Route = route.Route{Destination: "test-nats", RoutingKeyTemplate: f.prefix + ".{{ payload.region }}", RoutingKeyMissingFieldDefault: "x"}
+	if err := publish(t, p, m); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	if got := f.msgs(t, 1)[0].Subject; got != f.prefix+".fixed" {
+		t.Fatalf("subject = %q, want the destination subject %q (spec/07: a routingKeyTemplate does not change the subject)", got, f.prefix+".fixed")
+	}
+}
+
+func TestSubjectFromColumn(t *testing.T) {
+	f := newFixture(t)
+	p := newPublisher(t, config.NATSDestination{Subject: "ignored.subject", SubjectFrom: "key", JetStream: true, TimeoutMs: 30000})
+	m := message("col-1")
+	m.Key = f.prefix + ".by-key"
+	if err := publish(t, p, m); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	if got := f.msgs(t, 1)[0].Subject; got != m.Key {
+		t.Fatalf("subject = %q, want the key column %q", got, m.Key)
+	}
+}
+
+func TestSubjectFromPayloadTemplate(t *testing.T) {
+	f := newFixture(t)
+	p := newPublisher(t, config.NATSDestination{Subject: f.prefix + ".{{ payload.region }}", JetStream: true, TimeoutMs: 30000})
+	if err := publish(t, p, message("pl-1")); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	if got := f.msgs(t, 1)[0].Subject; got != f.prefix+".eu" {
+		t.Fatalf("subject = %q, want %q", got, f.prefix+".eu")
+	}
+}
+
+func TestEmptySubjectFails(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		name string
+		d    config.NATSDestination
+	}{
+		{"template", config.NATSDestination{Subject: "{{ payload.missing }}", JetStream: true, TimeoutMs: 30000}},
+		{"column", config.NATSDestination{Subject: "x", SubjectFrom: "aggregate_type", JetStream: true, TimeoutMs: 30000}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPublisher(t, tc.d)
+			m := message("empty-1")
+			m.AggregateType = ""
+			err := publish(t, p, m)
+			if !errors.Is(err, template.ErrEmptyAddress) {
+				t.Fatalf("Publish = %v, want an error wrapping template.ErrEmptyAddress", err)
+			}
+			if !strings.Contains(err.Error(), "test-nats") {
+				t.Errorf("error %q does not name the destination", err)
+			}
+		})
+	}
+	f.msgs(t, 0)
+}
+
+func TestJetStreamWithoutStreamFails(t *testing.T) {
+	broker(t)
+	p := newPublisher(t, config.NATSDestination{Subject: "qbtest-nostream." + unique(t), JetStream: true, TimeoutMs: 30000})
+	err := publish(t, p, message("ns-1"))
+	if err == nil {
+		t.Fatal("Publish to a subject that no stream holds succeeded, want an error")
+	}
+	if !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		t.Fatalf("Publish = %v, want jetstream.ErrNoStreamResponse", err)
+	}
+}
+
+func TestDuplicateIDIsStoredOnce(t *testing.T) {
+	f := newFixture(t)
+	p := newPublisher(t, config.NATSDestination{Subject: f.prefix + ".dup", JetStream: true, TimeoutMs: 30000})
+	m := message("dup-1")
+	for i := 0; i < 2; i++ {
+		m.Attempt = i
+		if err := publish(t, p, m); err != nil {
+			t.Fatalf("Publish %d: %v", i, err)
+		}
+	}
+	got := f.msgs(t, 1)
+	if got[0].Header.Get("x-attempt") != "0" {
+		t.Fatalf("stored attempt %q, want the first publish", got[0].Header.Get("x-attempt"))
+	}
+}
+
+func TestCoreNATS(t *testing.T) {
+	nc, _ := broker(t)
+	subject := "qbtest-core." + unique(t)
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p := newPublisher(t, config.NATSDestination{Subject: subject, JetStream: false, TimeoutMs: 30000})
+	m := message("core-1")
+	if err := publish(t, p, m); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	got, err := sub.NextMsg(waitLimit)
+	if err != nil {
+		t.Fatalf("no message arrived: %v", err)
+	}
+	if got.Subject != subject || string(got.Data) != string(m.Payload) {
+		t.Fatalf("got %q %q", got.Subject, got.Data)
+	}
+	assertHeaders(t, got.Header, map[string][]string{
+		"x-message-id":  {m.ID},
+		"x-topic":       {m.Topic},
+		"x-attempt":     {"3"},
+		"x-message-key": {m.Key},
+	})
+}
+
+func TestCancelWhileWaitingForAck(t *testing.T) {
+	nc, _ := broker(t)
+	subject := "qbtest-noack." + unique(t)
+	// A plain subscriber takes the publish request and never acknowledges it.
+	sub, err := nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p := newPublisher(t, config.NATSDestination{Subject: subject, JetStream: true, TimeoutMs: 600000})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Publish(ctx, message("cancel-1")) }()
+	if _, err := sub.NextMsg(waitLimit); err != nil {
+		t.Fatalf("the publish did not reach the subject: %v", err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Publish = %v, want context.Canceled", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Publish did not return after its context was cancelled")
+	}
+}
+
+func TestCancelWhileConnecting(t *testing.T) {
+	// A listener that accepts and never speaks NATS keeps the dial waiting.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns sync.WaitGroup
+	var held []net.Conn
+	var mu sync.Mutex
+	conns.Add(1)
+	go func() {
+		defer conns.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		conns.Wait()
+		mu.Lock()
+		for _, c := range held {
+			_ = c.Close()
+		}
+		mu.Unlock()
+	})
+
+	p := newPublisher(t, config.NATSDestination{Servers: "nats://" + ln.Addr().String(), Subject: "a", JetStream: true, TimeoutMs: 600000})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Publish(ctx, message("cancel-2")) }()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Publish = %v, want context.Canceled", err)
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("Publish did not return after its context was cancelled")
+	}
+}
+
+func TestConnectErrorHidesCredentials(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now: the dial is refused
+
+	for _, d := range []config.NATSDestination{
+		{Servers: "nats://urluser:url-s3cret@" + addr, Subject: "a", JetStream: true, TimeoutMs: 5000},
+		{Servers: "nats://" + addr, Subject: "a", JetStream: true, TimeoutMs: 5000,
+			NATSCredentials: config.NATSCredentials{Username: "bob", Password: config.NewSecret("pw-s3cret")}},
+		{Servers: "nats://" + addr, Subject: "a", JetStream: true, TimeoutMs: 5000,
+			NATSCredentials: config.NATSCredentials{Token: config.NewSecret("tok-s3cret")}},
+	} {
+		p := newPublisher(t, d)
+		err := publish(t, p, message("auth-1"))
+		if err == nil {
+			t.Fatal("Publish to a closed port succeeded")
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Fatalf("error holds a credential: %q", err)
+		}
+		if !strings.Contains(err.Error(), "test-nats") {
+			t.Errorf("error %q does not name the destination", err)
+		}
+	}
+}
+
+func TestPublishAfterClose(t *testing.T) {
+	f := newFixture(t)
+	p := newPublisher(t, config.NATSDestination{Subject: f.prefix + ".c", JetStream: true, TimeoutMs: 30000})
+	if err := publish(t, p, message("close-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := publish(t, p, message("close-2")); !errors.Is(err, qbnats.ErrClosed) {
+		t.Fatalf("Publish after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestConcurrentPublishesArriveOnce(t *testing.T) {
+	f := newFixture(t)
+	p := newPublisher(t, config.NATSDestination{Subject: f.prefix + ".{{ key }}", JetStream: true, TimeoutMs: 30000})
+	const total, workers = 200, 16
+	ids := make(chan int)
+	var wg sync.WaitGroup
+	errs := make(chan error, total)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range ids {
+				m := message(fmt.Sprintf("conc-%03d", i))
+				m.Key = "k" + strconv.Itoa(i%7)
+				if err := publish(t, p, m); err != nil {
+					errs <- fmt.Errorf("publish %d: %w", i, err)
+				}
+			}
+		}()
+	}
+	for i := 0; i < total; i++ {
+		ids <- i
+	}
+	close(ids)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	seen := map[string]int{}
+	for _, m := range f.msgs(t, total) {
+		seen[m.Header.Get("x-message-id")]++
+		if want := f.prefix + "." + m.Header.Get("x-message-key"); m.Subject != want {
+			t.Errorf("subject %q, want %q", m.Subject, want)
+		}
+	}
+	for i := 0; i < total; i++ {
+		if id := fmt.Sprintf("conc-%03d", i); seen[id] != 1 {
+			t.Errorf("%s arrived %d times", id, seen[id])
+		}
+	}
+}
+
+// TestReconnectAfterLostConnection cuts the connection under the publisher (through a loopback
+// proxy) and checks that a later publish goes through again.
+func TestReconnectAfterLostConnection(t *testing.T) {
+	f := newFixture(t)
+	px := newProxy(t, "127.0.0.1:4222")
+	p := newPublisher(t, config.NATSDestination{Servers: "nats://" + px.addr(), Subject: f.prefix + ".r", JetStream: true, TimeoutMs: 30000})
+	if err := publish(t, p, message("re-1")); err != nil {
+		t.Fatalf("first Publish: %v", err)
+	}
+	px.cut()
+	// The row retries until the client has reconnected; a bounded loop waits for that.
+	deadline := time.Now().Add(waitLimit)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = publish(t, p, message("re-2")); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("Publish after the connection was cut: %v", err)
+	}
+	if px.accepted() < 2 {
+		t.Fatalf("the proxy saw %d connections, want a reconnect", px.accepted())
+	}
+	f.msgs(t, 2)
+}
+
+// proxy forwards loopback TCP connections to a target, and can cut them all.
+type proxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	count  int
+	wg     sync.WaitGroup
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := &proxy{ln: ln, target: target}
+	px.wg.Add(1)
+	go px.serve()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		px.cut()
+		px.wg.Wait()
+	})
+	return px
+}
+
+func (px *proxy) addr() string { return px.ln.Addr().String() }
+
+func (px *proxy) accepted() int {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	return px.count
+}
+
+func (px *proxy) serve() {
+	defer px.wg.Done()
+	for {
+		c, err := px.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", px.target)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		px.mu.Lock()
+		px.count++
+		px.conns = append(px.conns, c, up)
+		px.mu.Unlock()
+		px.wg.Add(2)
+		go px.pipe(c, up)
+		go px.pipe(up, c)
+	}
+}
+
+func (px *proxy) pipe(dst, src net.Conn) {
+	defer px.wg.Done()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = dst.Close()
+			return
+		}
+	}
+}
+
+func (px *proxy) cut() {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	for _, c := range px.conns {
+		_ = c.Close()
+	}
+	px.conns = nil
+}
