@@ -12,6 +12,8 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -154,4 +156,47 @@ func TestOutboxDeliversToNATSJetStream(t *testing.T) {
 	assert.Equal(t, "order.created", m.Header.Get("x-topic"))
 	assert.Equal(t, "o-1", m.Header.Get("x-message-key"))
 	assert.NotEmpty(t, m.Header.Get("x-message-id"))
+}
+
+// TestOutboxDeliversToKafka runs the local process with a Kafka destination on franz-go's
+// in-process Kafka-protocol broker (no Kafka broker runs on these machines): an outbox row
+// becomes a record of the topic with the row's key, body and headers, and the row is sent.
+func TestOutboxDeliversToKafka(t *testing.T) {
+	t.Parallel()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
+	require.NoError(t, err)
+	t.Cleanup(cluster.Close)
+
+	dbURL := dbtest.NewDatabase(t)
+	cfg := brokerConfig(t, dbURL, `    type: kafka
+    bootstrapServers: `+strings.Join(cluster.ListenAddrs(), ",")+`
+    topic: orders`)
+	l, err := New(context.Background(), cfg, quietLog())
+	require.NoError(t, err)
+	runLocal(t, l)
+
+	pool := dbtest.NewPool(t, dbURL)
+	dbtest.Exec(t, pool, `INSERT INTO outbox (topic, key, payload) VALUES ('order.created', 'o-1', '{"orderId":"1"}')`)
+	assert.Equal(t, 0, waitForSent(t, dbURL, "order.created"))
+
+	consumer, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ConsumeTopics("orders"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	t.Cleanup(consumer.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fetches := consumer.PollRecords(ctx, 1)
+	require.NoError(t, fetches.Err())
+	records := fetches.Records()
+	require.Len(t, records, 1)
+	r := records[0]
+	assert.Equal(t, "o-1", string(r.Key))
+	assert.JSONEq(t, `{"orderId":"1"}`, string(r.Value))
+	headers := map[string]string{}
+	for _, h := range r.Headers {
+		headers[h.Key] = string(h.Value)
+	}
+	assert.Equal(t, "order.created", headers["x-topic"])
+	assert.Equal(t, "0", headers["x-attempt"])
+	assert.NotEmpty(t, headers["x-message-id"])
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/migrate"
 	"github.com/alternayte/queuebox/shared/outbox"
+	"github.com/alternayte/queuebox/shared/publish/kafka"
 	qbnats "github.com/alternayte/queuebox/shared/publish/nats"
 	"github.com/alternayte/queuebox/shared/publish/rabbitmq"
 	"github.com/alternayte/queuebox/shared/redact"
@@ -270,8 +271,8 @@ func Routes(cfg *config.Config) (*route.Table, error) {
 }
 
 // Publishers builds one publisher per destination whose kind this build supports: http
-// (shared/webhook), rabbitmq (shared/publish/rabbitmq) and nats (shared/publish/nats); the
-// broker publishers connect on their first publish, so a broker that is down at start makes
+// (shared/webhook), rabbitmq (shared/publish/rabbitmq), kafka (shared/publish/kafka) and nats
+// (shared/publish/nats); the broker publishers connect on their first publish, so a broker that is down at start makes
 // rows retry. A destination without a publisher is left out, so its rows go dead with a
 // clear reason.
 // With http.blockPrivateAddresses it first refuses a baseUrl or tokenUrl on a private address.
@@ -315,6 +316,13 @@ func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, log 
 				return nil, nil, err
 			}
 			p, closer = rp, func() { _ = rp.Close() }
+		case config.DestinationKafka:
+			kp, err := kafka.New(name, *d.Kafka, d.Headers)
+			if err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			p, closer = kp, func() { _ = kp.Close() }
 		case config.DestinationNATS:
 			// As for RabbitMQ, the first publish connects.
 			np, err := qbnats.New(name, *d.NATS)
