@@ -9,6 +9,8 @@ import (
 	"context"
 
 	"github.com/alternayte/queuebox/shared/lambdafn"
+	// The poll function delivers to RabbitMQ, Kafka and NATS destinations too.
+	_ "github.com/alternayte/queuebox/shared/publish/brokers"
 	"github.com/alternayte/queuebox/shared/service"
 )
 

@@ -24,6 +24,7 @@ import (
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/outbox"
+	_ "github.com/alternayte/queuebox/shared/publish/brokers" // the RabbitMQ, Kafka and NATS destinations
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/retention"
 	"github.com/alternayte/queuebox/shared/service"

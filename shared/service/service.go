@@ -20,9 +20,6 @@ import (
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/migrate"
 	"github.com/alternayte/queuebox/shared/outbox"
-	"github.com/alternayte/queuebox/shared/publish/kafka"
-	qbnats "github.com/alternayte/queuebox/shared/publish/nats"
-	"github.com/alternayte/queuebox/shared/publish/rabbitmq"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/store"
@@ -270,9 +267,23 @@ func Routes(cfg *config.Config) (*route.Table, error) {
 	return route.NewTable(routes), nil
 }
 
+// BrokerPublisher builds the publisher of a RabbitMQ, Kafka or NATS destination and the
+// function that closes it.
+type BrokerPublisher func(name string, d *config.Destination) (outbox.Publisher, func(), error)
+
+// brokerPublisher is set by RegisterBrokerPublisher, which shared/publish/brokers calls when a
+// program imports it: the programs that deliver outbox rows (queuebox serve, the poll
+// function) do; the others (the inbox, relay, retention and admin functions, the capture
+// node) do not link the broker clients, whose package initializers would lengthen every
+// cold start.
+var brokerPublisher BrokerPublisher
+
+// RegisterBrokerPublisher makes Publishers build RabbitMQ, Kafka and NATS destinations with f.
+func RegisterBrokerPublisher(f BrokerPublisher) { brokerPublisher = f }
+
 // Publishers builds one publisher per destination whose kind this build supports: http
-// (shared/webhook), rabbitmq (shared/publish/rabbitmq), kafka (shared/publish/kafka) and nats
-// (shared/publish/nats); the broker publishers connect on their first publish, so a broker that is down at start makes
+// (shared/webhook) always, and rabbitmq, kafka and nats when the program imports
+// shared/publish/brokers; the broker publishers connect on their first publish, so a broker that is down at start makes
 // rows retry. A destination without a publisher is left out, so its rows go dead with a
 // clear reason.
 // With http.blockPrivateAddresses it first refuses a baseUrl or tokenUrl on a private address.
@@ -307,30 +318,18 @@ func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, log 
 				return nil, nil, fmt.Errorf("destinations.%s: %w", name, err)
 			}
 			p, closer = wp, func() { _ = wp.Close() }
-		case config.DestinationRabbitMQ:
-			// The publisher connects on its first publish: a broker that is down at start
-			// makes rows retry, not the start fail.
-			rp, err := rabbitmq.New(name, *d.RabbitMQ, d.Headers)
+		case config.DestinationRabbitMQ, config.DestinationKafka, config.DestinationNATS:
+			if brokerPublisher == nil {
+				log.Warn("this program has no broker publishers (it does not import shared/publish/brokers); the destination's rows go dead",
+					"destination", name, "kind", string(d.Kind))
+				continue
+			}
+			bp, bclose, err := brokerPublisher(name, d)
 			if err != nil {
 				closeAll()
 				return nil, nil, err
 			}
-			p, closer = rp, func() { _ = rp.Close() }
-		case config.DestinationKafka:
-			kp, err := kafka.New(name, *d.Kafka, d.Headers)
-			if err != nil {
-				closeAll()
-				return nil, nil, err
-			}
-			p, closer = kp, func() { _ = kp.Close() }
-		case config.DestinationNATS:
-			// As for RabbitMQ, the first publish connects.
-			np, err := qbnats.New(name, *d.NATS)
-			if err != nil {
-				closeAll()
-				return nil, nil, err
-			}
-			p, closer = np, func() { _ = np.Close() }
+			p, closer = bp, bclose
 		default:
 			log.Warn("no publisher in this build supports the destination kind; its rows go dead",
 				"destination", name, "kind", string(d.Kind))
