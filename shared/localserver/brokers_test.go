@@ -3,7 +3,6 @@ package localserver
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"strings"
 	"testing"
@@ -43,16 +42,7 @@ routes:
   - topicPattern: "order.*"
     destination: broker
 `, u.Host, u.Path, dest)
-	cfg, _, err := config.Load(config.LoadOptions{
-		Env: map[string]string{"QUEUEBOX_CONFIG_FILE": "queuebox.yml"},
-		ReadFile: func(name string) ([]byte, error) {
-			if name == "queuebox.yml" {
-				return []byte(yaml), nil
-			}
-			return nil, fs.ErrNotExist
-		},
-	})
-	require.NoError(t, err)
+	cfg := loadYAML(t, yaml)
 	cfg.Server.HTTPPort = 0
 	return cfg
 }

@@ -70,16 +70,7 @@ routes:
   - topicPattern: "order.*"
     destination: hooks
 `, u.Host, u.Path, stateDir, fmt.Sprintf("qb_local_%d", captureSlots.Add(1)), receiverURL)
-	cfg, _, err := config.Load(config.LoadOptions{
-		Env: map[string]string{"QUEUEBOX_CONFIG_FILE": "queuebox.yml"},
-		ReadFile: func(name string) ([]byte, error) {
-			if name == "queuebox.yml" {
-				return []byte(yaml), nil
-			}
-			return nil, fs.ErrNotExist
-		},
-	})
-	require.NoError(t, err)
+	cfg := loadYAML(t, yaml)
 	cfg.Server.HTTPPort = 0
 	return cfg
 }
@@ -115,6 +106,22 @@ func readiness(t *testing.T, base string) (int, health.Report) {
 	var rep health.Report
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&rep))
 	return resp.StatusCode, rep
+}
+
+// loadYAML loads yaml as the configuration file queuebox.yml, with no other environment.
+func loadYAML(t *testing.T, yaml string) *config.Config {
+	t.Helper()
+	cfg, _, err := config.Load(config.LoadOptions{
+		Env: map[string]string{"QUEUEBOX_CONFIG_FILE": "queuebox.yml"},
+		ReadFile: func(name string) ([]byte, error) {
+			if name == "queuebox.yml" {
+				return []byte(yaml), nil
+			}
+			return nil, fs.ErrNotExist
+		},
+	})
+	require.NoError(t, err)
+	return cfg
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -206,14 +213,8 @@ outbox:
     enabled: true
     stateDirectory: /var/lib/queuebox/capture
 `
-	cfg, _, err := config.Load(config.LoadOptions{
-		Env: map[string]string{"QUEUEBOX_CONFIG_FILE": "queuebox.yml"},
-		ReadFile: func(string) ([]byte, error) {
-			return []byte(yaml), nil
-		},
-	})
-	require.NoError(t, err)
-	_, err = New(context.Background(), cfg, quietLog())
+	cfg := loadYAML(t, yaml)
+	_, err := New(context.Background(), cfg, quietLog())
 	require.EqualError(t, err, "QueueBox could not start capture. Reason: outbox.capture.mode sqlserver-cdc is not implemented in this build: "+
 		"SQL Server change data capture cannot run here; set outbox.capture.enabled to false (delivery polls at "+
 		"outbox.pollIntervalMs) or use postgres-logical on PostgreSQL")

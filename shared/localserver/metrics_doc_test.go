@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,7 +25,6 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/dbtest"
 )
 
@@ -374,16 +372,7 @@ sources:
         - header: x-test
           exists: true
 `, u.Host, u.Path, user, pass, receiverURL)
-	cfg, _, err := config.Load(config.LoadOptions{
-		Env: map[string]string{"QUEUEBOX_CONFIG_FILE": "queuebox.yml"},
-		ReadFile: func(name string) ([]byte, error) {
-			if name == "queuebox.yml" {
-				return []byte(yaml), nil
-			}
-			return nil, fs.ErrNotExist
-		},
-	})
-	require.NoError(t, err)
+	cfg := loadYAML(t, yaml)
 	// Any free port: Addrs reports the one the listener got.
 	cfg.Server.HTTPPort = 0
 
