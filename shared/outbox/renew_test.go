@@ -135,8 +135,9 @@ func TestRenewalRacingTheFinisherIsNoLostClaim(t *testing.T) {
 	id := insert(t, fx.store, store.OutboxInsertParams{Topic: "order.created", Payload: json.RawMessage(`{}`)})
 	gate := newGatedRenewals(fx.store)
 	logs := newRecordingHandler()
-	// The lease only has to outlast the test's steps; the renewer runs every third of it.
-	p := loggingPoller(t, gate, outbox.Config{ClaimTimeout: 6 * time.Second}, rc, logs)
+	// The lease only has to outlast the test's steps (the finishing write is fenced on it);
+	// the renewer runs every third of it.
+	p := loggingPoller(t, gate, outbox.Config{ClaimTimeout: 9 * time.Second}, rc, logs)
 	done := make(chan outbox.Summary, 1)
 	go func() { done <- p.RunOnce(context.Background()) }()
 
