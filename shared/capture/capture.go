@@ -43,6 +43,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/waker"
 )
@@ -301,7 +302,11 @@ func New(cfg Config) (*Connector, error) {
 }
 
 // Check is the outbox-capture health check: nil while the stream runs; an error that says
-// why otherwise (starting, disconnected with the last error, or stopped by a fault).
+// why otherwise (starting, disconnected with the last error, or stopped by a fault). The
+// error is a health.Reason. The unauthenticated health answer shows a fault whole, since a
+// Fault is QueueBox's own sentence and says what to fix (spec/20-monitoring.md: read the
+// body to see a capture fault), but only the state of a disconnection: the driver's error
+// can name the database user, host and database, and only the log gets it.
 func (c *Connector) Check(context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -310,16 +315,17 @@ func (c *Connector) Check(context.Context) error {
 		return nil
 	case stateStopped:
 		if c.fault != nil {
-			return c.fault
+			return health.Reason(c.fault.Error(), c.fault)
 		}
-		return errors.New("capture is stopped")
+		return health.Reason("capture is stopped", nil)
 	case stateDisconnected:
-		return fmt.Errorf("capture is disconnected and reconnecting: %w", c.lastErr)
+		return health.Reason("capture is disconnected and reconnecting",
+			fmt.Errorf("capture is disconnected and reconnecting: %w", c.lastErr))
 	default:
 		if c.lastErr != nil {
-			return fmt.Errorf("capture is starting: %w", c.lastErr)
+			return health.Reason("capture is starting", fmt.Errorf("capture is starting: %w", c.lastErr))
 		}
-		return errors.New("capture is starting")
+		return health.Reason("capture is starting", nil)
 	}
 }
 

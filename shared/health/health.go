@@ -2,11 +2,18 @@
 // (spec/26-http-api.md): liveness reports the process only; readiness runs every component
 // check at once, each bounded by 3 seconds, and answers 503 when a component that decides
 // readiness is down.
+//
+// The routes need no authentication, so the body never carries the text of a check's error,
+// which can name the database user, host and database or a broker's address: a down
+// component shows the public reason of a Reason error, or a generic one, and the full
+// (redacted) error goes to the log.
 package health
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -24,15 +31,51 @@ type Check struct {
 	Name string
 	// Decides is true when a down component makes the process unready.
 	Decides bool
-	// Probe returns nil when the component is up. It must return when ctx is done. The error
-	// text is shown in the answer after redaction.
+	// Probe returns nil when the component is up. It must return when ctx is done. The
+	// answer shows the public reason of an error made by Reason, and GenericReason for any
+	// other error; the log gets the whole error text after redaction.
 	Probe func(ctx context.Context) error
+}
+
+// GenericReason is the error of a down component in a health answer when the check's error
+// carries no public reason.
+const GenericReason = "the check failed; the log has the reason"
+
+// Reason returns an error whose public text may be shown to any caller of the health routes
+// and whose detail (nil for none) only reaches the log. Its Error text is the detail's, or
+// public when detail is nil, so a check keeps its error text for its other callers.
+func Reason(public string, detail error) error {
+	return &reasonError{public: public, detail: detail}
+}
+
+type reasonError struct {
+	public string
+	detail error
+}
+
+func (e *reasonError) Error() string {
+	if e.detail == nil {
+		return e.public
+	}
+	return e.detail.Error()
+}
+
+func (e *reasonError) Unwrap() error { return e.detail }
+
+// publicReason returns the text of err that a health answer shows.
+func publicReason(err error) string {
+	var r *reasonError
+	if errors.As(err, &r) {
+		return r.public
+	}
+	return GenericReason
 }
 
 // Component is one entry of the components object.
 type Component struct {
 	Status string `json:"status"`
-	Error  string `json:"error,omitempty"`
+	// Error is the public reason of a down component, never the text of the check's error.
+	Error string `json:"error,omitempty"`
 }
 
 // Report is the body of a health answer.
@@ -44,10 +87,27 @@ type Report struct {
 // Handler serves the health routes.
 type Handler struct {
 	checks []Check
+	log    *slog.Logger
+
+	mu sync.Mutex
+	// logged holds the error text last logged for each component that is down, so that a
+	// component that stays down for the same reason is logged once, not on every probe.
+	logged map[string]string
 }
 
-// New returns a handler over the checks.
-func New(checks ...Check) *Handler { return &Handler{checks: checks} }
+// New returns a handler over the checks. It logs to slog.Default() until WithLogger sets
+// its logger.
+func New(checks ...Check) *Handler {
+	return &Handler{checks: checks, log: slog.Default(), logged: map[string]string{}}
+}
+
+// WithLogger makes h log the errors of its checks to log and returns h.
+func (h *Handler) WithLogger(log *slog.Logger) *Handler {
+	if log != nil {
+		h.log = log
+	}
+	return h
+}
 
 // Register mounts GET /health/live, GET /health/ready and GET /health on mux.
 func (h *Handler) Register(mux *http.ServeMux) {
@@ -83,9 +143,11 @@ func (h *Handler) Run(ctx context.Context) (Report, bool) {
 		go func() {
 			defer wg.Done()
 			comp := Component{Status: "up"}
-			if err := probe(ctx, c); err != nil {
-				comp = Component{Status: "down", Error: redact.Error(err)}
+			err := probe(ctx, c)
+			if err != nil {
+				comp = Component{Status: "down", Error: publicReason(err)}
 			}
+			h.logResult(c.Name, err)
 			mu.Lock()
 			defer mu.Unlock()
 			rep.Components[c.Name] = comp
@@ -99,6 +161,29 @@ func (h *Handler) Run(ctx context.Context) (Report, bool) {
 		rep.Status = "unhealthy"
 	}
 	return rep, ready
+}
+
+// logResult logs a down component with its whole (redacted) error when the error differs
+// from the one last logged for it, and a component that is up again.
+func (h *Handler) logResult(name string, err error) {
+	text := ""
+	if err != nil {
+		text = redact.Error(err)
+	}
+	h.mu.Lock()
+	last, seen := h.logged[name]
+	if text == "" {
+		delete(h.logged, name)
+	} else {
+		h.logged[name] = text
+	}
+	h.mu.Unlock()
+	switch {
+	case text != "" && text != last:
+		h.log.Warn("health check: component is down", "component", name, "error", text)
+	case text == "" && seen:
+		h.log.Info("health check: component is up again", "component", name)
+	}
 }
 
 // probe runs one check under the timeout, and counts a check that does not answer as down
@@ -116,11 +201,7 @@ func probe(ctx context.Context, c Check) error {
 	}
 }
 
-type timeoutError struct{}
-
-func (timeoutError) Error() string { return "no answer within 3 s" }
-
-var errTimeout error = timeoutError{}
+var errTimeout = Reason("no answer within 3 s", nil)
 
 func write(w http.ResponseWriter, status int, rep Report) {
 	b, _ := json.Marshal(rep)
@@ -163,21 +244,18 @@ func (b *Heartbeat) Beat(failure string) {
 }
 
 // Check returns nil when a run is active, its last beat is younger than maxAge and its last
-// cycle succeeded.
+// cycle succeeded. Its error is a Reason: "not running", "no cycle for <age>", or "the last
+// cycle failed" with the cycle's error as the detail that only the log shows.
 func (b *Heartbeat) Check(maxAge time.Duration) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
 	case b.running <= 0:
-		return stateError("not running")
+		return Reason("not running", nil)
 	case time.Since(b.last) > maxAge:
-		return stateError("no cycle for " + time.Since(b.last).Truncate(time.Second).String())
+		return Reason("no cycle for "+time.Since(b.last).Truncate(time.Second).String(), nil)
 	case b.lastErr != "":
-		return stateError(b.lastErr)
+		return Reason("the last cycle failed", errors.New(b.lastErr))
 	}
 	return nil
 }
-
-type stateError string
-
-func (e stateError) Error() string { return string(e) }

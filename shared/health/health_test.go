@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -107,4 +109,63 @@ func TestHeartbeat(t *testing.T) {
 	if err := b.Check(time.Minute); err == nil {
 		t.Error("a stopped run is up")
 	}
+}
+
+func TestDownReasonsAndTheirLog(t *testing.T) {
+	t.Parallel()
+	var logs strings.Builder
+	var mu sync.Mutex
+	probeErr := error(Reason("the last cycle failed", errors.New("claiming: host db.internal user queuebox")))
+	h := New(
+		Check{Name: "outbox-poller", Decides: true, Probe: func(context.Context) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return probeErr
+		}},
+		Check{Name: "database", Decides: true, Probe: func(context.Context) error { return errors.New("host db.internal") }},
+	).WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil)))
+	set := func(err error) {
+		mu.Lock()
+		probeErr = err
+		mu.Unlock()
+	}
+	read := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.String()
+	}
+
+	rep, ok := h.Run(context.Background())
+	if ok || rep.Components["outbox-poller"].Error != "the last cycle failed" || rep.Components["database"].Error != GenericReason {
+		t.Fatalf("report = %+v", rep)
+	}
+	h.Run(context.Background())
+	if n := strings.Count(read(), "component is down"); n != 2 {
+		t.Errorf("a component down for the same reason was logged again: %d lines\n%s", n, read())
+	}
+	if !strings.Contains(read(), "claiming: host db.internal user queuebox") {
+		t.Errorf("the log lacks the detail:\n%s", read())
+	}
+	set(Reason("not running", nil))
+	rep, _ = h.Run(context.Background())
+	if rep.Components["outbox-poller"].Error != "not running" || strings.Count(read(), "component is down") != 3 {
+		t.Errorf("a new reason: report %+v, log\n%s", rep, read())
+	}
+	set(nil)
+	rep, _ = h.Run(context.Background())
+	if rep.Components["outbox-poller"].Status != "up" || !strings.Contains(read(), "component is up again") {
+		t.Errorf("recovery: report %+v, log\n%s", rep, read())
+	}
+}
+
+// lockedWriter writes to b under mu.
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *strings.Builder
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
 }

@@ -39,7 +39,7 @@ func AdminHealthChecks(rt *Runtime) []health.Check {
 // unknown path.
 func AdminRoutes(rt *Runtime) (http.Handler, error) {
 	mux := http.NewServeMux()
-	health.New(AdminHealthChecks(rt)...).Register(mux)
+	health.New(AdminHealthChecks(rt)...).WithLogger(rt.Log).Register(mux)
 	mux.HandleFunc("GET /{$}", service.Running)
 	if rt.Config.Admin.Enabled {
 		a, err := service.NewAdmin(rt.Config, rt.DB.Store, rt.Log)

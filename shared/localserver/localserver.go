@@ -309,7 +309,7 @@ func (l *Local) health() *health.Handler {
 		// Advisory: a capture fault never makes the process unready (spec/26-http-api.md).
 		checks = append(checks, health.Check{Name: "outbox-capture", Decides: false, Probe: l.capture.Check})
 	}
-	return health.New(checks...)
+	return health.New(checks...).WithLogger(l.log)
 }
 
 func addrStrings(addrs []net.Addr) []string {

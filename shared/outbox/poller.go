@@ -636,11 +636,22 @@ func (r *run) renewer() {
 		for _, c := range renewed {
 			ok[c.ID] = true
 		}
+		r.mu.Lock()
+		var lost []*flight
 		for id, f := range flights {
-			if !ok[id] {
-				p.log.Warn("outbox lease renewal lost the claim; cancelling the publish", "message_id", id)
-				f.cancel()
+			// A row that the renewal did not find held is lost only while its publish still
+			// runs here. Once the publish returned, the row may have been finished (by this
+			// process's finisher, between the snapshot and the renewal) and the renewal's
+			// fence no longer matches it; a claim that another replica did take is reported
+			// by the fenced finishing write instead.
+			if !ok[id] && r.inflight[id] == f && !f.finishing {
+				lost = append(lost, f)
 			}
+		}
+		r.mu.Unlock()
+		for _, f := range lost {
+			p.log.Warn("outbox lease renewal lost the claim; cancelling the publish", "message_id", f.row.ID)
+			f.cancel()
 		}
 	}
 }

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/store"
 )
 
@@ -558,7 +559,7 @@ func (c *Cleaner) Check(context.Context) error {
 		return nil
 	}
 	if !s.Running {
-		return errors.New("not running")
+		return health.Reason("not running", nil)
 	}
 	var errs []error
 	for _, t := range s.Tables {
@@ -566,7 +567,11 @@ func (c *Cleaner) Check(context.Context) error {
 			errs = append(errs, errors.New(t.LastError))
 		}
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	// The store's error can name the database; the health answer shows only the summary.
+	return health.Reason("the last cleanup failed", errors.Join(errs...))
 }
 
 type nopMetrics struct{}

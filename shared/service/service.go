@@ -355,6 +355,8 @@ func webhookConfig(cfg *config.Config, d *config.Destination) webhook.Config {
 		Timeout:           h.TimeoutMs.Duration(),
 		Headers:           d.Headers,
 		MaxErrorBodyBytes: cfg.HTTP.MaxErrorBodyBytes,
+		// With blockPrivateAddresses, each connection is checked again when it is dialled.
+		BlockPrivateAddresses: cfg.HTTP.BlockPrivateAddresses,
 	}
 	if a := h.Auth; a != nil {
 		switch a.Kind {

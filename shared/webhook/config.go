@@ -3,6 +3,7 @@ package webhook
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"sort"
 	"strings"
@@ -47,6 +48,17 @@ type Config struct {
 	// MaxErrorBodyBytes is the largest part of a failed response body that the error of a
 	// failed publish keeps. Default 2048; a negative value is refused.
 	MaxErrorBodyBytes int
+	// BlockPrivateAddresses is http.blockPrivateAddresses. When true, every connection of the
+	// publisher, to BaseURL and to the OAuth2 TokenURL, is checked when it is dialled: a
+	// connection to an address of a class that CheckPrivateAddresses refuses is not opened,
+	// whatever the host resolved to at start (DNS rebinding), and the publish fails. A
+	// connection to a proxy named by HTTP_PROXY, HTTPS_PROXY or ALL_PROXY is not checked (the
+	// proxy resolves the host). CheckPrivateAddresses, the start-up check, stays the
+	// caller's. Default false.
+	BlockPrivateAddresses bool
+	// Resolver resolves the hosts of the publisher's connections; nil means the default
+	// resolver.
+	Resolver *net.Resolver
 }
 
 // AuthKind is the kind of the credentials of an HTTP destination. Its values are the auth

@@ -1,7 +1,10 @@
 package webhook
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -78,4 +81,70 @@ func TestTokenLifetime(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, tokenLifetime(json.RawMessage(tt.raw)), "expires_in %s", tt.raw)
 	}
+}
+
+func TestCheckDialedAddress(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		host, address, want string // want empty: allowed
+	}{
+		{"api.test", "127.0.0.1:443", "host api.test resolves to loopback address 127.0.0.1"},
+		{"api.test", "10.0.0.8:443", "site-local address 10.0.0.8"},
+		{"api.test", "172.20.1.1:80", "site-local"},
+		{"api.test", "192.168.0.1:80", "site-local"},
+		{"metadata.test", "169.254.169.254:80", "host metadata.test resolves to link-local address 169.254.169.254"},
+		{"api.test", "[fe80::1%eth0]:80", "link-local address fe80::1"},
+		{"api.test", "[fd00::2]:443", "unique-local address fd00::2"},
+		{"api.test", "[::1]:443", "loopback address ::1"},
+		{"api.test", "[::ffff:10.1.1.1]:443", "site-local"},
+		{"api.test", "[64:ff9b::7f00:1]:443", "loopback"},
+		{"api.test", "0.0.0.0:80", "unspecified"},
+		{"api.test", "[::]:80", "unspecified"},
+		{"127.0.0.1", "127.0.0.1:80", "host 127.0.0.1 is a loopback address"},
+		{"api.test", "not-an-address", "cannot be checked"},
+		{"api.test", "93.184.216.34:443", ""},
+		{"api.test", "[2606:2800:220:1:248:1893:25c8:1946]:443", ""},
+	}
+	for _, tt := range tests {
+		err := checkDialedAddress(tt.host, tt.address)
+		if tt.want == "" {
+			assert.NoError(t, err, tt.address)
+			continue
+		}
+		if assert.ErrorIs(t, err, ErrPrivateAddress, tt.address) {
+			assert.Contains(t, err.Error(), tt.want, tt.address)
+		}
+	}
+}
+
+// A connection to the proxy that the environment names is not checked: the proxy resolves
+// the destination's host, and the operator chose its address.
+func TestGuardedDialerLetsTheProxyThrough(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	g := newGuardedDialer(&net.Dialer{Timeout: 5 * time.Second})
+	ctx := context.Background()
+	if _, err := g.DialContext(ctx, "tcp", ln.Addr().String()); !errors.Is(err, ErrPrivateAddress) {
+		t.Fatalf("a loopback dial = %v, want a refusal", err)
+	}
+	g.proxies[ln.Addr().String()] = true
+	c, err := g.DialContext(ctx, "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatalf("the proxy dial = %v", err)
+	}
+	_ = c.Close()
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
+	"syscall"
 )
 
 // ErrPrivateAddress is the cause of a URL refused by CheckPrivateAddresses.
@@ -41,7 +43,9 @@ var (
 // ctx returns ctx's error. The error wraps ErrPrivateAddress and names the host, the class and
 // the address.
 //
-// The check runs once, at start: the publisher resolves the host again on every request.
+// The check runs at start. The publisher resolves the host again for every connection, so
+// with Config.BlockPrivateAddresses it also checks the address of each connection when it is
+// dialled (DNS rebinding).
 func CheckPrivateAddresses(ctx context.Context, rawURL string, resolver *net.Resolver) error {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -107,4 +111,89 @@ func addressClass(addr netip.Addr) string {
 		}
 	}
 	return ""
+}
+
+// guardedDialer implements Config.BlockPrivateAddresses at dial time: its dialer's Control
+// hook sees the address each connection is about to reach, after the name was resolved, and
+// refuses one of the classes that CheckPrivateAddresses refuses. A name that resolved to a
+// public address at start and resolves to a private one later (DNS rebinding) is therefore
+// refused before a byte is sent.
+type guardedDialer struct {
+	dialer *net.Dialer
+	// proxies holds the host:port of the proxies that the environment names for the
+	// publisher's URLs. Those connections are not checked: the operator chose the proxy, and
+	// the proxy, not QueueBox, resolves the destination's host.
+	proxies map[string]bool
+}
+
+// newGuardedDialer returns the guarded dialer over d for a publisher that calls urls.
+func newGuardedDialer(d *net.Dialer, urls ...string) *guardedDialer {
+	g := &guardedDialer{dialer: d, proxies: map[string]bool{}}
+	for _, raw := range urls {
+		if addr := proxyAddr(raw); addr != "" {
+			g.proxies[addr] = true
+		}
+	}
+	return g
+}
+
+// DialContext dials addr and refuses a connection to a private address. addr is the host and
+// port the transport asked for, before resolution.
+func (g *guardedDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	if g.proxies[addr] {
+		return g.dialer.DialContext(ctx, network, addr)
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	d := *g.dialer
+	d.Control = func(_, address string, _ syscall.RawConn) error {
+		return checkDialedAddress(host, address)
+	}
+	return d.DialContext(ctx, network, addr)
+}
+
+// checkDialedAddress returns an error wrapping ErrPrivateAddress when address, the ip:port
+// that a connection to host is about to reach, is of a refused class. An address that cannot
+// be read is refused too.
+func checkDialedAddress(host, address string) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("%w: host %s: the address %q of the connection cannot be checked", ErrPrivateAddress, host, address)
+	}
+	addr := ap.Addr()
+	class := addressClass(addr)
+	if class == "" {
+		return nil
+	}
+	if lit, err := netip.ParseAddr(host); err == nil && lit.WithZone("") == addr.WithZone("") {
+		return fmt.Errorf("%w: host %s is a %s address", ErrPrivateAddress, host, class)
+	}
+	return fmt.Errorf("%w: host %s resolves to %s address %s", ErrPrivateAddress, host, class, addr.WithZone(""))
+}
+
+// proxyAddr returns the host:port of the proxy that the environment names for rawURL, as
+// the transport dials it, or "" when there is none.
+func proxyAddr(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u})
+	if err != nil || proxy == nil || proxy.Hostname() == "" {
+		return ""
+	}
+	port := proxy.Port()
+	if port == "" {
+		switch proxy.Scheme {
+		case "https":
+			port = "443"
+		case "socks5", "socks5h":
+			port = "1080"
+		default:
+			port = "80"
+		}
+	}
+	return net.JoinHostPort(proxy.Hostname(), port)
 }

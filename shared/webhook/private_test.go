@@ -30,6 +30,16 @@ func offlineResolver() *net.Resolver {
 // NXDOMAIN for every other name. The returned resolver sends every query to it.
 func fakeDNS(t *testing.T, records map[string][]netip.Addr) *net.Resolver {
 	t.Helper()
+	return serveDNS(t, func(name string) ([]netip.Addr, bool) {
+		addrs, known := records[name]
+		return addrs, known
+	})
+}
+
+// serveDNS serves the answers of lookup (the addresses of a lower-case name, and whether the
+// name exists) on a loopback UDP socket. The returned resolver sends every query to it.
+func serveDNS(t *testing.T, lookup func(name string) ([]netip.Addr, bool)) *net.Resolver {
+	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = pc.Close() })
@@ -40,7 +50,7 @@ func fakeDNS(t *testing.T, records map[string][]netip.Addr) *net.Resolver {
 			if err != nil {
 				return
 			}
-			if resp := dnsAnswer(buf[:n], records); resp != nil {
+			if resp := dnsAnswer(buf[:n], lookup); resp != nil {
 				_, _ = pc.WriteTo(resp, from)
 			}
 		}
@@ -55,7 +65,7 @@ func fakeDNS(t *testing.T, records map[string][]netip.Addr) *net.Resolver {
 }
 
 // dnsAnswer builds the response to one DNS query (RFC 1035 wire format).
-func dnsAnswer(query []byte, records map[string][]netip.Addr) []byte {
+func dnsAnswer(query []byte, lookup func(name string) ([]netip.Addr, bool)) []byte {
 	if len(query) < 12 {
 		return nil
 	}
@@ -82,7 +92,7 @@ func dnsAnswer(query []byte, records map[string][]netip.Addr) []byte {
 	qtype := binary.BigEndian.Uint16(query[i:])
 	i += 4
 	question := query[12:i]
-	addrs, known := records[strings.ToLower(strings.Join(labels, "."))]
+	addrs, known := lookup(strings.ToLower(strings.Join(labels, ".")))
 
 	var answers [][]byte
 	for _, a := range addrs {

@@ -11,6 +11,7 @@
 //
 // CheckPrivateAddresses implements http.blockPrivateAddresses: the start-up check that refuses
 // a destination or token endpoint on a loopback, link-local or private address.
+// Config.BlockPrivateAddresses applies the same rule to every connection when it is dialled.
 package webhook
 
 import (
@@ -112,10 +113,14 @@ func New(cfg Config, metrics Metrics) (*Publisher, error) {
 		metrics = nopMetrics{}
 	}
 
-	dialer := &net.Dialer{Timeout: cfg.Timeout / 2, KeepAlive: 30 * time.Second}
+	dialer := &net.Dialer{Timeout: cfg.Timeout / 2, KeepAlive: 30 * time.Second, Resolver: cfg.Resolver}
+	dial := dialer.DialContext
+	if cfg.BlockPrivateAddresses {
+		dial = newGuardedDialer(dialer, target, cfg.Auth.OAuth2.TokenURL).DialContext
+	}
 	transport := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           dialer.DialContext,
+		DialContext:           dial,
 		ForceAttemptHTTP2:     true,
 		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:   cfg.Timeout / 2,

@@ -212,7 +212,7 @@ func (n *Node) Handler() http.Handler {
 	health.New(
 		health.Check{Name: "database", Decides: true, Probe: n.db.Ping},
 		health.Check{Name: "outbox-capture", Decides: true, Probe: n.conn.Check},
-	).Register(mux)
+	).WithLogger(n.log).Register(mux)
 	mux.HandleFunc("GET /{$}", service.Running)
 	return mux
 }
