@@ -49,6 +49,7 @@ func (c *Config) validate(compile TransformCompiler, reported ...Problem) []Prob
 		v.source(keyPath{"sources", name}, c.Sources[name], httpPaths)
 	}
 	v.retention(c.Retention)
+	v.checkBounds(c)
 	return v.problems
 }
 
