@@ -327,7 +327,7 @@ func (v *validator) destination(p keyPath, d *Destination) {
 			}
 		}
 		if hasDotSegment(h.Path) {
-			v.add(p.child("path"), "must not hold a . or a .. segment, not %q", h.Path)
+			v.add(p.child("path"), "must not hold a . or a .. segment, not %q", MaskQuery(h.Path))
 		}
 		v.positive(p.child("timeoutMs"), int64(h.TimeoutMs))
 		v.destinationAuth(p.child("auth"), h.Auth)
