@@ -27,8 +27,8 @@ const (
 	// maxPort is the largest TCP port.
 	maxPort = 65535
 	// maxMillis is the largest value of a key in milliseconds: 2^31-1 ms, about 24.8 days. It
-	// fits a 32-bit signed integer, which SQL Server's DATEADD and the Kafka request timeouts
-	// take, and its conversion to time.Duration cannot overflow.
+	// fits a 32-bit signed integer, which SQL Server's DATEADD(millisecond, ...) of the claim
+	// leases takes, and its conversion to time.Duration cannot overflow.
 	maxMillis = 1<<31 - 1
 	// maxInt4 is the largest PostgreSQL int4 (and SQL Server int): the max_attempts and
 	// attempt columns.
@@ -92,9 +92,9 @@ var bounds = []bound{
 	{"sources.*.maxPollRecords", maxBatch, whyBatch},
 	{"sources.*.ackWaitMs", maxMillis, whyMillis},
 	{"sources.*.batchSize", maxBatch, whyBatch},
-	{"retention.outbox.maxCount", maxInt4, "the count is a 32-bit integer of the delete statement"},
+	{"retention.outbox.maxCount", maxInt4, "the largest 32-bit signed integer: a larger count of kept rows is a typo"},
 	{"retention.outbox.batchSize", 100000, "one delete statement holds the locks of this many rows"},
-	{"retention.inbox.maxCount", maxInt4, "the count is a 32-bit integer of the delete statement"},
+	{"retention.inbox.maxCount", maxInt4, "the largest 32-bit signed integer: a larger count of kept rows is a typo"},
 	{"retention.inbox.batchSize", 100000, "one delete statement holds the locks of this many rows"},
 }
 
