@@ -33,13 +33,15 @@ type Env struct {
 	Stderr io.Writer
 	// Environ is the process environment, as os.Environ returns it.
 	Environ []string
-	// ReadFile reads the configuration file and file: secrets; nil means os.ReadFile.
+	// ReadFile reads the configuration file and file: secrets; nil means the file system of
+	// the process, which reads a file: secret with the bound of config.MaxSecretFileBytes
+	// (see config.LoadOptions.ReadFile).
 	ReadFile func(string) ([]byte, error)
 }
 
 // OSEnv returns the environment of the running process.
 func OSEnv() Env {
-	return Env{Stdout: os.Stdout, Stderr: os.Stderr, Environ: os.Environ(), ReadFile: os.ReadFile}
+	return Env{Stdout: os.Stdout, Stderr: os.Stderr, Environ: os.Environ()}
 }
 
 // Main runs the command line args (without the program name) and returns the exit code. ctx
@@ -56,7 +58,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 		fmt.Fprint(env.Stdout, Usage)
 		return ExitOK
 	case "config-check":
-		return configCheck(env)
+		return configCheck(ctx, env)
 	case "migrate":
 		return migrateCommand(ctx, env, cmd.baseline)
 	default:
@@ -68,15 +70,20 @@ func loadOptions(env Env) config.LoadOptions {
 	return config.LoadOptions{Env: config.EnvMap(env.Environ), ReadFile: env.ReadFile, CompileTransform: service.CompileTransform}
 }
 
-// configCheck loads and validates the configuration; it prints the resolved configuration
-// with every secret masked, or every error.
-func configCheck(env Env) int {
+// configCheck loads and validates the configuration, then runs the start-time checks of serve
+// that need no database (localserver.Check); it prints the resolved configuration with every
+// secret masked, or every error, a refusal of serve with the text that serve prints.
+func configCheck(ctx context.Context, env Env) int {
 	cfg, warnings, err := config.Load(loadOptions(env))
 	for _, w := range warnings {
 		fmt.Fprintf(env.Stderr, "warning: %s\n", w.String())
 	}
 	if err != nil {
 		printConfigError(env.Stderr, err)
+		return ExitFailure
+	}
+	if err := localserver.Check(ctx, cfg); err != nil {
+		fmt.Fprintln(env.Stderr, err.Error())
 		return ExitFailure
 	}
 	out, err := cfg.MaskedYAML()

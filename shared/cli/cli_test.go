@@ -76,7 +76,7 @@ func run(t *testing.T, ctx context.Context, env map[string]string, args ...strin
 	for k, v := range env {
 		environ = append(environ, k+"="+v)
 	}
-	code := Main(ctx, args, Env{Stdout: &out, Stderr: &errOut, Environ: environ, ReadFile: os.ReadFile})
+	code := Main(ctx, args, Env{Stdout: &out, Stderr: &errOut, Environ: environ})
 	return result{code: code, stdout: out.String(), stderr: errOut.String()}
 }
 
@@ -630,5 +630,125 @@ func TestConfigCheckCompilesEveryTransform(t *testing.T) {
 	env["QUEUEBOX_ROUTES_0_TRANSFORM_EXPRESSION"] = `{ "total": $sum(items.price) }`
 	if r := run(t, context.Background(), env, "config", "check"); r.code != ExitOK {
 		t.Errorf("a valid expression: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+}
+
+// TestConfigCheckRefusesWhatServeRefuses runs `config check` and `serve` on configurations
+// that pass the rules of the configuration but that the start refuses, from the configuration
+// alone: the check refuses each one as well, with the line that serve prints.
+func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
+	t.Parallel()
+	db := dbEnv(t)
+	route := "routes:\n  - topicPattern: \"**\"\n    destination: web\n"
+	tests := []struct {
+		name string
+		env  map[string]string
+		yaml string
+		want string
+	}{
+		{name: "private address with blockPrivateAddresses",
+			yaml: "http:\n  blockPrivateAddresses: true\ndestinations:\n  web:\n    baseUrl: http://127.0.0.1:9\n    path: /hook\n" + route,
+			want: "QueueBox could not build the destinations. Reason: destinations.web | caused by webhook: private address refused: host 127.0.0.1 is a loopback address"},
+		{name: "baseUrl with a query",
+			yaml: "destinations:\n  web:\n    baseUrl: https://example.com/?a=1\n" + route,
+			want: "QueueBox could not build the destinations. Reason: destinations.web | caused by destinations.web.baseUrl | caused by must not hold a query (put it in path)"},
+		{name: "basic user name with a colon",
+			yaml: "destinations:\n  web:\n    baseUrl: https://example.com\n    auth:\n      username: a:b\n      password: p\n" + route,
+			want: "QueueBox could not build the destinations. Reason: destinations.web | caused by destinations.web.auth.username: must not hold a colon"},
+		{name: "header name that HTTP does not take",
+			yaml: "destinations:\n  web:\n    baseUrl: https://example.com\n    headers:\n      \"x(y)\": v\n" + route,
+			want: `QueueBox could not build the destinations. Reason: destinations.web | caused by destinations.web.headers: "x(y)" is not a valid header name`},
+		{name: "baseUrl with a fragment",
+			yaml: "destinations:\n  web:\n    baseUrl: https://example.com/#f\n" + route,
+			want: "QueueBox could not build the destinations. Reason: destinations.web | caused by destinations.web.baseUrl | caused by must not hold a fragment"},
+		{name: "kafka destination without a broker",
+			yaml: "destinations:\n  web:\n    bootstrapServers: \",\"\n    topic: t\n" + route,
+			want: "QueueBox could not build the destinations. Reason: destinations.web.bootstrapServers: no broker is given"},
+		{name: "nats destination without a server",
+			yaml: "destinations:\n  web:\n    servers: \",\"\n    subject: s\n" + route,
+			want: "QueueBox could not build the destinations. Reason: destination web: servers is empty"},
+		{name: "filter glob with ***",
+			yaml: "sources:\n  hook:\n    path: /hook\n    idempotencyKeyPath: $.id\n    eventTypePath: $.type\n    filter:\n      require:\n        - header: h\n          matches: \"a***\"\n",
+			want: "QueueBox could not build the inbox sources. Reason: creating inbox handler | caused by source hook | caused by compiling filter.require[0]"},
+		{name: "sqlserver-cdc capture",
+			env: map[string]string{"QUEUEBOX_DATABASE_TYPE": "sqlserver", "QUEUEBOX_DATABASE_URL": "jdbc:sqlserver://127.0.0.1:1;databaseName=q",
+				"QUEUEBOX_OUTBOX_CAPTURE_MODE": "sqlserver-cdc", "QUEUEBOX_OUTBOX_CAPTURE_ENABLED": "true", "QUEUEBOX_OUTBOX_CAPTURE_STATEDIRECTORY": "/tmp"},
+			want: "QueueBox could not start capture. Reason:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{"QUEUEBOX_SERVER_HTTPPORT": strconv.Itoa(freePort(t))}
+			for k, v := range db {
+				env[k] = v
+			}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			if tt.yaml != "" {
+				file := t.TempDir() + "/queuebox.yml"
+				if err := os.WriteFile(file, []byte(tt.yaml), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				env["QUEUEBOX_CONFIG_FILE"] = file
+			}
+			// A serve that does not refuse would run: the deadline stops it, and the test fails.
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			serve := run(t, ctx, env, "serve")
+			check := run(t, context.Background(), env, "config", "check")
+			refusal := ""
+			for _, line := range strings.Split(serve.stderr, "\n") {
+				if strings.HasPrefix(line, "QueueBox could not") {
+					refusal = line
+				}
+			}
+			if serve.code != ExitFailure || !strings.HasPrefix(refusal, tt.want) {
+				t.Fatalf("serve: exit %d, refusal %q, want %q; stderr:\n%s", serve.code, refusal, tt.want, serve.stderr)
+			}
+			if check.code != ExitFailure || !strings.Contains(check.stderr, refusal+"\n") {
+				t.Errorf("config check: exit %d, want 1 and the line %q; stderr:\n%s", check.code, refusal, check.stderr)
+			}
+		})
+	}
+}
+
+// TestConfigCheckBoundsNumbersAndSecretFiles runs `config check` as the process does (ReadFile
+// nil) on values that passed it before: a number that exhausted memory at start, and a secret
+// file that is read without end.
+func TestConfigCheckBoundsNumbersAndSecretFiles(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{
+		"QUEUEBOX_DATABASE_URL":      "jdbc:postgresql://db:5432/queuebox",
+		"QUEUEBOX_DATABASE_USERNAME": "queuebox",
+		"QUEUEBOX_DATABASE_PASSWORD": "x",
+	}
+	tests := []struct {
+		name, key, value, want string
+	}{
+		{"concurrency", "QUEUEBOX_OUTBOX_CONCURRENCY", "1000000000",
+			"  - outbox.concurrency (QUEUEBOX_OUTBOX_CONCURRENCY) must be at most 1000, not 1000000000\n"},
+		{"secret file /dev/zero", "QUEUEBOX_DATABASE_PASSWORD", "file:/dev/zero",
+			"  - database.password (QUEUEBOX_DATABASE_PASSWORD) names the secret file /dev/zero, which is not a regular file\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{}
+			for k, v := range base {
+				env[k] = v
+			}
+			env[tt.key] = tt.value
+			done := make(chan result, 1)
+			go func() { done <- run(t, context.Background(), env, "config", "check") }()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatal("config check did not return within 60 s")
+			}
+			if r.code != ExitFailure || !strings.Contains(r.stderr, tt.want) {
+				t.Errorf("exit %d, want 1 and %q; stderr:\n%s", r.code, tt.want, r.stderr)
+			}
+		})
 	}
 }

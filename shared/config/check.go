@@ -109,13 +109,13 @@ func checkHTTPURL(raw string) error {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil || !u.IsAbs() || u.Opaque != "" || u.Hostname() == "" ||
 		(!strings.EqualFold(u.Scheme, "http") && !strings.EqualFold(u.Scheme, "https")) {
-		return fmt.Errorf("must be an absolute http or https URL with a host, not %q", MaskURL(raw))
+		return fmt.Errorf("must be an absolute http or https URL with a host, not %q", MaskURL(MaskQuery(raw)))
 	}
 	if u.User != nil {
 		return errors.New("must not hold a user name or a password")
 	}
 	if hasDotSegment(u.EscapedPath()) {
-		return fmt.Errorf("must not hold a . or a .. path segment, not %q", MaskURL(raw))
+		return fmt.Errorf("must not hold a . or a .. path segment, not %q", MaskURL(MaskQuery(raw)))
 	}
 	return nil
 }
@@ -146,4 +146,27 @@ func checkAMQPURL(raw string) error {
 		return fmt.Errorf("must be an amqp:// or amqps:// URI with a host, not %q%s", MaskURL(raw), hint)
 	}
 	return nil
+}
+
+// MaskQuery returns s, a URL or a path, with the value of every query parameter masked as ***
+// and its name kept: /x?api_key=abc&v=2 becomes /x?api_key=***&v=***. A query value of a
+// destination baseUrl, path or tokenUrl may be a credential, and `config check` and the error
+// messages print these keys. The query runs from the first "?" to a "#"; a parameter without
+// "=" and an empty value stay as they are.
+func MaskQuery(s string) string {
+	q := strings.IndexByte(s, '?')
+	if q < 0 {
+		return s
+	}
+	query, fragment := s[q+1:], ""
+	if h := strings.IndexByte(query, '#'); h >= 0 {
+		query, fragment = query[:h], query[h:]
+	}
+	params := strings.Split(query, "&")
+	for i, p := range params {
+		if name, value, ok := strings.Cut(p, "="); ok && value != "" {
+			params[i] = name + "=***"
+		}
+	}
+	return s[:q+1] + strings.Join(params, "&") + fragment
 }

@@ -79,10 +79,12 @@ var (
 // stopping at the first one, and warns about every key that it does not know.
 type decoder struct {
 	lookupEnv func(string) (string, bool)
-	readFile  func(string) ([]byte, error)
-	file      string
-	problems  []Problem
-	warnings  []Warning
+	// readSecret reads a file: secret, at most MaxSecretFileBytes; its error completes the
+	// sentence "names the secret file <name>, which ...".
+	readSecret func(string) ([]byte, error)
+	file       string
+	problems   []Problem
+	warnings   []Warning
 }
 
 // problem records a problem with the key at p. When the node came from the file, the message
@@ -208,9 +210,9 @@ func (d *decoder) decodeSecret(n *node, p keyPath, s string, v reflect.Value) {
 			d.problem(p, n, "names no file after file:")
 			return
 		}
-		data, err := d.readFile(name)
+		data, err := d.readSecret(name)
 		if err != nil {
-			d.problem(p, n, "names the secret file %s, which cannot be read: %v", name, err)
+			d.problem(p, n, "names the secret file %s, which %v", name, err)
 			return
 		}
 		s = trimTrailingNewline(string(data))

@@ -39,8 +39,11 @@ type LoadOptions struct {
 	// that ${NAME} placeholders read. Nil is an empty environment. EnvMap turns os.Environ()
 	// into this form.
 	Env map[string]string
-	// ReadFile reads the configuration file and the file: secrets. Nil means os.ReadFile. A
-	// missing file must give an error that wraps fs.ErrNotExist.
+	// ReadFile reads the configuration file and the file: secrets. A missing file must give an
+	// error that wraps fs.ErrNotExist. Nil means the file system of the process: os.ReadFile
+	// for the configuration file, and for a file: secret a read that refuses anything but a
+	// regular file of at most MaxSecretFileBytes before it reads it. A ReadFile that is set
+	// reads the whole secret file, which Load then refuses above MaxSecretFileBytes.
 	ReadFile func(name string) ([]byte, error)
 	// Packaged is the packaged default configuration. Nil means the queuebox.yml embedded in
 	// this package.
@@ -55,9 +58,10 @@ type LoadOptions struct {
 // TransformCompiler compiles a JSONata expression and reports whether it is valid.
 type TransformCompiler func(expression string) error
 
-// OSOptions returns the options of a real process: the process environment and os.ReadFile.
+// OSOptions returns the options of a real process: the process environment and its file
+// system (ReadFile nil, so that a file: secret is read with a bound).
 func OSOptions() LoadOptions {
-	return LoadOptions{Env: EnvMap(os.Environ()), ReadFile: os.ReadFile}
+	return LoadOptions{Env: EnvMap(os.Environ())}
 }
 
 // EnvMap turns KEY=VALUE lines, as os.Environ returns them, into a map. A later line wins.
@@ -142,9 +146,11 @@ func (e *ValidationError) Error() string {
 // *ValidationError that lists every problem; a missing or broken file gives an error that
 // wraps ErrConfigFile; no source at all gives an error that wraps ErrNoConfiguration.
 func Load(opts LoadOptions) (*Config, []Warning, error) {
-	readFile := opts.ReadFile
+	readFile, readSecret := opts.ReadFile, readSecretFile
 	if readFile == nil {
 		readFile = os.ReadFile
+	} else {
+		readSecret = boundedSecretReader(readFile)
 	}
 	vars := queueboxVariables(opts.Env)
 	root, origin, err := readSources(opts, readFile, len(vars) > 0)
@@ -155,9 +161,9 @@ func Load(opts LoadOptions) (*Config, []Warning, error) {
 	origin.Variables = sortedKeys(vars)
 
 	d := &decoder{
-		lookupEnv: func(name string) (string, bool) { v, ok := opts.Env[name]; return v, ok },
-		readFile:  readFile,
-		file:      origin.File,
+		lookupEnv:  func(name string) (string, bool) { v, ok := opts.Env[name]; return v, ok },
+		readSecret: readSecret,
+		file:       origin.File,
 	}
 	cfg := Default()
 	d.decodeStruct(root, nil, []reflect.Value{reflect.ValueOf(cfg).Elem()}, nil)

@@ -31,6 +31,10 @@ func (c *Config) MaskedYAML() ([]byte, error) {
 
 var retentionDurationType = reflect.TypeFor[RetentionDuration]()
 
+// queryKeys are the keys of HTTP URLs and paths, whose query values print masked (see
+// MaskQuery): a destination baseUrl and path and an OAuth2 tokenUrl.
+var queryKeys = map[string]bool{"baseUrl": true, "path": true, "tokenUrl": true}
+
 func scalar(tag, value string) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: value}
 }
@@ -94,6 +98,10 @@ func encodeFields(out *yaml.Node, v reflect.Value, skip map[string]bool) {
 		}
 		fv := v.FieldByIndex(f.index)
 		if omitEmpty(t, f.index) && isEmptyValue(fv) {
+			continue
+		}
+		if queryKeys[f.name] && fv.Kind() == reflect.String {
+			out.Content = append(out.Content, scalar("!!str", f.name), scalar("!!str", MaskURL(MaskQuery(fv.String()))))
 			continue
 		}
 		out.Content = append(out.Content, scalar("!!str", f.name), encodeValue(fv))

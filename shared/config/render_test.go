@@ -114,3 +114,54 @@ func TestOriginString(t *testing.T) {
 	assert.Equal(t, "/f.yml and 1 QUEUEBOX_ variable", Origin{File: "/f.yml", Variables: []string{"QUEUEBOX_A"}}.String())
 	assert.True(t, strings.HasSuffix(Origin{Variables: []string{"A", "B"}}.String(), "2 QUEUEBOX_ variables"))
 }
+
+// TestMaskedYAMLMasksQueryValues prints the query values of a destination path, a baseUrl and
+// a tokenUrl as *** with their names kept, in the printout of `config check` and in the
+// problems of a configuration.
+func TestMaskedYAMLMasksQueryValues(t *testing.T) {
+	t.Parallel()
+	cfg := mustLoad(t, minimalDatabase+`destinations:
+  web:
+    baseUrl: https://api.example.com
+    path: /x?api_key=path-secret-1&v=2&flag
+    auth:
+      clientId: c
+      clientSecret: s
+      tokenUrl: https://auth.example.com/token?key=token-secret-2
+`, nil)
+	out, err := cfg.MaskedYAML()
+	require.NoError(t, err)
+	text := string(out)
+	assert.Contains(t, text, "path: /x?api_key=***&v=***&flag\n")
+	assert.Contains(t, text, "tokenUrl: https://auth.example.com/token?key=***\n")
+	for _, secret := range []string{"path-secret-1", "token-secret-2"} {
+		assert.NotContains(t, text, secret)
+	}
+	// The runtime keeps the value.
+	assert.Equal(t, "/x?api_key=path-secret-1&v=2&flag", cfg.Destinations["web"].HTTP.Path)
+
+	_, _, err = loadYAML(t, minimalDatabase+`destinations:
+  web:
+    baseUrl: https://api.example.com/a/../b?sig=url-secret-3
+    path: /a/../x?api_key=path-secret-4
+`, nil, nil)
+	assert.Equal(t, []string{
+		`destinations.web.baseUrl (QUEUEBOX_DESTINATIONS_WEB_BASEURL) must not hold a . or a .. path segment, not "https://api.example.com/a/../b?sig=***"`,
+		`destinations.web.path (QUEUEBOX_DESTINATIONS_WEB_PATH) must not hold a . or a .. segment, not "/a/../x?api_key=***"`,
+	}, problemStrings(t, err))
+}
+
+func TestMaskQuery(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"/x":                       "/x",
+		"/x?":                      "/x?",
+		"/x?a=1":                   "/x?a=***",
+		"/x?a=&b=2":                "/x?a=&b=***",
+		"/x?a=1#frag":              "/x?a=***#frag",
+		"https://h/p?k=v=w&flag":   "https://h/p?k=***&flag",
+		"https://h/p?api_key=%20x": "https://h/p?api_key=***",
+	} {
+		assert.Equal(t, want, MaskQuery(in), in)
+	}
+}

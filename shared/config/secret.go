@@ -2,10 +2,66 @@ package config
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"strconv"
 )
+
+// MaxSecretFileBytes is the largest file that a file: secret may name: 64 KiB, far above any
+// password, token or key, so that a mistaken path (file:/dev/zero, a log file) stops the load
+// instead of reading without end. docs/configuration-bounds.md documents it.
+const MaxSecretFileBytes = 64 << 10
+
+// errSecretTooLarge completes "names the secret file <name>, which ...".
+var errSecretTooLarge = fmt.Errorf("is larger than %d bytes (64 KiB), the largest secret file", MaxSecretFileBytes)
+
+// readSecretFile reads a file: secret from the file system: a regular file of at most
+// MaxSecretFileBytes. A device, a pipe or a directory is refused before it is read, and no more
+// than MaxSecretFileBytes+1 bytes are ever read. The error completes "names the secret file
+// <name>, which ...".
+func readSecretFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("cannot be read: %w", err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("cannot be read: %w", err)
+	}
+	if !info.Mode().IsRegular() {
+		return nil, errors.New("is not a regular file")
+	}
+	if info.Size() > MaxSecretFileBytes {
+		return nil, errSecretTooLarge
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxSecretFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot be read: %w", err)
+	}
+	if len(data) > MaxSecretFileBytes {
+		return nil, errSecretTooLarge
+	}
+	return data, nil
+}
+
+// boundedSecretReader reads a file: secret through readFile, a LoadOptions.ReadFile, and refuses
+// a file larger than MaxSecretFileBytes.
+func boundedSecretReader(readFile func(string) ([]byte, error)) func(string) ([]byte, error) {
+	return func(name string) ([]byte, error) {
+		data, err := readFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("cannot be read: %w", err)
+		}
+		if len(data) > MaxSecretFileBytes {
+			return nil, errSecretTooLarge
+		}
+		return data, nil
+	}
+}
 
 // The texts that a Secret prints instead of its value.
 const (

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -131,4 +134,64 @@ func TestConnectionURLPrintsMaskedPassword(t *testing.T) {
 			assert.NotContains(t, buf.String(), "pw1")
 		})
 	}
+}
+
+// TestSecretFileIsBounded loads file: secrets from the file system of the process (ReadFile
+// nil, as a real process does): a regular file of at most 64 KiB loads, a larger one and a file
+// that is not regular (/dev/zero, which read without end before) stop the load with the key
+// path and its variable.
+func TestSecretFileIsBounded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	configFile := filepath.Join(dir, "queuebox.yml")
+	require.NoError(t, os.WriteFile(configFile, []byte(minimalDatabase), 0o600))
+	atBound := filepath.Join(dir, "at-bound")
+	require.NoError(t, os.WriteFile(atBound, bytes.Repeat([]byte("a"), MaxSecretFileBytes), 0o600))
+	overBound := filepath.Join(dir, "over-bound")
+	require.NoError(t, os.WriteFile(overBound, bytes.Repeat([]byte("a"), MaxSecretFileBytes+1), 0o600))
+
+	load := func(password string) (*Config, error) {
+		type result struct {
+			cfg *Config
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			cfg, _, err := Load(LoadOptions{Env: map[string]string{
+				ConfigFileVariable: configFile, "QUEUEBOX_DATABASE_PASSWORD": password,
+			}})
+			done <- result{cfg, err}
+		}()
+		select {
+		case r := <-done:
+			return r.cfg, r.err
+		case <-time.After(30 * time.Second):
+			t.Fatalf("Load of the secret %s did not return within 30 s", password)
+			return nil, nil
+		}
+	}
+
+	cfg, err := load("file:" + atBound)
+	require.NoError(t, err)
+	assert.Len(t, cfg.Database.Password.Reveal(), MaxSecretFileBytes)
+
+	_, err = load("file:" + overBound)
+	assert.Equal(t, []string{"database.password (QUEUEBOX_DATABASE_PASSWORD) names the secret file " + overBound +
+		", which is larger than 65536 bytes (64 KiB), the largest secret file"}, problemStrings(t, err))
+
+	_, err = load("file:/dev/zero")
+	assert.Equal(t, []string{"database.password (QUEUEBOX_DATABASE_PASSWORD) names the secret file /dev/zero, which is not a regular file"},
+		problemStrings(t, err))
+
+	_, err = load("file:" + dir)
+	assert.Equal(t, []string{"database.password (QUEUEBOX_DATABASE_PASSWORD) names the secret file " + dir + ", which is not a regular file"},
+		problemStrings(t, err))
+
+	t.Run("through LoadOptions.ReadFile", func(t *testing.T) {
+		t.Parallel()
+		big := memFiles{"/run/secrets/big": strings.Repeat("a", MaxSecretFileBytes+1)}
+		_, _, err := loadYAML(t, minimalDatabase, map[string]string{"QUEUEBOX_DATABASE_PASSWORD": "file:/run/secrets/big"}, big)
+		assert.Equal(t, []string{"database.password (QUEUEBOX_DATABASE_PASSWORD) names the secret file /run/secrets/big, " +
+			"which is larger than 65536 bytes (64 KiB), the largest secret file"}, problemStrings(t, err))
+	})
 }

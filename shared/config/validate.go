@@ -49,6 +49,7 @@ func (c *Config) validate(compile TransformCompiler, reported ...Problem) []Prob
 		v.source(keyPath{"sources", name}, c.Sources[name], httpPaths)
 	}
 	v.retention(c.Retention)
+	v.checkBounds(c)
 	return v.problems
 }
 
@@ -326,7 +327,7 @@ func (v *validator) destination(p keyPath, d *Destination) {
 			}
 		}
 		if hasDotSegment(h.Path) {
-			v.add(p.child("path"), "must not hold a . or a .. segment, not %q", h.Path)
+			v.add(p.child("path"), "must not hold a . or a .. segment, not %q", MaskQuery(h.Path))
 		}
 		v.positive(p.child("timeoutMs"), int64(h.TimeoutMs))
 		v.destinationAuth(p.child("auth"), h.Auth)

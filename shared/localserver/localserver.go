@@ -28,6 +28,7 @@ import (
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/retention"
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/waker"
 )
 
@@ -56,10 +57,12 @@ type Local struct {
 }
 
 // New opens the database (waiting for it, migrating or checking the schema) and builds
-// every worker of the local process.
+// every worker of the local process. It runs Check first, so that a configuration that cannot
+// start is refused before the database is waited for, with the text that `queuebox config
+// check` prints.
 func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, error) {
-	if cfg.Outbox.Capture.Enabled && cfg.Outbox.Capture.Mode == config.CaptureSQLServerCDC {
-		return nil, &service.StartError{Step: "start capture", Err: capture.ErrSQLServerCDCNotImplemented}
+	if err := Check(ctx, cfg); err != nil {
+		return nil, err
 	}
 	reg := metrics.New(service.Version)
 	poolTracer := metrics.NewPoolTracer(reg, metrics.PoolName)
@@ -111,6 +114,56 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, err
 	}
 	return l, nil
 }
+
+// Check runs every start-time refusal of New that depends on the configuration alone, without
+// a database: it builds the routes and their transforms, every destination's publisher (with
+// http.blockPrivateAddresses, resolving the hosts as New does), the relay, the retention
+// cleanup, the admin routes, the inbox sources and the capture connector, with the
+// constructors that New calls, then releases them. It returns the error that New would return,
+// with the same text. `queuebox config check` calls it, so that it refuses whatever `serve`
+// refuses from the configuration.
+func Check(ctx context.Context, cfg *config.Config) error {
+	if cfg.Outbox.Capture.Enabled && cfg.Outbox.Capture.Mode == config.CaptureSQLServerCDC {
+		return &service.StartError{Step: "start capture", Err: capture.ErrSQLServerCDCNotImplemented}
+	}
+	// The check builds the parts and runs none, so its log lines (a destination kind without a
+	// publisher, for example) would repeat those of the start: it logs nothing.
+	quiet := slog.New(slog.DiscardHandler)
+	st := unusedStore{}
+	ob, err := service.NewOutbox(ctx, pollerConfig(cfg), st, nil, quiet)
+	if err != nil {
+		return err
+	}
+	defer ob.Close()
+	var rl *relay.Relay
+	if cfg.Inbox.Relay.Enabled {
+		if rl, err = service.NewRelay(cfg, st, nil, quiet); err != nil {
+			return err
+		}
+	}
+	if _, err := retention.New(retention.Options{Store: st, Config: cfg.Retention, Logger: quiet}); err != nil {
+		return &service.StartError{Step: "build the retention cleanup", Err: err}
+	}
+	if cfg.Admin.Enabled {
+		if _, err := service.NewAdmin(cfg, st, quiet); err != nil {
+			return err
+		}
+	}
+	if _, err := service.NewInboxHandler(cfg, st, nil, nil, func() bool { return false }, quiet); err != nil {
+		return err
+	}
+	if cfg.Outbox.Capture.Enabled {
+		if _, err := newCapture(cfg, ob.Poller, rl, quiet); err != nil {
+			return &service.StartError{Step: "start capture", Err: err}
+		}
+	}
+	return nil
+}
+
+// unusedStore is the store of the parts that Check builds: the constructors keep it and call
+// none of its methods, and Check runs none of the parts. A call would panic on the nil
+// interface, which a test would show.
+type unusedStore struct{ store.Store }
 
 // pollerConfig is the configuration of the poller: with capture on, the poller waits at most
 // outbox.capture.reconciliationIntervalMs between two claims when no event arrives

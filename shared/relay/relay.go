@@ -220,7 +220,10 @@ func (r *Relay) Run(ctx context.Context, opts RunOptions) Summary {
 }
 
 // Check is the inbox-relay health check: it fails when no run is active, when the loop has not
-// turned for a minute (or three poll intervals, when longer), or when its last cycle failed.
+// turned for a minute (or three poll intervals, when longer), when its last cycle failed, or
+// when every row of the last cycle that claimed rows failed to be written (the rows stay
+// processing): a relay that forwards nothing is down. It is up again once a row is forwarded
+// or marked dead. The reason is redacted, as a log line is.
 func (r *Relay) Check(context.Context) error {
 	return r.beat.Check(max(time.Minute, 3*r.cfg.PollInterval))
 }
@@ -250,6 +253,13 @@ type run struct {
 	// failing is true after a row whose writes failed even when retried; the next row is not
 	// retried until one succeeds, so an outage costs one row's retries, not a batch's.
 	failing bool
+	// stuck says why the health check is down after a cycle that claimed rows and forwarded
+	// or dead-lettered none of them because their writes failed; empty otherwise. It stays set
+	// through the cycles that claim nothing (the failed rows wait for their leases) and clears
+	// when a row is forwarded or marked dead. lastWriteErr is the redacted text of the last
+	// failed write.
+	stuck        string
+	lastWriteErr string
 
 	mu   sync.Mutex
 	held map[string]*heldRow
@@ -324,7 +334,7 @@ func (rn *run) loop(ctx context.Context, opts RunOptions) {
 			rn.sleep(ctx, pause, max(r.cfg.PollInterval, time.Second))
 			continue
 		}
-		r.beat.Beat("")
+		r.beat.Beat(rn.stuck)
 		if claimed > 0 {
 			continue
 		}
@@ -370,6 +380,8 @@ func (rn *run) cycle() (int, error) {
 		return 0, err
 	}
 	rn.sum.Claimed += len(rows)
+	before := rn.sum
+	defer func() { rn.judge(before, len(rows)) }()
 	rn.mu.Lock()
 	for _, row := range rows {
 		rn.held[row.ID] = &heldRow{claim: row.Claim()}
@@ -386,6 +398,19 @@ func (rn *run) cycle() (int, error) {
 		rn.mu.Unlock()
 	}
 	return len(rows), nil
+}
+
+// judge sets stuck after a cycle of claimed rows, from the summary before the rows were
+// handled: down when rows failed and none was forwarded or marked dead, up again when one was.
+// A cycle whose rows all lost their claims changes nothing.
+func (rn *run) judge(before Summary, claimed int) {
+	switch {
+	case rn.sum.Forwarded > before.Forwarded || rn.sum.Dead > before.Dead:
+		rn.stuck = ""
+	case rn.sum.Failed > before.Failed:
+		rn.stuck = fmt.Sprintf("the last relay cycle claimed %d rows and forwarded none: %d failed, the last with: %s",
+			claimed, rn.sum.Failed-before.Failed, rn.lastWriteErr)
+	}
 }
 
 // abandon leaves the rows of a stopped run to lease expiry.
@@ -498,6 +523,7 @@ func (rn *run) writeFailed(log *slog.Logger, what string, err error) {
 		return
 	}
 	rn.sum.Failed++
+	rn.lastWriteErr = what + " failed: " + redact.Error(err)
 	rn.r.metrics.InboxRelayError()
 	log.Error("inbox relay failed "+what+" a row; it returns to pending when its lease expires",
 		"error", redact.Error(err))
