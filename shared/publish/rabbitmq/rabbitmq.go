@@ -287,7 +287,12 @@ func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 func (p *Publisher) returned(ch *channel, id, exchange, key string) error {
 	for {
 		select {
-		case ret := <-ch.returns:
+		case ret, ok := <-ch.returns:
+			if !ok {
+				// The channel closed (the broker refused the message, for example): the
+				// confirm is negative and the caller reports the close.
+				return nil
+			}
 			if ret.MessageId != id {
 				continue // another publish's: cannot happen with one publish per channel
 			}
