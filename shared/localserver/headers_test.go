@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -160,5 +161,88 @@ sources:
 		for _, name := range []string{"Keep-Alive", "Upgrade", "Proxy-Foo"} {
 			assert.Empty(t, h.Values(name), "%s: hop-by-hop header %s", tt.source, name)
 		}
+	}
+}
+
+// TestWebhookSenderCannotForgeBrokerHeaders: the same hardening on a RabbitMQ destination. A
+// webhook whose sender sets the static header, the standard headers and CC is relayed and
+// published with the destination's own values, and without the CC header.
+func TestWebhookSenderCannotForgeBrokerHeaders(t *testing.T) {
+	t.Parallel()
+	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
+	require.NoError(t, err, "RabbitMQ is not reachable at 127.0.0.1:5672; start it with: rabbitmq-server -detached")
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	exchange := fmt.Sprintf("qb-local-headers-%d", time.Now().UnixNano())
+	require.NoError(t, ch.ExchangeDeclare(exchange, "topic", true, false, false, false, nil))
+	t.Cleanup(func() { _ = ch.ExchangeDelete(exchange, false, false) })
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.QueueBind(q.Name, "#", exchange, false, nil))
+	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
+	require.NoError(t, err)
+
+	dbURL := dbtest.NewDatabase(t)
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	cfg := loadYAML(t, fmt.Sprintf(`
+database:
+  url: jdbc:postgresql://%s%s
+  username: postgres
+  password: trust-auth
+  migrate: true
+outbox:
+  pollIntervalMs: 50
+  retryBaseDelayMs: 100
+inbox:
+  relay:
+    pollIntervalMs: 50
+destinations:
+  broker:
+    type: rabbitmq
+    url: amqp://guest:guest@127.0.0.1:5672/
+    exchange: %s
+    headers:
+      x-team: orders
+routes:
+  - topicPattern: "order.*"
+    destination: broker
+sources:
+  hooks:
+    path: /hooks
+    idempotencyKeyPath: $.id
+    topic: order.received
+`, u.Host, u.Path, exchange))
+	cfg.Server.HTTPPort = 0
+	l, err := New(context.Background(), cfg, quietLog())
+	require.NoError(t, err)
+	base := runLocal(t, l)
+
+	req, err := http.NewRequest(http.MethodPost, base+"/inbox/hooks", strings.NewReader(`{"id":"evt-broker"}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Team", "forged")
+	req.Header.Set("X-Topic", "forged.topic")
+	req.Header.Set("X-Attempt", "99")
+	req.Header.Set("CC", "elsewhere")
+	req.Header.Set("X-Tenant", "acme")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+
+	select {
+	case d := <-deliveries:
+		assert.Equal(t, "orders", d.Headers["x-team"])
+		assert.Equal(t, "order.received", d.Headers["x-topic"])
+		assert.Equal(t, int64(0), d.Headers["x-attempt"])
+		assert.Equal(t, "acme", d.Headers["x-tenant"])
+		assert.Equal(t, "hooks", d.Headers["x-source"])
+		_, cc := d.Headers["cc"]
+		assert.False(t, cc, "a received CC header must not be published")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no message reached the queue within 30 s")
 	}
 }
