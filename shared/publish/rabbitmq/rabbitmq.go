@@ -74,7 +74,7 @@ type Publisher struct {
 	deliveryMode uint8
 	headers      amqp.Table // static headers of the destination
 	// guard drops the received headers of a relayed row that would replace a standard or
-	// static header, route the message elsewhere (CC, BCC) or are hop-by-hop.
+	// static header, that RabbitMQ reads (CC, BCC) or that are hop-by-hop.
 	guard forwarded.Guard
 
 	keys sync.Map // routingKeyID -> *template.RoutingKey
@@ -206,8 +206,9 @@ func (p *Publisher) Close() error {
 //
 // A relayed row (forwarded.IsRelayed: its headers came from a webhook sender or a broker
 // producer) is stricter: a row header named, in any letter case, like a static header, like
-// x-topic or x-attempt, like CC or BCC (RabbitMQ's sender-selected distribution, which would
-// route the message to other queues) or like a hop-by-hop header is dropped (docs/headers.md).
+// x-topic or x-attempt, like CC or BCC (RabbitMQ reads them for sender-selected distribution:
+// a list routes copies to other queues, a string makes the broker close the channel) or like
+// a hop-by-hop header is dropped (docs/headers.md).
 //
 // An exchange that renders empty, a declare the broker refuses, a returned (unroutable)
 // message, a negative confirm and a lost channel or connection fail the publish. Publish
