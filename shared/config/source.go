@@ -49,6 +49,11 @@ type Source struct {
 	Transform *Transform `yaml:"transform,omitempty"`
 	// Filter is the header filter. Default: empty, every message passes.
 	Filter Filter `yaml:"filter,omitempty"`
+	// ForwardHeaders lists the received headers, by name in any letter case, that the relay
+	// copies onto the outbox row; the others are dropped. Beyond the documented product
+	// (docs/headers.md). Default: nil, every received header is copied (apart from the
+	// hop-by-hop and framing headers, which never are).
+	ForwardHeaders []string `yaml:"forwardHeaders,omitempty"`
 	// RateLimit limits the requests of an HTTP source; the other kinds ignore it.
 	// Default: nil, none.
 	RateLimit *RateLimit `yaml:"rateLimit,omitempty"`

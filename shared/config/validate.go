@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/alternayte/queuebox/shared/forwarded"
 )
 
 // Validate checks every rule of spec/23-configuration.md and returns a *ValidationError that
@@ -453,6 +455,7 @@ func (v *validator) source(p keyPath, s *Source, httpPaths map[string]string) {
 	}
 	v.transform(p.child("transform"), s.Transform)
 	v.filter(p.child("filter"), s.Filter)
+	v.forwardHeaders(p.child("forwardHeaders"), s.ForwardHeaders)
 	if s.RateLimit != nil {
 		v.positive(p.child("rateLimit").child("requestsPerMinute"), int64(s.RateLimit.RequestsPerMinute))
 	}
@@ -534,6 +537,56 @@ func (v *validator) httpSource(p keyPath, s *Source, httpPaths map[string]string
 		}
 	}
 	v.inboundAuth(p.child("auth"), s.HTTP.Auth)
+}
+
+// The bounds of sources.<name>.forwardHeaders.
+const (
+	maxForwardHeaders       = 100
+	maxForwardHeaderNameLen = 256
+)
+
+// forwardHeaders checks sources.<name>.forwardHeaders: nil, or 1 to maxForwardHeaders header
+// names, each an HTTP token of at most maxForwardHeaderNameLen characters that is not a
+// hop-by-hop or framing header.
+func (v *validator) forwardHeaders(p keyPath, names []string) {
+	if names == nil {
+		return
+	}
+	if len(names) == 0 {
+		v.add(p, "must list at least one header name; leave the key out to forward every received header")
+		return
+	}
+	if len(names) > maxForwardHeaders {
+		v.add(p, "lists %d header names, more than the %d allowed", len(names), maxForwardHeaders)
+		return
+	}
+	for i, name := range names {
+		switch {
+		case len(name) > maxForwardHeaderNameLen:
+			v.add(p.index(i), "is a header name longer than %d characters", maxForwardHeaderNameLen)
+		case !isHeaderToken(name):
+			v.add(p.index(i), "must be a header name (letters, digits and !#$%%&'*+-.^_`|~), not %q", name)
+		case forwarded.IsHopByHop(name):
+			v.add(p.index(i), "names %s, a hop-by-hop or framing header, which QueueBox never forwards", name)
+		}
+	}
+}
+
+// isHeaderToken reports whether name is a non-empty HTTP token (RFC 9110, section 5.1).
+func isHeaderToken(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func (v *validator) filter(p keyPath, f Filter) {

@@ -6,14 +6,15 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/store"
 )
 
 // The headers that the relay sets on every outbox row it writes (spec/25, "Headers that the
 // relay adds"). Each replaces a received header of the same name in any letter case.
 const (
-	HeaderInboxID        = "x-inbox-id"
-	HeaderSource         = "x-source"
+	HeaderInboxID        = forwarded.MarkerInboxID
+	HeaderSource         = forwarded.MarkerSource
 	HeaderIdempotencyKey = "x-idempotency-key"
 	HeaderCorrelationID  = "X-Correlation-Id"
 )
@@ -21,13 +22,17 @@ const (
 var relayHeaderNames = []string{HeaderInboxID, HeaderSource, HeaderIdempotencyKey, HeaderCorrelationID}
 
 // outboxHeaders builds the headers column of the outbox row: the inbox headers, without any
-// name that equals a relay header in any letter case, then the relay headers. X-Correlation-Id
-// is set, and a received one removed, only when the row carries a correlation id; otherwise a
-// received value passes through unchanged. Received values keep their JSON form.
+// name that equals a relay header in any letter case, without the hop-by-hop and framing
+// headers (forwarded.IsHopByHop) and, when allow is not nil, without any name other than
+// X-Correlation-Id that allow does not hold in lower case; then the relay headers. x-inbox-id
+// and x-source are the marker by which a destination knows that the other headers came from
+// outside (package forwarded). X-Correlation-Id is set, and a received one removed, only when
+// the row carries a correlation id; otherwise a received value passes through unchanged.
+// Received values keep their JSON form.
 //
 // Headers that are not a JSON object (only a hand-written row can hold them) are dropped, and
 // dropped reports it so the caller can log it; the relay headers are still set.
-func outboxHeaders(m store.InboxMessage) (headers json.RawMessage, dropped bool, err error) {
+func outboxHeaders(m store.InboxMessage, allow map[string]bool) (headers json.RawMessage, dropped bool, err error) {
 	out := map[string]json.RawMessage{}
 	trimmed := bytes.TrimSpace(m.Headers)
 	if len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
@@ -44,6 +49,11 @@ func outboxHeaders(m store.InboxMessage) (headers json.RawMessage, dropped bool,
 		set[HeaderCorrelationID] = m.CorrelationID
 	}
 	for name := range out {
+		lower := strings.ToLower(name)
+		if forwarded.IsHopByHop(name) || (allow != nil && !allow[lower] && lower != strings.ToLower(HeaderCorrelationID)) {
+			delete(out, name)
+			continue
+		}
 		for relayName := range set {
 			if strings.EqualFold(name, relayName) {
 				delete(out, name)

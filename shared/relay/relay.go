@@ -89,6 +89,11 @@ type Source struct {
 	Kind string
 	// Topic is the sources.<name>.topic template. Blank means the default of Kind.
 	Topic string
+	// ForwardHeaders is sources.<name>.forwardHeaders: when not nil, only the received headers
+	// of these names, in any letter case, are copied onto the outbox row (the four relay
+	// headers are always set). Nil copies every received header. A hop-by-hop or framing
+	// header is never copied (docs/headers.md).
+	ForwardHeaders []string
 }
 
 // Options build a Relay.
@@ -119,6 +124,7 @@ type Relay struct {
 	store   store.InboxStore
 	cfg     Config
 	topics  map[string]TopicTemplate
+	allow   map[string]map[string]bool // the forwardHeaders of each source that sets it, lower case
 	metrics Metrics
 	log     *slog.Logger
 	wake    chan struct{}
@@ -140,7 +146,15 @@ func New(opts Options) (*Relay, error) {
 		opts.Logger = slog.Default()
 	}
 	topics := make(map[string]TopicTemplate, len(opts.Sources))
+	allow := map[string]map[string]bool{}
 	for name, s := range opts.Sources {
+		if s.ForwardHeaders != nil {
+			set := make(map[string]bool, len(s.ForwardHeaders))
+			for _, h := range s.ForwardHeaders {
+				set[strings.ToLower(strings.TrimSpace(h))] = true
+			}
+			allow[name] = set
+		}
 		if strings.TrimSpace(name) == "" {
 			return nil, errors.New("relay: a source name is blank")
 		}
@@ -158,6 +172,7 @@ func New(opts Options) (*Relay, error) {
 		store:   opts.Store,
 		cfg:     opts.Config.WithDefaults(),
 		topics:  topics,
+		allow:   allow,
 		metrics: opts.Metrics,
 		log:     opts.Logger.With("component", "relay"),
 		wake:    make(chan struct{}, 1),
@@ -450,7 +465,7 @@ func (rn *run) handle(row store.InboxMessage) {
 		rn.deadLetter(log, row, fmt.Sprintf("Topic template %s of source %s rendered an empty topic", tmpl, row.Source))
 		return
 	}
-	headers, dropped, err := outboxHeaders(row)
+	headers, dropped, err := outboxHeaders(row, r.allow[row.Source])
 	if err != nil {
 		rn.writeFailed(log, "building the outbox row", err)
 		return

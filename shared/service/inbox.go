@@ -60,7 +60,7 @@ func NewRelay(cfg *config.Config, st store.InboxStore, m relay.Metrics, log *slo
 		if s == nil {
 			continue
 		}
-		sources[name] = relay.Source{Kind: string(s.Kind), Topic: s.Topic}
+		sources[name] = relay.Source{Kind: string(s.Kind), Topic: s.Topic, ForwardHeaders: s.ForwardHeaders}
 	}
 	r, err := relay.New(relay.Options{Store: st, Config: RelayConfig(cfg), Sources: sources, Metrics: m, Logger: log})
 	if err != nil {

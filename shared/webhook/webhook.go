@@ -31,6 +31,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/outbox"
 )
 
@@ -84,6 +85,9 @@ type Publisher struct {
 	authName  string      // the credential header of basic and header auth; empty otherwise
 	authValue string
 	tokens    *tokenSource // set for oauth2
+	// guard drops the received headers of a relayed row that would replace a standard,
+	// static or credential header, and the hop-by-hop ones (package forwarded).
+	guard forwarded.Guard
 	// secrets are the credential strings that must never appear in an error.
 	secrets   []string
 	client    *http.Client
@@ -151,6 +155,13 @@ func New(cfg Config, metrics Metrics) (*Publisher, error) {
 		p.headers = append(p.headers, [2]string{http.CanonicalHeaderKey(name), value})
 	}
 	sort.Slice(p.headers, func(i, j int) bool { return p.headers[i][0] < p.headers[j][0] })
+	protected := make([]string, 0, len(standardHeaders)+len(p.headers)+1)
+	for name := range standardHeaders {
+		protected = append(protected, name)
+	}
+	for _, kv := range p.headers {
+		protected = append(protected, kv[0])
+	}
 
 	switch cfg.Auth.Kind {
 	case AuthBasic:
@@ -181,6 +192,13 @@ func New(cfg Config, metrics Metrics) (*Publisher, error) {
 			now:         time.Now,
 		}
 	}
+	switch {
+	case p.tokens != nil:
+		protected = append(protected, "Authorization")
+	case p.authName != "":
+		protected = append(protected, p.authName)
+	}
+	p.guard = forwarded.NewGuard(protected...)
 	return p, nil
 }
 
@@ -203,6 +221,11 @@ func (p *Publisher) Close() error {
 // when m.Key is not empty); then the static headers; then the credential header; then the row
 // headers m.Headers. A row header named like one of the five standard headers does not replace
 // it: it is added, and the request carries both values (spec/25-headers.md).
+//
+// A relayed row (forwarded.IsRelayed: its headers came from a webhook sender or a broker
+// producer) is stricter: a row header named like a standard, static or credential header, or
+// like a hop-by-hop or framing header, is dropped, so the request carries the destination's
+// own value once (docs/headers.md).
 //
 // The whole publish, waiting for an OAuth2 token included, is bounded by the destination
 // timeout and by ctx. Any answer outside 2xx returns a *StatusError; a 401 also drops the
@@ -243,7 +266,11 @@ func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 	case p.authName != "":
 		h[p.authName] = []string{p.authValue}
 	}
+	relayed := forwarded.IsRelayed(m.Headers)
 	for _, kv := range rowHeaders {
+		if relayed && p.guard.Drops(kv[0]) {
+			continue
+		}
 		if standardHeaders[kv[0]] {
 			h[kv[0]] = append(h[kv[0]], kv[1])
 		} else {

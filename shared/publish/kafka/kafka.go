@@ -32,6 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/template"
 )
@@ -96,6 +97,10 @@ type Publisher struct {
 	// routeKeys caches the compiled routingKeyTemplate of each route, by template and
 	// missing-field default.
 	routeKeys sync.Map // routeKeyID -> *template.RoutingKey
+
+	// guard drops the received headers of a relayed row that would replace or duplicate a
+	// standard or static header, and the hop-by-hop ones.
+	guard forwarded.Guard
 }
 
 type routeKeyID struct{ text, missingDefault string }
@@ -202,6 +207,11 @@ func newPublisher(name string, d config.KafkaDestination, static map[string]stri
 		client:  client,
 		connErr: hook,
 	}
+	protected := []string{HeaderMessageID, HeaderTopic, HeaderAttempt}
+	for _, kv := range p.static {
+		protected = append(protected, kv[0])
+	}
+	p.guard = forwarded.NewGuard(protected...)
 	return p, nil
 }
 
@@ -257,7 +267,10 @@ func (p *Publisher) Close() error {
 // keyTemplate; a blank result sends no key. The headers are x-message-id, x-topic and
 // x-attempt, then the static headers, then m.Headers in name order; a row header replaces a
 // static header of the same name in any letter case, and a static or row header named like a
-// standard header is added after it, never replacing it.
+// standard header is added after it, never replacing it. A relayed row (forwarded.IsRelayed:
+// its headers came from a webhook sender or a broker producer) is stricter: a row header
+// named like a standard or static header, in any letter case, or like a hop-by-hop header is
+// dropped (docs/headers.md).
 //
 // The whole publish is bounded by timeoutMs and by ctx: Publish returns when either ends, with
 // an error, even when the record is still buffered (it may then still reach the broker, which
@@ -321,6 +334,15 @@ func (p *Publisher) recordKey(m outbox.Message, row template.Row) (string, bool)
 // headers returns the record headers of m (spec/25-headers.md).
 func (p *Publisher) headers(m outbox.Message) []kgo.RecordHeader {
 	rowHeaders := sortedHeaders(m.Headers)
+	if forwarded.IsRelayed(m.Headers) {
+		kept := rowHeaders[:0]
+		for _, kv := range rowHeaders {
+			if !p.guard.Drops(kv[0]) {
+				kept = append(kept, kv)
+			}
+		}
+		rowHeaders = kept
+	}
 	out := make([]kgo.RecordHeader, 0, 3+len(p.static)+len(rowHeaders))
 	out = append(out,
 		kgo.RecordHeader{Key: HeaderMessageID, Value: []byte(m.ID)},

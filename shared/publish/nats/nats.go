@@ -33,6 +33,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/template"
@@ -262,8 +263,15 @@ func (p *Publisher) newLive() {
 	p.live, p.liveStop = context.WithCancelCause(context.Background())
 }
 
+// relayedGuard drops the received headers of a relayed row that would duplicate a standard
+// header, or that the NATS server reads (every Nats- header: Nats-Msg-Id, Nats-Rollup,
+// Nats-Expected-*, Nats-TTL, ...), and the hop-by-hop ones.
+var relayedGuard = forwarded.NewGuard(HeaderMessageID, HeaderTopic, HeaderAttempt, HeaderMessageKey).WithPrefix("Nats-")
+
 // headers returns the NATS headers of m: the standard ones, Nats-Msg-Id on JetStream, then the
-// row's headers, each added after a standard value of the same name.
+// row's headers, each added after a standard value of the same name. A relayed row
+// (forwarded.IsRelayed: its headers came from a webhook sender or a broker producer) drops a
+// row header that relayedGuard names, in any letter case (docs/headers.md).
 func (p *Publisher) headers(m outbox.Message) natsgo.Header {
 	h := make(natsgo.Header, 5+len(m.Headers))
 	h[HeaderMessageID] = []string{m.ID}
@@ -275,7 +283,11 @@ func (p *Publisher) headers(m outbox.Message) natsgo.Header {
 	if p.jetStream && m.ID != "" {
 		h[HeaderMsgID] = []string{m.ID}
 	}
+	relayed := forwarded.IsRelayed(m.Headers)
 	for name, value := range m.Headers {
+		if relayed && relayedGuard.Drops(name) {
+			continue
+		}
 		h[name] = append(h[name], value) // case-sensitive, as NATS headers are
 	}
 	return h

@@ -30,6 +30,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/template"
@@ -72,6 +73,9 @@ type Publisher struct {
 	routingKey   string // the destination routingKeyTemplate
 	deliveryMode uint8
 	headers      amqp.Table // static headers of the destination
+	// guard drops the received headers of a relayed row that would replace a standard or
+	// static header, that RabbitMQ reads (CC, BCC) or that are hop-by-hop.
+	guard forwarded.Guard
 
 	keys sync.Map // routingKeyID -> *template.RoutingKey
 
@@ -161,12 +165,15 @@ func New(name string, d config.RabbitMQDestination, headers map[string]string) (
 		deliveryMode: mode,
 		slots:        make(chan struct{}, maxChannels),
 	}
+	protected := []string{headerTopic, headerAttempt, "CC", "BCC"}
 	if len(headers) > 0 {
 		p.headers = make(amqp.Table, len(headers))
 		for k, v := range headers {
 			p.headers[k] = v
+			protected = append(protected, k)
 		}
 	}
+	p.guard = forwarded.NewGuard(protected...)
 	return p, nil
 }
 
@@ -196,6 +203,12 @@ func (p *Publisher) Close() error {
 // replaces a static header of the same name), then x-topic (m.Topic) and x-attempt (m.Attempt,
 // an integer). AMQP headers are a table with one value per name, so a row header named
 // exactly x-topic or x-attempt does not replace the standard value (spec/25-headers.md).
+//
+// A relayed row (forwarded.IsRelayed: its headers came from a webhook sender or a broker
+// producer) is stricter: a row header named, in any letter case, like a static header, like
+// x-topic or x-attempt, like CC or BCC (RabbitMQ reads them for sender-selected distribution:
+// a list routes copies to other queues, a string makes the broker close the channel) or like
+// a hop-by-hop header is dropped (docs/headers.md).
 //
 // An exchange that renders empty, a declare the broker refuses, a returned (unroutable)
 // message, a negative confirm and a lost channel or connection fail the publish. Publish
@@ -275,7 +288,12 @@ func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 func (p *Publisher) returned(ch *channel, id, exchange, key string) error {
 	for {
 		select {
-		case ret := <-ch.returns:
+		case ret, ok := <-ch.returns:
+			if !ok {
+				// The channel closed (the broker refused the message, for example): the
+				// confirm is negative and the caller reports the close.
+				return nil
+			}
 			if ret.MessageId != id {
 				continue // another publish's: cannot happen with one publish per channel
 			}
@@ -307,7 +325,11 @@ func (p *Publisher) messageHeaders(m outbox.Message) amqp.Table {
 	for k, v := range p.headers {
 		h[k] = v
 	}
+	relayed := forwarded.IsRelayed(m.Headers)
 	for k, v := range m.Headers {
+		if relayed && p.guard.Drops(k) {
+			continue
+		}
 		h[k] = v
 	}
 	h[headerTopic] = m.Topic
