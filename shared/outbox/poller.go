@@ -280,8 +280,10 @@ func (r *run) claimLoop(ctx context.Context, opts RunOptions) {
 		if claimed == 0 && opts.StopWhenIdle && inflight == 0 && r.inflightCount() == 0 {
 			return
 		}
-		// A finished row can free the next row of its key, so a flush also ends the wait.
-		r.sleep(ctx, pause, p.cfg.PollInterval, r.inflightCount() > 0)
+		// A finished row can free the next row of its key, so a flush also ends the wait:
+		// also a flush that came while the claim ran, when rows were in flight then or were
+		// just claimed, even if none is left in flight now (its signal is still buffered).
+		r.sleep(ctx, pause, p.cfg.PollInterval, claimed > 0 || inflight > 0 || r.inflightCount() > 0)
 	}
 }
 
