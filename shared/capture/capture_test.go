@@ -523,6 +523,15 @@ func TestStateFaults(t *testing.T) {
 		{
 			name: "the slot is gone",
 			change: func(t *testing.T, e env, cfg capture.Config) capture.Config {
+				// The server ends the stopped capture's walsender on its own time; until
+				// then the slot is active and cannot be dropped (SQLSTATE 55006).
+				waitFor(t, 60*time.Second, "the slot to be released by the stopped capture", func() bool {
+					var active bool
+					err := e.admin.QueryRow(context.Background(),
+						`SELECT active FROM pg_replication_slots WHERE slot_name = $1`, e.slotName).Scan(&active)
+					require.NoError(t, err)
+					return !active
+				})
 				e.exec(t, `SELECT pg_drop_replication_slot($1)`, e.slotName)
 				return cfg
 			},
