@@ -37,7 +37,7 @@ func New(name string, d *config.Destination) (outbox.Publisher, func(), error) {
 		}
 		return p, func() { _ = p.Close() }, nil
 	case config.DestinationNATS:
-		p, err := qbnats.New(name, *d.NATS)
+		p, err := qbnats.New(name, *d.NATS, d.Headers)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -7,8 +7,9 @@
 // subject that renders empty fails the publish of that row, which then follows the retry path.
 //
 // Each message carries the headers of spec/25-headers.md: x-message-id, x-topic, x-attempt and
-// x-message-key (absent when the row has no key), then the row's own headers; a row header
-// with the name of a standard header is added as a second value. A JetStream publish also sets
+// x-message-key (absent when the row has no key), then the destination's static headers, then
+// the row's own headers; a row header replaces a static header of its name and is added as a
+// second value to a standard header of its name. A JetStream publish also sets
 // Nats-Msg-Id to the row id, so that the stream's duplicate window drops a row that is
 // published again after a publish whose acknowledgement was lost; such a duplicate PubAck
 // counts as a delivery.
@@ -24,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,6 +79,10 @@ type Publisher struct {
 	timeout   time.Duration
 	opts      []natsgo.Option
 	secrets   []string
+	static    [][2]string // the destination's static headers, sorted by name
+	// guard drops the received headers of a relayed row that would replace or duplicate a
+	// standard or static header, that the NATS server reads, and the hop-by-hop ones.
+	guard forwarded.Guard
 
 	mu sync.Mutex
 	nc *natsgo.Conn
@@ -90,10 +96,11 @@ type Publisher struct {
 	closed   bool
 }
 
-// New returns the publisher of the NATS destination name. It compiles the subject (or the
+// New returns the publisher of the NATS destination name. static are the destination's
+// static headers (config.Destination.Headers), or nil. It compiles the subject (or the
 // subjectFrom column) and does no network I/O: the first Publish dials. d.Username with
 // d.Password, or d.Token, authenticate the connection; config validation refuses both.
-func New(name string, d config.NATSDestination) (*Publisher, error) {
+func New(name string, d config.NATSDestination, static map[string]string) (*Publisher, error) {
 	servers := d.ServerList()
 	if len(servers) == 0 {
 		return nil, fmt.Errorf("destination %s: servers is empty", name)
@@ -118,6 +125,13 @@ func New(name string, d config.NATSDestination) (*Publisher, error) {
 		jetStream: d.JetStream,
 		timeout:   timeout,
 	}
+	protected := []string{HeaderMessageID, HeaderTopic, HeaderAttempt, HeaderMessageKey}
+	for name, value := range static {
+		p.static = append(p.static, [2]string{name, value})
+		protected = append(protected, name)
+	}
+	sort.Slice(p.static, func(i, j int) bool { return p.static[i][0] < p.static[j][0] })
+	p.guard = forwarded.NewGuard(protected...).WithPrefix("Nats-")
 	p.opts = []natsgo.Option{
 		natsgo.Name("queuebox destination " + name),
 		natsgo.Timeout(timeout),
@@ -263,17 +277,15 @@ func (p *Publisher) newLive() {
 	p.live, p.liveStop = context.WithCancelCause(context.Background())
 }
 
-// relayedGuard drops the received headers of a relayed row that would duplicate a standard
-// header, or that the NATS server reads (every Nats- header: Nats-Msg-Id, Nats-Rollup,
-// Nats-Expected-*, Nats-TTL, ...), and the hop-by-hop ones.
-var relayedGuard = forwarded.NewGuard(HeaderMessageID, HeaderTopic, HeaderAttempt, HeaderMessageKey).WithPrefix("Nats-")
-
-// headers returns the NATS headers of m: the standard ones, Nats-Msg-Id on JetStream, then the
-// row's headers, each added after a standard value of the same name. A relayed row
-// (forwarded.IsRelayed: its headers came from a webhook sender or a broker producer) drops a
-// row header that relayedGuard names, in any letter case (docs/headers.md).
+// headers returns the NATS headers of m: the standard ones, Nats-Msg-Id on JetStream, the
+// destination's static headers, then the row's headers. A row header replaces a static header
+// of the same name in any letter case, and is added after a standard value of the same name
+// (spec/25-headers.md). A relayed row (forwarded.IsRelayed: its headers came from a webhook
+// sender or a broker producer) drops a row header named like a standard or static header, a
+// Nats- header (which the server reads: Nats-Msg-Id, Nats-Rollup, Nats-Expected-*, ...) or a
+// hop-by-hop one, in any letter case (docs/headers.md).
 func (p *Publisher) headers(m outbox.Message) natsgo.Header {
-	h := make(natsgo.Header, 5+len(m.Headers))
+	h := make(natsgo.Header, 5+len(p.static)+len(m.Headers))
 	h[HeaderMessageID] = []string{m.ID}
 	h[HeaderTopic] = []string{m.Topic}
 	h[HeaderAttempt] = []string{strconv.Itoa(m.Attempt)}
@@ -284,13 +296,29 @@ func (p *Publisher) headers(m outbox.Message) natsgo.Header {
 		h[HeaderMsgID] = []string{m.ID}
 	}
 	relayed := forwarded.IsRelayed(m.Headers)
+	for _, kv := range p.static {
+		if !relayed && hasFold(m.Headers, kv[0]) {
+			continue // the row's header of this name wins
+		}
+		h[kv[0]] = append(h[kv[0]], kv[1])
+	}
 	for name, value := range m.Headers {
-		if relayed && relayedGuard.Drops(name) {
+		if relayed && p.guard.Drops(name) {
 			continue
 		}
 		h[name] = append(h[name], value) // case-sensitive, as NATS headers are
 	}
 	return h
+}
+
+// hasFold reports whether headers has a name equal to name in any letter case.
+func hasFold(headers map[string]string, name string) bool {
+	for k := range headers {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // connection returns the open connection, dialling it when there is none or the client closed

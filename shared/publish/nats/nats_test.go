@@ -122,10 +122,16 @@ func (f *fixture) msgs(t *testing.T, want int) []*jetstream.RawStreamMsg {
 
 func newPublisher(t *testing.T, d config.NATSDestination) *qbnats.Publisher {
 	t.Helper()
+	return newPublisherWithHeaders(t, d, nil)
+}
+
+// newPublisherWithHeaders returns a publisher of d with the destination's static headers.
+func newPublisherWithHeaders(t *testing.T, d config.NATSDestination, static map[string]string) *qbnats.Publisher {
+	t.Helper()
 	if d.Servers == "" {
 		d.Servers = natsURL
 	}
-	p, err := qbnats.New("test-nats", d)
+	p, err := qbnats.New("test-nats", d, static)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -153,7 +159,7 @@ func message(id string) outbox.Message {
 }
 
 func TestType(t *testing.T) {
-	p, err := qbnats.New("x", config.NATSDestination{Servers: natsURL, Subject: "a"})
+	p, err := qbnats.New("x", config.NATSDestination{Servers: natsURL, Subject: "a"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

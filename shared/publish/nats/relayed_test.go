@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/outbox"
 )
 
 // TestRelayedRowCannotForgeHeaders: the headers of a relayed row (it carries the relay's
@@ -50,4 +51,40 @@ func TestRelayedRowCannotForgeHeaders(t *testing.T) {
 		"Nats-Msg-Id":   {app.ID},
 		"connection":    {"close"},
 	})
+}
+
+// TestStaticHeaders: a NATS delivery carries the destination's static headers (spec/25). A
+// row header of the same name, in any letter case, replaces one on an application row; on
+// a relayed row the received header is dropped and the static one stays.
+func TestStaticHeaders(t *testing.T) {
+	f := newFixture(t)
+	p := newPublisherWithHeaders(t, config.NATSDestination{Subject: f.prefix + ".{{ topic }}", JetStream: true, TimeoutMs: 30000},
+		map[string]string{"X-Team": "orders", "X-Region": "eu"})
+
+	plain := message("0b7f9a4e-1111-4c3a-9d55-000000000021")
+	app := message("0b7f9a4e-1111-4c3a-9d55-000000000022")
+	app.Headers = map[string]string{"x-team": "payments"}
+	relayed := message("0b7f9a4e-1111-4c3a-9d55-000000000023")
+	relayed.Headers = map[string]string{"x-inbox-id": "i-2", "x-source": "hooks", "x-team": "forged"}
+	for _, m := range []outbox.Message{plain, app, relayed} {
+		if err := publish(t, p, m); err != nil {
+			t.Fatalf("Publish %s: %v", m.ID, err)
+		}
+	}
+	got := f.msgs(t, 3)
+	standard := func(id string, extra map[string][]string) map[string][]string {
+		h := map[string][]string{
+			"x-message-id": {id}, "x-topic": {"order.created"}, "x-attempt": {"3"},
+			"x-message-key": {"customer-7"}, "Nats-Msg-Id": {id},
+		}
+		for k, v := range extra {
+			h[k] = v
+		}
+		return h
+	}
+	assertHeaders(t, got[0].Header, standard(plain.ID, map[string][]string{"X-Team": {"orders"}, "X-Region": {"eu"}}))
+	assertHeaders(t, got[1].Header, standard(app.ID, map[string][]string{"x-team": {"payments"}, "X-Region": {"eu"}}))
+	assertHeaders(t, got[2].Header, standard(relayed.ID, map[string][]string{
+		"X-Team": {"orders"}, "X-Region": {"eu"}, "x-inbox-id": {"i-2"}, "x-source": {"hooks"},
+	}))
 }
