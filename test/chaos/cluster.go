@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -27,6 +28,10 @@ type cluster struct {
 // startCluster creates and starts the cluster under dir/pg.
 func startCluster(ctx context.Context, bin, dir string, port int) (*cluster, error) {
 	c := &cluster{bin: bin, dir: filepath.Join(dir, "pg"), port: port, asPG: os.Geteuid() == 0}
+	if conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second); err == nil {
+		conn.Close()
+		return nil, fmt.Errorf("127.0.0.1:%d is in use: another program (or the cluster of a chaos run that was killed, under /tmp/queuebox-chaos-*/pg/data: stop it with pg_ctl -D that folder stop) listens there; pick another port with -port", port)
+	}
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", c.dir, err)
 	}
