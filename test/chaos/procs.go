@@ -236,3 +236,37 @@ func scrapeCounter(ctx context.Context, client *http.Client, url, sample string)
 	}
 	return 0
 }
+
+// lostClaimLines are the log messages of QueueBox that name a claim lost to another owner
+// (shared/outbox, shared/relay; spec/02-claims-and-leases.md).
+var lostClaimLines = []string{
+	"outbox lease renewal lost the claim",
+	"outbox message was delivered after its claim was lost",
+	"outbox retry lost its claim",
+	"outbox dead letter lost its claim",
+	"inbox relay claim was lost",
+}
+
+// countLostClaims counts those messages in the logs of ps, by message.
+func countLostClaims(ps []*proc) string {
+	counts := make([]int, len(lostClaimLines))
+	for _, p := range ps {
+		b, err := os.ReadFile(p.log)
+		if err != nil {
+			continue
+		}
+		for i, m := range lostClaimLines {
+			counts[i] += strings.Count(string(b), m)
+		}
+	}
+	var parts []string
+	for i, n := range counts {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d x %q", n, lostClaimLines[i]))
+		}
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return strings.Join(parts, ", ")
+}

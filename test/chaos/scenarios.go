@@ -256,6 +256,7 @@ func (e *env) stopAndCollectExits(res *result) {
 			res.fail("%s (log %s)", x, p.log)
 		}
 	}
+	res.fig("claims lost to another owner (replica logs)", "%s", countLostClaims(e.replicas))
 }
 
 const outboxUnfinished = `SELECT count(*) FROM outbox WHERE state NOT IN ('sent', 'dead')`
