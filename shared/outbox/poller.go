@@ -637,7 +637,16 @@ func (r *run) renewer() {
 			ok[c.ID] = true
 		}
 		for id, f := range flights {
-			if !ok[id] {
+			if ok[id] {
+				continue
+			}
+			// A row whose publish returned while the statement ran may be finished (sent,
+			// retried, dead) already: the renewal missed it because the poller itself let
+			// go of it, not because another owner took it.
+			r.mu.Lock()
+			live := r.inflight[id] == f && !f.finishing
+			r.mu.Unlock()
+			if live {
 				p.log.Warn("outbox lease renewal lost the claim; cancelling the publish", "message_id", id)
 				f.cancel()
 			}
