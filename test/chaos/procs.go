@@ -31,7 +31,8 @@ type proc struct {
 	cmd    *exec.Cmd
 	done   chan struct{}
 	starts int
-	exits  []string // how each run ended, when it was not killed by the suite
+	began  time.Time // when the current run started
+	exits  []string  // how each run ended, when it was not killed by the suite
 	killed bool
 }
 
@@ -55,6 +56,7 @@ func (p *proc) start() error {
 		return fmt.Errorf("starting %s: %w", p.name, err)
 	}
 	p.starts++
+	p.began = time.Now()
 	p.cmd = cmd
 	p.killed = false
 	done := make(chan struct{})
@@ -70,6 +72,13 @@ func (p *proc) start() error {
 		close(done)
 	}()
 	return nil
+}
+
+// age is how long the current run has been running.
+func (p *proc) age() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return time.Since(p.began)
 }
 
 // running reports whether the process is alive.

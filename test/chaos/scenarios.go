@@ -105,6 +105,43 @@ type env struct {
 	dataURLs []string
 	workers  []*proc
 	group    *group
+	// killedRuns are the replica runs that killLoop killed, with what each had sent.
+	killedRuns []killedRun
+}
+
+// killedRun is one run of a replica that ended with kill -9.
+type killedRun struct {
+	age  time.Duration
+	sent int // its sent counter just before the kill; -1 when the scrape failed
+}
+
+// killedRunsText summarises what the killed runs had delivered.
+func (e *env) killedRunsText() string {
+	if len(e.killedRuns) == 0 {
+		return "none"
+	}
+	var sents []int
+	zero, failed := 0, 0
+	var zeroMaxAge time.Duration
+	for _, k := range e.killedRuns {
+		switch {
+		case k.sent < 0:
+			failed++
+		case k.sent == 0:
+			zero++
+			zeroMaxAge = max(zeroMaxAge, k.age)
+		}
+		sents = append(sents, k.sent)
+	}
+	sort.Ints(sents)
+	text := fmt.Sprintf("%d runs: median %d, max %d rows; %d runs sent nothing", len(sents), sents[len(sents)/2], sents[len(sents)-1], zero)
+	if zero > 0 {
+		text += fmt.Sprintf(" (the oldest of them ran %.1f s)", zeroMaxAge.Seconds())
+	}
+	if failed > 0 {
+		text += fmt.Sprintf("; %d not yet answering /metrics when killed", failed)
+	}
+	return text
 }
 
 func (s *suite) newEnv(ctx context.Context, name string, f faults) (*env, error) {
@@ -215,6 +252,11 @@ func (e *env) killLoop(ctx context.Context, ps []*proc, kills int, res *result) 
 			break
 		}
 		p := ps[e.s.rng.IntN(len(ps))]
+		if p.ready != "" {
+			// What the run delivered before its death, from its own metrics.
+			client := &http.Client{Timeout: time.Second}
+			e.killedRuns = append(e.killedRuns, killedRun{age: p.age(), sent: scrapeCounter(ctx, client, strings.Replace(p.ready, "/health/ready", "/metrics", 1), `queuebox_outbox_messages_total{status="sent"}`)})
+		}
 		if err := p.kill9(); err != nil {
 			res.fail("kill -9 of %s: %v", p.name, err)
 			continue
@@ -449,6 +491,7 @@ func (s *suite) killScenario(ctx context.Context, res *result) error {
 		return nil
 	})
 	res.fig("kills", "%d kill -9, %d restarts", kills, kills)
+	res.fig("rows sent by each killed run (its metrics, read just before the kill)", "%s", e.killedRunsText())
 	return err
 }
 
@@ -636,6 +679,7 @@ func (s *suite) relayScenario(ctx context.Context, res *result) error {
 	}()
 	wg.Wait()
 	res.fig("kills", "%d kill -9, %d restarts", kills, kills)
+	res.fig("rows sent by each killed run (its metrics, read just before the kill)", "%s", e.killedRunsText())
 	if sendErr != nil {
 		return fmt.Errorf("sending webhooks: %w", sendErr)
 	}
