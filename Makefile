@@ -119,3 +119,14 @@ jsonata:
 		echo "review it, set jsonataSHA256 in shared/transform/embed_test.go, and commit"; \
 		exit 1; \
 	fi
+
+## chaos: the chaos suite (test/chaos/README.md): its own PostgreSQL cluster on 127.0.0.1:55532,
+## replicas of queuebox serve killed with kill -9, PostgreSQL restarts, a failing receiver, the
+## relay and the Go pull client's workers killed; prints one table per scenario and fails on
+## any lost row or order violation. Not part of `make test`. Flags: CHAOSFLAGS="-short",
+## CHAOSFLAGS="-scenario kill,relay -kills 10 -rows 2000".
+CHAOSFLAGS ?=
+
+.PHONY: chaos
+chaos:
+	$(GO) run ./test/chaos $(CHAOSFLAGS)
