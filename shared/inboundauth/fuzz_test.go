@@ -101,14 +101,14 @@ func single(h http.Header, name string) (string, bool) {
 // lower-case hex HMAC of the body (BODY) or of timestamp, dot, body (TIMESTAMP_DOT_BODY, with
 // the timestamp header in Unix milliseconds within the tolerance).
 func FuzzHMACVerifier(f *testing.F) {
-	f.Add("It's a Secret to Everybody", []byte("Hello, World!"), "sha256=", "sha256={sig}", "", false, false, false, int64(0))
-	f.Add("billing-secret", []byte(`{"id":"inv-1","type":"invoice.paid"}`), "", "{sig}", "{now}", true, false, false, int64(0))
-	f.Add("k", []byte(""), "v1=", "v1={sig}", "{now}", true, true, false, int64(-5))
-	f.Add("k", []byte("{}"), "sha512=", "sha512={sig}", "", false, true, true, int64(0))
-	f.Add("k", []byte("{}"), "sha256=", "SHA256={sig}", "{now}000", true, false, false, int64(1<<40))
-	f.Add("k", []byte("{}"), "", "{sig} ", "0{now}", true, false, false, int64(300))
-	f.Add("k", []byte("{}"), "", "{sig}0", "-{now}", true, false, false, int64(-301))
-	f.Fuzz(func(t *testing.T, secret string, body []byte, prefix, sigTmpl, tsTmpl string, withTS, sha512Alg, twice bool, offset int64) {
+	f.Add("It's a Secret to Everybody", []byte("Hello, World!"), "sha256=", "sha256={sig}", "", false, false, false, int64(0), int32(0))
+	f.Add("billing-secret", []byte(`{"id":"inv-1","type":"invoice.paid"}`), "", "{sig}", "{now}", true, false, false, int64(0), int32(300001))
+	f.Add("k", []byte(""), "v1=", "v1={sig}", "{now}", true, true, false, int64(-5), int32(300000))
+	f.Add("k", []byte("{}"), "sha512=", "sha512={sig}", "", false, true, true, int64(0), int32(0))
+	f.Add("k", []byte("{}"), "sha256=", "SHA256={sig}", "{now}000", true, false, false, int64(1<<40), int32(0))
+	f.Add("k", []byte("{}"), "", "{sig} ", "0{now}", true, false, false, int64(300), int32(-300001))
+	f.Add("k", []byte("{}"), "", "{sig}0", "-{now}", true, false, false, int64(-301), int32(0))
+	f.Fuzz(func(t *testing.T, secret string, body []byte, prefix, sigTmpl, tsTmpl string, withTS, sha512Alg, twice bool, offset int64, skew int32) {
 		secret = secretMarker + secret
 		a := config.NewInboundAuth(config.AuthHMAC)
 		a.HMAC.Secret = config.NewSecret(secret)
@@ -129,7 +129,7 @@ func FuzzHMACVerifier(f *testing.F) {
 			t.Fatalf("building the verifier: %v", err)
 		}
 		now := fuzzNow(offset)
-		ts := fill(tsTmpl, "", strconv.FormatInt(now.UnixMilli(), 10))
+		ts := fill(tsTmpl, "", strconv.FormatInt(now.UnixMilli()+int64(skew), 10))
 		var want []byte
 		if withTS {
 			want = macOf(alg, []byte(secret), []byte(ts), []byte("."), body)
@@ -165,14 +165,15 @@ func FuzzHMACVerifier(f *testing.F) {
 // HMAC-SHA256 of t, a dot and the body, keyed with the secret as written, in either letter
 // case. Spaces around items are allowed; other items are ignored.
 func FuzzStripeVerifier(f *testing.F) {
-	f.Add("whsec_test_secret", []byte(`{"id":"evt_1","type":"payment_intent.succeeded"}`), "t={now},v1={sig}", false, int64(0))
-	f.Add("whsec_x", []byte("{}"), "v1=00,t={now}, v1={sig} ,v0=11", false, int64(10))
-	f.Add("whsec_x", []byte("{}"), "t={now},t={now},v1={sig}", false, int64(0))
-	f.Add("whsec_x", []byte("{}"), "t={now}0,v1={sig}", false, int64(0))
-	f.Add("whsec_x", []byte("{}"), "t = {now} , v1 = {sig}", true, int64(0))
-	f.Add("whsec_x", []byte("{}"), "t={now},v1={sig}x", false, int64(-1<<40))
-	f.Add("whsec_x", []byte("{}"), "t=,v1={sig}", false, int64(0))
-	f.Fuzz(func(t *testing.T, secret string, body []byte, headerTmpl string, twice bool, offset int64) {
+	f.Add("whsec_test_secret", []byte(`{"id":"evt_1","type":"payment_intent.succeeded"}`), "t={now},v1={sig}", false, int64(0), int32(301))
+	f.Add("whsec_x", []byte(`{"id":"evt_2"}`), "t={now},v1={sig}", false, int64(0), int32(0))
+	f.Add("whsec_x", []byte("{}"), "v1=00,t={now}, v1={sig} ,v0=11", false, int64(10), int32(-300))
+	f.Add("whsec_x", []byte("{}"), "t={now},t={now},v1={sig}", false, int64(0), int32(300))
+	f.Add("whsec_x", []byte("{}"), "t={now}0,v1={sig}", false, int64(0), int32(0))
+	f.Add("whsec_x", []byte("{}"), "t = {now} , v1 = {sig}", true, int64(0), int32(-301))
+	f.Add("whsec_x", []byte("{}"), "t={now},v1={sig}x", false, int64(-1<<40), int32(0))
+	f.Add("whsec_x", []byte("{}"), "t=,v1={sig}", false, int64(0), int32(0))
+	f.Fuzz(func(t *testing.T, secret string, body []byte, headerTmpl string, twice bool, offset int64, skew int32) {
 		secret = secretMarker + secret
 		a := config.NewInboundAuth(config.AuthStripe)
 		a.Stripe.Secret = config.NewSecret(secret)
@@ -182,7 +183,7 @@ func FuzzStripeVerifier(f *testing.F) {
 			t.Fatalf("building the verifier: %v", err)
 		}
 		now := fuzzNow(offset)
-		nowS := strconv.FormatInt(now.Unix(), 10)
+		nowS := strconv.FormatInt(now.Unix()+int64(skew), 10)
 		// The signature depends on the t item as sent: fill {now} first, read t, then sign.
 		header := fill(headerTmpl, "{sig}", nowS)
 		var ts []string
@@ -247,14 +248,15 @@ func FuzzStripeVerifier(f *testing.F) {
 // v1,<base64> entry of webhook-signature holds the HMAC-SHA256 of id, dot, timestamp, dot,
 // body, keyed with the base64-decoded secret.
 func FuzzStandardWebhooksVerifier(f *testing.F) {
-	f.Add([]byte("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), []byte(`{"test": 2432232314}`), "msg_p5jXN8AQM9LWM0D4loKWxJek", "{now}", "v1,{sig}", false, int64(0))
-	f.Add([]byte("k"), []byte("{}"), "msg_1", "{now}", "v1,AAAA v1,{sig}", false, int64(299))
-	f.Add([]byte("k"), []byte("{}"), "msg_1", "{now}", "v2,{sig}", false, int64(0))
-	f.Add([]byte("k"), []byte("{}"), "", "{now}", "v1,{sig}", false, int64(0))
-	f.Add([]byte("k"), []byte("{}"), "msg_1", "{now}", "v1,{sig}", true, int64(0))
-	f.Add([]byte("k"), []byte("{}"), "msg_1", "{now}", "v1,{sig}=", false, int64(-301))
-	f.Add([]byte("k"), []byte("{}"), "msg.1", "0{now}", "\tv1,{sig}\n", false, int64(0))
-	f.Fuzz(func(t *testing.T, key, body []byte, id, tsTmpl, sigTmpl string, twice bool, offset int64) {
+	f.Add([]byte("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"), []byte(`{"test": 2432232314}`), "msg_p5jXN8AQM9LWM0D4loKWxJek", "{now}", "v1,{sig}", false, int64(0), int32(0))
+	f.Add([]byte("k"), []byte("{}"), "msg_1", "{now}", "v1,AAAA v1,{sig}", false, int64(299), int32(300))
+	f.Add([]byte("k"), []byte("{}"), "msg_1", "{now}", "v2,{sig}", false, int64(0), int32(0))
+	f.Add([]byte("k"), []byte("{}"), "msg_2", "{now}", "v1,{sig}", false, int64(0), int32(-301))
+	f.Add([]byte("k"), []byte("{}"), "", "{now}", "v1,{sig}", false, int64(0), int32(0))
+	f.Add([]byte("k"), []byte("{}"), "msg_1", "{now}", "v1,{sig}", true, int64(0), int32(301))
+	f.Add([]byte("k"), []byte("{}"), "msg_1", "{now}", "v1,{sig}=", false, int64(-301), int32(0))
+	f.Add([]byte("k"), []byte("{}"), "msg.1", "0{now}", "\tv1,{sig}\n", false, int64(0), int32(0))
+	f.Fuzz(func(t *testing.T, key, body []byte, id, tsTmpl, sigTmpl string, twice bool, offset int64, skew int32) {
 		key = append([]byte(secretMarker), key...)
 		secret := "whsec_" + base64.StdEncoding.EncodeToString(key)
 		a := config.NewInboundAuth(config.AuthStandardWebhooks)
@@ -265,7 +267,7 @@ func FuzzStandardWebhooksVerifier(f *testing.F) {
 			t.Fatalf("building the verifier: %v", err)
 		}
 		now := fuzzNow(offset)
-		ts := fill(tsTmpl, "", strconv.FormatInt(now.Unix(), 10))
+		ts := fill(tsTmpl, "", strconv.FormatInt(now.Unix()+int64(skew), 10))
 		want := macOf(sha256.New, key, []byte(id), []byte("."), []byte(ts), []byte("."), body)
 		wantB64 := base64.StdEncoding.EncodeToString(want)
 		sig := fill(sigTmpl, wantB64, "")
