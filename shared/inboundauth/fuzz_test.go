@@ -287,7 +287,8 @@ func FuzzStandardWebhooksVerifier(f *testing.F) {
 			if !ok {
 				continue
 			}
-			got, err := base64.StdEncoding.DecodeString(b64)
+			// The documented rule compares the text: only the canonical encoding matches.
+			got, err := base64.StdEncoding.Strict().DecodeString(b64)
 			matched = matched || err == nil && hmac.Equal(got, want)
 		}
 		accept := one && id != "" && within(ts, now, 1000) && matched
@@ -299,4 +300,29 @@ func FuzzStandardWebhooksVerifier(f *testing.F) {
 			checkRefusal(t, err, secret, wantB64, strings.TrimPrefix(secret, "whsec_"))
 		}
 	})
+}
+
+// TestStandardWebhooksRefusesNonCanonicalBase64: a v1 entry must equal the standard base64 of
+// the MAC (docs/inbound-auth.md), as the Standard Webhooks libraries compare it. The base64 of
+// 32 bytes ends with a character whose last 2 bits are padding; a lenient decoder reads the
+// spec example's "...1OE=" and "...1OF=" as the same bytes, so a signature that the verifier did
+// not compute was accepted.
+func TestStandardWebhooksRefusesNonCanonicalBase64(t *testing.T) {
+	t.Parallel()
+	v, err := inboundauth.New(standardWebhooks(swSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	canonical := strings.TrimPrefix(swSignature, "v1,")
+	for _, last := range "EFGH" {
+		sig := canonical[:len(canonical)-2] + string(last) + "="
+		h := headers("webhook-id", swID, "webhook-timestamp", swTimestamp, "webhook-signature", "v1,"+sig)
+		err := v.Verify(h, []byte(swBody), swNow)
+		if sig == canonical && err != nil {
+			t.Fatalf("the canonical signature %s is refused: %v", sig, err)
+		}
+		if sig != canonical && err == nil {
+			t.Fatalf("the non-canonical signature %s of the same MAC is accepted", sig)
+		}
+	}
 }
