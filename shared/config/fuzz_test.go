@@ -104,3 +104,18 @@ func FuzzLoad(f *testing.F) {
 		leak("a slog line", line.String())
 	})
 }
+
+// TestSQLServerJDBCURLWithUserInfoHidesThePassword is the crasher of FuzzLoad
+// (testdata/fuzz/FuzzLoad/a56511c437972a09): a jdbc:sqlserver:// URL takes no user:password@
+// before the host, so user:secret@db was read as the host "user" with the port "secret@db",
+// and the error quoted that port, the password with it.
+func TestSQLServerJDBCURLWithUserInfoHidesThePassword(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{"jdbc:sqlserver://user:Pa55word@db:1433;databaseName=q", "jdbc:sqlserver://user:Pa55word@db",
+		"jdbc:sqlserver://;serverName=user:Pa55word@db"} {
+		_, err := ParseDatabaseURL(raw)
+		if err == nil || strings.Contains(err.Error(), "Pa55word") || !strings.Contains(err.Error(), "database.password") {
+			t.Errorf("ParseDatabaseURL(%q) = %v, want an error that names database.password and not the password", raw, err)
+		}
+	}
+}
