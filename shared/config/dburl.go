@@ -223,6 +223,12 @@ func parseJDBCSQLServerURL(rest string) (DatabaseURL, error) {
 			u.addParam(p.Name, p.Value)
 		}
 	}
+	if strings.Contains(hostPart, "@") {
+		// No host name holds an @: this is user[:password]@host, which the JDBC SQL Server
+		// form does not take. Quoting the host or its "port" would quote the password.
+		return DatabaseURL{}, errors.New("has user:password@ before the host, which a jdbc:sqlserver:// URL does not take: " +
+			"set database.username and database.password (or the user and password properties)")
+	}
 	if hostPart == "" {
 		hostPart = "localhost"
 	}

@@ -11,6 +11,11 @@ import (
 	"github.com/alternayte/queuebox/shared/config"
 )
 
+// strictBase64 is standard base64 that refuses padding bits that are not zero, so that only the
+// canonical text of a MAC matches, as docs/inbound-auth.md says ("equals the standard base64")
+// and as the Standard Webhooks libraries compare it.
+var strictBase64 = base64.StdEncoding.Strict()
+
 // standardWebhooksVerifier checks the headers of the Standard Webhooks specification
 // (https://www.standardwebhooks.com):
 //
@@ -102,7 +107,7 @@ func (v *standardWebhooksVerifier) Verify(h http.Header, body []byte, now time.T
 		if len(candidate) != base64.StdEncoding.EncodedLen(sha256.Size) {
 			continue
 		}
-		n, err := base64.StdEncoding.Decode(got[:], []byte(candidate))
+		n, err := strictBase64.Decode(got[:], []byte(candidate))
 		if err != nil || n != sha256.Size {
 			continue
 		}

@@ -27,8 +27,9 @@ var alwaysExcluded = []string{"authorization", "proxy-authorization", "cookie"}
 
 // requestHeaders returns the request headers as one value per name: the name in lower case,
 // the last value of a repeated name. The Host header, which net/http keeps apart from the
-// other headers, is included as host. A NUL character is removed from a value, because
-// PostgreSQL refuses it in a JSON document.
+// other headers, is included as host. A NUL character is removed from a name and a value,
+// because PostgreSQL refuses it in a JSON document (net/http refuses such a name, but a Lambda
+// event is not parsed by net/http).
 func requestHeaders(r *http.Request) map[string]string {
 	m := make(map[string]string, len(r.Header)+1)
 	if r.Host != "" {
@@ -41,6 +42,9 @@ func requestHeaders(r *http.Request) map[string]string {
 		v := values[len(values)-1]
 		if strings.IndexByte(v, 0) >= 0 {
 			v = strings.ReplaceAll(v, "\x00", "")
+		}
+		if strings.IndexByte(name, 0) >= 0 {
+			name = strings.ReplaceAll(name, "\x00", "")
 		}
 		m[strings.ToLower(name)] = v
 	}
