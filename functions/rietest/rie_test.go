@@ -33,8 +33,10 @@ import (
 	"github.com/alternayte/queuebox/shared/store/postgres"
 )
 
-// functionTimeout is the AWS_LAMBDA_FUNCTION_TIMEOUT of every function, in seconds.
-const functionTimeout = 5
+// functionTimeout is the AWS_LAMBDA_FUNCTION_TIMEOUT of every function, in seconds: room for
+// a first invoke's Init (which migrates an empty database) and a drain on a loaded machine.
+// The invokes drain and return long before it.
+const functionTimeout = 30
 
 var (
 	emulatorPath string
