@@ -50,7 +50,9 @@ func TestMain(m *testing.M) {
 }
 
 func setupAndRun(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// The emulator's install and four static builds: minutes on a loaded machine with a cold
+	// build cache (go test's own -timeout still bounds the whole run).
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	dir, err := DefaultEmulatorDir()
 	if err != nil {
