@@ -23,8 +23,17 @@ services:
 	./scripts/ensure-services.sh
 
 ## test: every test, against the real services on loopback: the service, the Go pull client
-## (its own module) and the TypeScript pull client
-test: services vet test-go test-clients
+## (its own module) and the TypeScript pull client. Every part runs even when one before it
+## failed; the target fails at the end, naming the parts that failed.
+TEST_PARTS := vet test-go test-client-go test-client-ts
+
+test: services
+	@failed=; \
+	for part in $(TEST_PARTS); do \
+		$(MAKE) --no-print-directory $$part || failed="$$failed $$part"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed" >&2; exit 1; fi; \
+	echo "make test: every part passed ($(TEST_PARTS))"
 
 test-go:
 	$(GO) test $(TESTFLAGS) $(PKGS)

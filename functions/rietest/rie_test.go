@@ -33,8 +33,10 @@ import (
 	"github.com/alternayte/queuebox/shared/store/postgres"
 )
 
-// functionTimeout is the AWS_LAMBDA_FUNCTION_TIMEOUT of every function, in seconds.
-const functionTimeout = 5
+// functionTimeout is the AWS_LAMBDA_FUNCTION_TIMEOUT of every function, in seconds: room for
+// a first invoke's Init (which migrates an empty database) and a drain on a loaded machine.
+// The invokes drain and return long before it.
+const functionTimeout = 30
 
 var (
 	emulatorPath string
@@ -48,7 +50,9 @@ func TestMain(m *testing.M) {
 }
 
 func setupAndRun(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// The emulator's install and four static builds: minutes on a loaded machine with a cold
+	// build cache (go test's own -timeout still bounds the whole run).
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	dir, err := DefaultEmulatorDir()
 	if err != nil {

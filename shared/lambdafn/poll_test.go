@@ -13,7 +13,9 @@ func TestPollDrainDeliversEverythingAndReturns(t *testing.T) {
 	f := newFunction(t, newReceiver(t, false), map[string]string{"LAMBDA_MARGIN_MS": "500"})
 	ids := f.insert(t, 30, "order")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	// Deadlines of seconds, not of what a fast machine needs: the drain returns when the
+	// table is empty, long before them.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	sum, returned := f.invoke(t, ctx)
@@ -37,7 +39,7 @@ func TestPollDrainDeliversEverythingAndReturns(t *testing.T) {
 
 	// A warm container: the next invocation reuses the poller and the pools.
 	more := f.insert(t, 5, "later")
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel2()
 	deadline2, _ := ctx2.Deadline()
 	sum, returned = f.invoke(t, ctx2)
@@ -54,12 +56,12 @@ func TestPollDrainDeliversEverythingAndReturns(t *testing.T) {
 
 func TestPollDrainReturnsAtOnceWhenIdle(t *testing.T) {
 	t.Parallel()
-	f := newFunction(t, newReceiver(t, false), map[string]string{"LAMBDA_MARGIN_MS": "500"})
+	f := newFunction(t, newReceiver(t, false), map[string]string{"LAMBDA_MARGIN_MS": "4000"})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
-	claimUntil := deadline.Add(-500 * time.Millisecond)
+	claimUntil := deadline.Add(-4 * time.Second)
 	sum, returned := f.invoke(t, ctx)
 
 	// Continuous mode would keep polling until claimUntil; drain returns on the empty claim.
@@ -77,13 +79,15 @@ func TestPollDrainReturnsAtOnceWhenIdle(t *testing.T) {
 
 func TestPollContinuousClaimsUntilTheMargin(t *testing.T) {
 	t.Parallel()
-	f := newFunction(t, newReceiver(t, false), map[string]string{"LAMBDA_MODE": "continuous", "LAMBDA_MARGIN_MS": "500"})
+	// A margin of seconds: the run's work is cut a quarter of it before the deadline, and a
+	// loaded machine needs that second to return.
+	f := newFunction(t, newReceiver(t, false), map[string]string{"LAMBDA_MODE": "continuous", "LAMBDA_MARGIN_MS": "4000"})
 	first := f.insert(t, 1, "first")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
-	claimUntil := deadline.Add(-500 * time.Millisecond)
+	claimUntil := deadline.Add(-4 * time.Second)
 	type outcome struct {
 		sum      map[string]int
 		returned time.Time
@@ -123,10 +127,12 @@ func TestPollContinuousClaimsUntilTheMargin(t *testing.T) {
 
 func TestPollAbandonsAHangingPublishBeforeTheDeadline(t *testing.T) {
 	t.Parallel()
-	f := newFunction(t, newReceiver(t, true), map[string]string{"LAMBDA_MARGIN_MS": "500"})
+	// The hanging publish is cut a quarter of the margin (1 s) before the deadline, which
+	// leaves a loaded machine a second to abandon it and return.
+	f := newFunction(t, newReceiver(t, true), map[string]string{"LAMBDA_MARGIN_MS": "4000"})
 	ids := f.insert(t, 1, "stuck")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	sum, returned := f.invoke(t, ctx)
@@ -148,10 +154,12 @@ func TestPollAbandonsAHangingPublishBeforeTheDeadline(t *testing.T) {
 
 func TestPollClaimsNothingWhenTheDeadlineIsInsideTheMargin(t *testing.T) {
 	t.Parallel()
-	f := newFunction(t, newReceiver(t, false), nil) // margin 2 s
+	f := newFunction(t, newReceiver(t, false), map[string]string{"LAMBDA_MARGIN_MS": "60000"})
 	ids := f.insert(t, 1, "late")
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// The deadline is inside the margin by far, and far enough for a loaded machine to
+	// return before it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	sum, returned := f.invoke(t, ctx)

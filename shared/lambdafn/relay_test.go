@@ -128,7 +128,7 @@ func TestRelayDrainForwardsAndReturns(t *testing.T) {
 	f := newRelayFunction(t, map[string]string{"LAMBDA_MARGIN_MS": "500"})
 	ids := f.store(t, 3, "first")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	claimUntil := deadline.Add(-500 * time.Millisecond)
@@ -151,7 +151,7 @@ func TestRelayDrainForwardsAndReturns(t *testing.T) {
 
 	// A warm container: the next invocation reuses the relay and the pool.
 	more := f.store(t, 1, "later")
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel2()
 	deadline2, _ := ctx2.Deadline()
 	sum, returned = f.invoke(t, ctx2)
@@ -163,13 +163,15 @@ func TestRelayDrainForwardsAndReturns(t *testing.T) {
 
 func TestRelayContinuousClaimsUntilTheMargin(t *testing.T) {
 	t.Parallel()
-	f := newRelayFunction(t, map[string]string{"LAMBDA_MODE": "continuous", "LAMBDA_MARGIN_MS": "500"})
+	// A margin of seconds: the run's work is cut a quarter of it before the deadline, and a
+	// loaded machine needs that second to return.
+	f := newRelayFunction(t, map[string]string{"LAMBDA_MODE": "continuous", "LAMBDA_MARGIN_MS": "4000"})
 	first := f.store(t, 1, "first")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
-	claimUntil := deadline.Add(-500 * time.Millisecond)
+	claimUntil := deadline.Add(-4 * time.Second)
 	type outcome struct {
 		sum      map[string]int
 		returned time.Time

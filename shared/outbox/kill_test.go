@@ -94,14 +94,21 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 		t.Fatalf("after the kill the row is %+v, want processing", s)
 	}
 
-	p := newPoller(t, st, outbox.Config{ClaimTimeout: 500 * time.Millisecond, PollInterval: 10 * time.Millisecond}, rc, nil)
+	p := newPoller(t, st, outbox.Config{ClaimTimeout: rescueLease, PollInterval: 10 * time.Millisecond}, rc, nil)
 	runPoller(t, p)
 	waitFor(t, 20*time.Second, "another replica to deliver the row", func() bool { return readRow(t, pool, id).State == "sent" })
 	if s := readRow(t, pool, id); s.Attempt != 0 {
 		t.Errorf("attempt = %d, want 0", s.Attempt)
 	}
+	// At least twice: a busy machine may delay the child's renewals past its short lease,
+	// which adds duplicates that at-least-once allows.
 	reqs := rc.requests()
-	if len(reqs) != 2 || reqs[0].Header.Get("X-Message-Id") != id || reqs[1].Header.Get("X-Message-Id") != id {
-		t.Errorf("receiver saw %d requests, want the same message twice", len(reqs))
+	if len(reqs) < 2 {
+		t.Errorf("receiver saw %d requests, want the same message at least twice", len(reqs))
+	}
+	for i, r := range reqs {
+		if got := r.Header.Get("X-Message-Id"); got != id {
+			t.Errorf("request %d X-Message-Id = %q, want %q", i, got, id)
+		}
 	}
 }

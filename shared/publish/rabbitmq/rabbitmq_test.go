@@ -24,7 +24,7 @@ import (
 
 const (
 	brokerURL = "amqp://guest:guest@127.0.0.1:5672/"
-	startHint = "start it with: rabbitmq-server -detached"
+	startHint = "start it with: make services (scripts/ensure-services.sh), or: rabbitmq-server -detached"
 	// waitLimit bounds every wait for a delivery, so a lost message fails the test instead of
 	// hanging it. It is no speed assertion.
 	waitLimit = 30 * time.Second
