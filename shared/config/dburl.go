@@ -153,6 +153,11 @@ func (u *DatabaseURL) addParam(name, value string) {
 	}
 }
 
+// errPort refuses a port that is not a number from 1 to 65535. It quotes no part of the URL:
+// the text where a port is expected can be a piece of a password that holds a /, ? or ;
+// (user:Pa55/word@db reads as host "user" and port "Pa55").
+var errPort = errors.New("has a port that is not a number from 1 to 65535 (a password that holds /, ?, ; or @ must be percent-encoded, or given in database.password)")
+
 // parseHost parses host, host:port, [v6] or [v6]:port.
 func parseHost(s string, defaultPort int) (Host, error) {
 	s = strings.TrimSpace(s)
@@ -164,7 +169,7 @@ func parseHost(s string, defaultPort int) (Host, error) {
 	case strings.HasPrefix(s, "["):
 		end := strings.IndexByte(s, ']')
 		if end < 0 {
-			return Host{}, fmt.Errorf("has an unclosed [ in host %q", s)
+			return Host{}, errors.New("has an unclosed [ in a host")
 		}
 		name, port = s[1:end], strings.TrimPrefix(s[end+1:], ":")
 	case strings.Count(s, ":") == 1:
@@ -174,12 +179,12 @@ func parseHost(s string, defaultPort int) (Host, error) {
 	if port != "" {
 		p, err := strconv.Atoi(port)
 		if err != nil || p < 1 || p > 65535 {
-			return Host{}, fmt.Errorf("has the port %q, which is not from 1 to 65535", port)
+			return Host{}, errPort
 		}
 		h.Port = p
 	}
 	if h.Name == "" {
-		return Host{}, fmt.Errorf("names an empty host in %q", s)
+		return Host{}, errors.New("names an empty host")
 	}
 	return h, nil
 }
@@ -216,7 +221,7 @@ func parseJDBCSQLServerURL(rest string) (DatabaseURL, error) {
 		case "portnumber", "port":
 			n, err := strconv.Atoi(p.Value)
 			if err != nil || n < 1 || n > 65535 {
-				return DatabaseURL{}, fmt.Errorf("has the port %q, which is not from 1 to 65535", p.Value)
+				return DatabaseURL{}, errPort
 			}
 			port = n
 		default:
@@ -317,7 +322,12 @@ func cmpOr(a, b string) string {
 func redactURLError(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return ue.Err
+		err = ue.Err
+	}
+	// net/url quotes the port text ("invalid port \":Pa55\" after host"), which can be a
+	// piece of the password.
+	if strings.Contains(err.Error(), "port") {
+		return errPort
 	}
 	return err
 }

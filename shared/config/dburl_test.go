@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -46,7 +47,7 @@ func TestParseDatabaseURL(t *testing.T) {
 				Params: []Param{{"encrypt", "disable"}}}},
 		{name: "other scheme", raw: "jdbc:mysql://db/q", wantErr: `must start with jdbc:postgresql:// or jdbc:sqlserver:// (or be a native postgres:// or sqlserver:// URL), not "jdbc:mysql://db/q"`},
 		{name: "file reference", raw: "file:/run/secrets/url", wantErr: `must start with jdbc:postgresql:// or jdbc:sqlserver:// (or be a native postgres:// or sqlserver:// URL), not "file:/run/secrets/url"`},
-		{name: "bad port", raw: "jdbc:postgresql://db:x/q", wantErr: `has the port "x", which is not from 1 to 65535`},
+		{name: "bad port", raw: "jdbc:postgresql://db:x/q", wantErr: `has a port that is not a number from 1 to 65535 (a password that holds /, ?, ; or @ must be percent-encoded, or given in database.password)`},
 		{name: "empty host in a list", raw: "jdbc:postgresql://h1,/q", wantErr: "names an empty host"},
 	}
 	for _, tt := range tests {
@@ -202,4 +203,27 @@ func TestDatabaseURLHelpers(t *testing.T) {
 	assert.Equal(t, "maxAge: 7d\n", string(y))
 	assert.Equal(t, []string{"a:1", "b:2"}, (&KafkaSource{BootstrapServers: " a:1, ,b:2 "}).Brokers())
 	assert.Equal(t, []string{"nats://a", "nats://b"}, (&NATSSource{Servers: "nats://a,nats://b"}).ServerList())
+}
+
+// A password with an unescaped /, ? or ; splits the URL where the parser looks for the port,
+// so the text that an error would quote as the port is a piece of the password.
+func TestPortErrorsQuoteNoPartOfThePassword(t *testing.T) {
+	for _, raw := range []string{
+		"jdbc:postgresql://user:Pa55/Xq7z@db/q",
+		"postgres://user:Pa55?Xq7z@db/q",
+		"jdbc:sqlserver://user:Pa55;Xq7z@db",
+		"sqlserver://user:Pa55/Xq7z@db",
+		"jdbc:postgresql://user:123456/Xq7z@db/q",
+	} {
+		_, err := ParseDatabaseURL(raw)
+		if err == nil {
+			t.Errorf("%s: parsed, want an error", raw)
+			continue
+		}
+		for _, piece := range []string{"Pa55", "123456", "Xq7z"} {
+			if strings.Contains(err.Error(), piece) {
+				t.Errorf("%s: the error %q holds a piece of the password", raw, err)
+			}
+		}
+	}
 }

@@ -39,7 +39,7 @@ func TestValidationRules(t *testing.T) {
 		{name: "url of another database", env: map[string]string{"QUEUEBOX_DATABASE_URL": "jdbc:mysql://db:3306/q?password=pw"},
 			wantErr: []string{`database.url (QUEUEBOX_DATABASE_URL) must start with jdbc:postgresql:// or jdbc:sqlserver:// (or be a native postgres:// or sqlserver:// URL), not "jdbc:mysql://db:3306/q?password=***"`}},
 		{name: "url with a bad port", env: map[string]string{"QUEUEBOX_DATABASE_URL": "jdbc:postgresql://db:99999/q"},
-			wantErr: []string{`database.url (QUEUEBOX_DATABASE_URL) has the port "99999", which is not from 1 to 65535`}},
+			wantErr: []string{`database.url (QUEUEBOX_DATABASE_URL) has a port that is not a number from 1 to 65535 (a password that holds /, ?, ; or @ must be percent-encoded, or given in database.password)`}},
 		{name: "native postgres url", env: map[string]string{"QUEUEBOX_DATABASE_URL": "postgres://db:5432/q?sslmode=require"}},
 		{name: "several postgres hosts", env: map[string]string{"QUEUEBOX_DATABASE_URL": "jdbc:postgresql://h1:5432,h2:5433/q"}},
 		{name: "sqlserver", env: map[string]string{"QUEUEBOX_DATABASE_TYPE": "sqlserver", "QUEUEBOX_DATABASE_URL": "jdbc:sqlserver://db:1433;databaseName=q;encrypt=true"}},
