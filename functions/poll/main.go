@@ -10,7 +10,7 @@ import (
 
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	// The poll function delivers to RabbitMQ, Kafka and NATS destinations too.
-	_ "github.com/alternayte/queuebox/shared/publish/brokers"
+	_ "github.com/alternayte/queuebox/shared/connect/brokers"
 	"github.com/alternayte/queuebox/shared/service"
 )
 

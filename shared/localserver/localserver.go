@@ -20,11 +20,11 @@ import (
 	"github.com/alternayte/queuebox/shared/admin"
 	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/config"
+	_ "github.com/alternayte/queuebox/shared/connect/brokers" // the RabbitMQ, Kafka and NATS destinations
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/outbox"
-	_ "github.com/alternayte/queuebox/shared/publish/brokers" // the RabbitMQ, Kafka and NATS destinations
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/retention"
 	"github.com/alternayte/queuebox/shared/service"

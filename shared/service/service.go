@@ -18,6 +18,7 @@ import (
 	_ "github.com/microsoft/go-mssqldb" // registers the sqlserver driver
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/migrate"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/redact"
@@ -26,7 +27,6 @@ import (
 	"github.com/alternayte/queuebox/shared/store/postgres"
 	"github.com/alternayte/queuebox/shared/store/sqlserver"
 	"github.com/alternayte/queuebox/shared/transform"
-	"github.com/alternayte/queuebox/shared/webhook"
 )
 
 // Version is the release of this build; the queuebox{version} metric carries it. The build

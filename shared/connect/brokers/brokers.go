@@ -3,17 +3,17 @@
 // that service.Publishers builds those destinations. The programs that deliver outbox rows
 // import it; the others leave the broker clients out of their binaries.
 //
-//	import _ "github.com/alternayte/queuebox/shared/publish/brokers"
+//	import _ "github.com/alternayte/queuebox/shared/connect/brokers"
 package brokers
 
 import (
 	"fmt"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect/kafka"
+	qbnats "github.com/alternayte/queuebox/shared/connect/nats"
+	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
 	"github.com/alternayte/queuebox/shared/outbox"
-	"github.com/alternayte/queuebox/shared/publish/kafka"
-	qbnats "github.com/alternayte/queuebox/shared/publish/nats"
-	"github.com/alternayte/queuebox/shared/publish/rabbitmq"
 	"github.com/alternayte/queuebox/shared/service"
 )
 
