@@ -8,9 +8,10 @@ package main
 import (
 	"context"
 
+	"github.com/alternayte/queuebox/shared/connect/kafka"
+	"github.com/alternayte/queuebox/shared/connect/nats"
+	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
 	"github.com/alternayte/queuebox/shared/lambdafn"
-	// The poll function delivers to RabbitMQ, Kafka and NATS destinations too.
-	_ "github.com/alternayte/queuebox/shared/publish/brokers"
 	"github.com/alternayte/queuebox/shared/service"
 )
 
@@ -20,7 +21,10 @@ func main() {
 	if err != nil {
 		lambdafn.Exit(err)
 	}
-	ob, err := service.NewOutbox(ctx, rt.Config, rt.DB.Store, rt.Metrics, rt.Log)
+	// The poll function delivers to RabbitMQ, Kafka and NATS destinations too; the other
+	// functions pass none and so leave the broker clients out of their binaries.
+	ob, err := service.NewOutbox(ctx, rt.Config, rt.DB.Store, rt.Metrics, rt.Log,
+		rabbitmq.Destination(), kafka.Destination(), nats.Destination())
 	if err != nil {
 		lambdafn.Exit(err)
 	}

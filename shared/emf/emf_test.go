@@ -17,12 +17,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/emf"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/retention"
-	"github.com/alternayte/queuebox/shared/webhook"
 )
 
 // The Recorder is every metrics sink that a Lambda function hands to the cycles.

@@ -10,7 +10,8 @@
 //	if err != nil {
 //		lambdafn.Exit(err)
 //	}
-//	ob, err := service.NewOutbox(ctx, rt.Config, rt.DB.Store, rt.Metrics, rt.Log)
+//	ob, err := service.NewOutbox(ctx, rt.Config, rt.DB.Store, rt.Metrics, rt.Log,
+//		rabbitmq.Destination(), kafka.Destination(), nats.Destination())
 //	if err != nil {
 //		lambdafn.Exit(err)
 //	}

@@ -20,11 +20,14 @@ import (
 	"github.com/alternayte/queuebox/shared/admin"
 	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect"
+	"github.com/alternayte/queuebox/shared/connect/kafka"
+	"github.com/alternayte/queuebox/shared/connect/nats"
+	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/outbox"
-	_ "github.com/alternayte/queuebox/shared/publish/brokers" // the RabbitMQ, Kafka and NATS destinations
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/retention"
 	"github.com/alternayte/queuebox/shared/service"
@@ -73,7 +76,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, err
 	if db.Pool != nil {
 		poolTracer.Attach(db.Pool)
 	}
-	ob, err := service.NewOutbox(ctx, pollerConfig(cfg), db.Store, reg, log)
+	ob, err := service.NewOutbox(ctx, pollerConfig(cfg), db.Store, reg, log, brokers()...)
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -115,6 +118,12 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, err
 	return l, nil
 }
 
+// brokers are the broker destinations of queuebox serve, whose composition root this
+// package is: it delivers to RabbitMQ, Kafka and NATS as well as HTTP.
+func brokers() []connect.Destination {
+	return []connect.Destination{rabbitmq.Destination(), kafka.Destination(), nats.Destination()}
+}
+
 // Check runs every start-time refusal of New that depends on the configuration alone, without
 // a database: it builds the routes and their transforms, every destination's publisher (with
 // http.blockPrivateAddresses, resolving the hosts as New does), the relay, the retention
@@ -130,7 +139,7 @@ func Check(ctx context.Context, cfg *config.Config) error {
 	// publisher, for example) would repeat those of the start: it logs nothing.
 	quiet := slog.New(slog.DiscardHandler)
 	st := unusedStore{}
-	ob, err := service.NewOutbox(ctx, pollerConfig(cfg), st, nil, quiet)
+	ob, err := service.NewOutbox(ctx, pollerConfig(cfg), st, nil, quiet, brokers()...)
 	if err != nil {
 		return err
 	}

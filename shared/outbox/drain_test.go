@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/store"
-	"github.com/alternayte/queuebox/shared/webhook"
 )
 
 // finishDuringClaim makes a claim that comes back empty while rows are still in flight

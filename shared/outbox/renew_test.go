@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/store"
-	"github.com/alternayte/queuebox/shared/webhook"
 )
 
 // logRecord is one line that a recordingHandler kept.

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/transform"
-	"github.com/alternayte/queuebox/shared/webhook"
 )
 
 var engine = transform.NewEngine(transform.EngineOptions{})

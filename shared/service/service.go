@@ -18,6 +18,8 @@ import (
 	_ "github.com/microsoft/go-mssqldb" // registers the sqlserver driver
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect"
+	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/migrate"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/redact"
@@ -26,7 +28,6 @@ import (
 	"github.com/alternayte/queuebox/shared/store/postgres"
 	"github.com/alternayte/queuebox/shared/store/sqlserver"
 	"github.com/alternayte/queuebox/shared/transform"
-	"github.com/alternayte/queuebox/shared/webhook"
 )
 
 // Version is the release of this build; the queuebox{version} metric carries it. The build
@@ -267,27 +268,20 @@ func Routes(cfg *config.Config) (*route.Table, error) {
 	return route.NewTable(routes), nil
 }
 
-// BrokerPublisher builds the publisher of a RabbitMQ, Kafka or NATS destination and the
-// function that closes it.
-type BrokerPublisher func(name string, d *config.Destination) (outbox.Publisher, func(), error)
-
-// brokerPublisher is set by RegisterBrokerPublisher, which shared/publish/brokers calls when a
-// program imports it: the programs that deliver outbox rows (queuebox serve, the poll
-// function) do; the others (the inbox, relay, retention and admin functions, the capture
-// node) do not link the broker clients, whose package initializers would lengthen every
-// cold start.
-var brokerPublisher BrokerPublisher
-
-// RegisterBrokerPublisher makes Publishers build RabbitMQ, Kafka and NATS destinations with f.
-func RegisterBrokerPublisher(f BrokerPublisher) { brokerPublisher = f }
-
-// Publishers builds one publisher per destination whose kind this build supports: http
-// (shared/webhook) always, and rabbitmq, kafka and nats when the program imports
-// shared/publish/brokers; the broker publishers connect on their first publish, so a broker that is down at start makes
+// Publishers builds one publisher per destination whose kind this program supports: http
+// (shared/connect/webhook) always, and each kind of brokers, the destinations of the other
+// external systems that the program's composition root passes (see shared/connect; the
+// programs that deliver outbox rows, queuebox serve and the poll function, pass RabbitMQ,
+// Kafka and NATS; the others leave the broker clients out of their binaries). The broker
+// publishers connect on their first publish, so a broker that is down at start makes
 // rows retry. A destination without a publisher is left out, so its rows go dead with a
 // clear reason.
 // With http.blockPrivateAddresses it first refuses a baseUrl or tokenUrl on a private address.
-func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, log *slog.Logger) ([]outbox.Destination, func(), error) {
+func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, log *slog.Logger, brokers ...connect.Destination) ([]outbox.Destination, func(), error) {
+	byKind := make(map[config.DestinationKind]connect.Destination, len(brokers))
+	for _, b := range brokers {
+		byKind[b.Kind] = b
+	}
 	var dests []outbox.Destination
 	var closers []func()
 	closeAll := func() {
@@ -319,12 +313,13 @@ func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, log 
 			}
 			p, closer = wp, func() { _ = wp.Close() }
 		case config.DestinationRabbitMQ, config.DestinationKafka, config.DestinationNATS:
-			if brokerPublisher == nil {
-				log.Warn("this program has no broker publishers (it does not import shared/publish/brokers); the destination's rows go dead",
+			b, ok := byKind[d.Kind]
+			if !ok {
+				log.Warn("this program has no broker publishers (its composition root passes none of this kind); the destination's rows go dead",
 					"destination", name, "kind", string(d.Kind))
 				continue
 			}
-			bp, bclose, err := brokerPublisher(name, d)
+			bp, bclose, err := b.New(name, d)
 			if err != nil {
 				closeAll()
 				return nil, nil, err
@@ -405,8 +400,9 @@ func (o *Outbox) Close() {
 	}
 }
 
-// NewOutbox builds the poller with its routes and publishers.
-func NewOutbox(ctx context.Context, cfg *config.Config, st store.OutboxStore, m Metrics, log *slog.Logger) (*Outbox, error) {
+// NewOutbox builds the poller with its routes and publishers; brokers are the broker
+// destinations the program delivers to (see Publishers).
+func NewOutbox(ctx context.Context, cfg *config.Config, st store.OutboxStore, m Metrics, log *slog.Logger, brokers ...connect.Destination) (*Outbox, error) {
 	routes, err := Routes(cfg)
 	if err != nil {
 		return nil, startError("build the routes", err)
@@ -421,7 +417,7 @@ func NewOutbox(ctx context.Context, cfg *config.Config, st store.OutboxStore, m 
 			routeTx[i] = step
 		}
 	}
-	dests, closeAll, err := Publishers(ctx, cfg, m, log)
+	dests, closeAll, err := Publishers(ctx, cfg, m, log, brokers...)
 	if err != nil {
 		return nil, startError("build the destinations", err)
 	}

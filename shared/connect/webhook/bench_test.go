@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/alternayte/queuebox/shared/webhook"
+	"github.com/alternayte/queuebox/shared/connect/webhook"
 )
 
 // BenchmarkPublish publishes to a loopback receiver that answers 204, from GOMAXPROCS

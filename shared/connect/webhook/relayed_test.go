@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/webhook"
+	"github.com/alternayte/queuebox/shared/connect/webhook"
 )
 
 // relayMarker are the headers that the relay writes on every outbox row it creates.

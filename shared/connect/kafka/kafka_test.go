@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,8 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect/kafka"
 	"github.com/alternayte/queuebox/shared/outbox"
-	"github.com/alternayte/queuebox/shared/publish/kafka"
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/template"
 )
@@ -301,41 +300,6 @@ func TestBrokerRefusalFails(t *testing.T) {
 	}
 }
 
-func TestContextCancelReturnsPromptly(t *testing.T) {
-	c := newCluster(t, 1, []string{"orders"})
-	seen := make(chan struct{}, 1)
-	// Every produce request is taken and never answered.
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		select {
-		case seen <- struct{}{}:
-		default:
-		}
-		return nil, nil, true
-	})
-	d := destination(c, "orders")
-	d.TimeoutMs = 60000
-	p := newPublisher(t, d, nil)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Publish(ctx, message("c1")) }()
-	select {
-	case <-seen:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the broker never saw the produce request")
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("Publish after cancel: %v, want context.Canceled", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Publish did not return after its context was cancelled (timeoutMs is 60 s)")
-	}
-}
-
 func TestTimeoutMsBoundsThePublish(t *testing.T) {
 	c := newCluster(t, 1, []string{"orders"})
 	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
@@ -353,48 +317,6 @@ func TestTimeoutMsBoundsThePublish(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "no acknowledgement within 2s") {
 		t.Errorf("error %q does not say the budget ran out", err)
-	}
-}
-
-func TestConcurrentPublishesArriveExactlyOnce(t *testing.T) {
-	const workers, perWorker = 16, 200 / 16
-	total := workers * perWorker
-	c := newCluster(t, 4, []string{"bulk"})
-	p := newPublisher(t, destination(c, "bulk"), nil)
-
-	var wg sync.WaitGroup
-	errs := make(chan error, total)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range perWorker {
-				m := message(fmt.Sprintf("w%02d-%03d", w, i))
-				m.Key = fmt.Sprintf("k%d", i%7)
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				errs <- p.Publish(ctx, m)
-				cancel()
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("Publish: %v", err)
-		}
-	}
-	counts := map[string]int{}
-	for _, r := range consumeExactly(t, c, "bulk", total) {
-		counts[string(r.Headers[0].Value)]++
-	}
-	if len(counts) != total {
-		t.Fatalf("%d distinct message ids arrived, want %d", len(counts), total)
-	}
-	for id, n := range counts {
-		if n != 1 {
-			t.Errorf("message %s arrived %d times", id, n)
-		}
 	}
 }
 
@@ -502,53 +424,5 @@ func TestNewRefusesBadSettings(t *testing.T) {
 				t.Errorf("error holds the password: %q", err)
 			}
 		})
-	}
-}
-
-func TestReconnectAfterBrokerRestart(t *testing.T) {
-	// The broker keeps its state in dir, as a real broker keeps its log and topic ids.
-	dir := t.TempDir()
-	c1, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"), kfake.DataDir(dir), kfake.SyncWrites())
-	if err != nil {
-		t.Fatalf("starting kfake: %v", err)
-	}
-	addr := c1.ListenAddrs()[0]
-	var port int
-	if _, err := fmt.Sscanf(addr[strings.LastIndex(addr, ":")+1:], "%d", &port); err != nil {
-		t.Fatal(err)
-	}
-	d := destination(c1, "orders")
-	p := newPublisher(t, d, nil)
-	publish(t, p, message("before"))
-	c1.Close()
-
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	if err := p.Publish(ctx, message("while-down")); err == nil {
-		t.Fatal("Publish succeeded while the broker was down")
-	}
-	cancel()
-
-	c2 := newCluster(t, 1, nil, kfake.Ports(port), kfake.DataDir(dir), kfake.SyncWrites())
-	// A row retries until the broker is back; the first publish after the restart may still
-	// fail while the client finds out (the new broker does not know the old producer id).
-	deadline := time.Now().Add(30 * time.Second)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		lastErr = p.Publish(ctx, message("after"))
-		cancel()
-		if lastErr == nil {
-			break
-		}
-	}
-	if lastErr != nil {
-		t.Fatalf("Publish after the broker came back: %v", lastErr)
-	}
-	found := false
-	for _, r := range consume(t, c2, "orders", 2) {
-		found = found || string(r.Headers[0].Value) == "after"
-	}
-	if !found {
-		t.Fatal("the record published after the restart did not arrive")
 	}
 }

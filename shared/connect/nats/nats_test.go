@@ -6,9 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,8 +16,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/alternayte/queuebox/shared/config"
+	qbnats "github.com/alternayte/queuebox/shared/connect/nats"
 	"github.com/alternayte/queuebox/shared/outbox"
-	qbnats "github.com/alternayte/queuebox/shared/publish/nats"
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/template"
 )
@@ -343,196 +341,6 @@ func TestCoreNATS(t *testing.T) {
 		"x-attempt":     {"3"},
 		"x-message-key": {m.Key},
 	})
-}
-
-func TestCancelWhileWaitingForAck(t *testing.T) {
-	nc, _ := broker(t)
-	subject := "qbtest-noack." + unique(t)
-	// A plain subscriber takes the publish request and never acknowledges it.
-	sub, err := nc.SubscribeSync(subject)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	p := newPublisher(t, config.NATSDestination{Subject: subject, JetStream: true, TimeoutMs: 600000})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Publish(ctx, message("cancel-1")) }()
-	if _, err := sub.NextMsg(waitLimit); err != nil {
-		t.Fatalf("the publish did not reach the subject: %v", err)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("Publish = %v, want context.Canceled", err)
-		}
-	case <-time.After(waitLimit):
-		t.Fatal("Publish did not return after its context was cancelled")
-	}
-}
-
-func TestCancelWhileConnecting(t *testing.T) {
-	// A listener that accepts and never speaks NATS keeps the dial waiting.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns sync.WaitGroup
-	var held []net.Conn
-	var mu sync.Mutex
-	conns.Add(1)
-	go func() {
-		defer conns.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			held = append(held, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		conns.Wait()
-		mu.Lock()
-		for _, c := range held {
-			_ = c.Close()
-		}
-		mu.Unlock()
-	})
-
-	p := newPublisher(t, config.NATSDestination{Servers: "nats://" + ln.Addr().String(), Subject: "a", JetStream: true, TimeoutMs: 600000})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Publish(ctx, message("cancel-2")) }()
-	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("Publish = %v, want context.Canceled", err)
-		}
-	case <-time.After(waitLimit):
-		t.Fatal("Publish did not return after its context was cancelled")
-	}
-}
-
-func TestConnectErrorHidesCredentials(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close() // nothing listens there now: the dial is refused
-
-	for _, d := range []config.NATSDestination{
-		{Servers: "nats://urluser:url-s3cret@" + addr, Subject: "a", JetStream: true, TimeoutMs: 5000},
-		{Servers: "nats://" + addr, Subject: "a", JetStream: true, TimeoutMs: 5000,
-			NATSCredentials: config.NATSCredentials{Username: "bob", Password: config.NewSecret("pw-s3cret")}},
-		{Servers: "nats://" + addr, Subject: "a", JetStream: true, TimeoutMs: 5000,
-			NATSCredentials: config.NATSCredentials{Token: config.NewSecret("tok-s3cret")}},
-	} {
-		p := newPublisher(t, d)
-		err := publish(t, p, message("auth-1"))
-		if err == nil {
-			t.Fatal("Publish to a closed port succeeded")
-		}
-		if strings.Contains(err.Error(), "s3cret") {
-			t.Fatalf("error holds a credential: %q", err)
-		}
-		if !strings.Contains(err.Error(), "test-nats") {
-			t.Errorf("error %q does not name the destination", err)
-		}
-	}
-}
-
-func TestPublishAfterClose(t *testing.T) {
-	f := newFixture(t)
-	p := newPublisher(t, config.NATSDestination{Subject: f.prefix + ".c", JetStream: true, TimeoutMs: 30000})
-	if err := publish(t, p, message("close-1")); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := publish(t, p, message("close-2")); !errors.Is(err, qbnats.ErrClosed) {
-		t.Fatalf("Publish after Close = %v, want ErrClosed", err)
-	}
-}
-
-func TestConcurrentPublishesArriveOnce(t *testing.T) {
-	f := newFixture(t)
-	p := newPublisher(t, config.NATSDestination{Subject: f.prefix + ".{{ key }}", JetStream: true, TimeoutMs: 30000})
-	const total, workers = 200, 16
-	ids := make(chan int)
-	var wg sync.WaitGroup
-	errs := make(chan error, total)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range ids {
-				m := message(fmt.Sprintf("conc-%03d", i))
-				m.Key = "k" + strconv.Itoa(i%7)
-				if err := publish(t, p, m); err != nil {
-					errs <- fmt.Errorf("publish %d: %w", i, err)
-				}
-			}
-		}()
-	}
-	for i := 0; i < total; i++ {
-		ids <- i
-	}
-	close(ids)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	seen := map[string]int{}
-	for _, m := range f.msgs(t, total) {
-		seen[m.Header.Get("x-message-id")]++
-		if want := f.prefix + "." + m.Header.Get("x-message-key"); m.Subject != want {
-			t.Errorf("subject %q, want %q", m.Subject, want)
-		}
-	}
-	for i := 0; i < total; i++ {
-		if id := fmt.Sprintf("conc-%03d", i); seen[id] != 1 {
-			t.Errorf("%s arrived %d times", id, seen[id])
-		}
-	}
-}
-
-// TestReconnectAfterLostConnection cuts the connection under the publisher (through a loopback
-// proxy) and checks that a later publish goes through again.
-func TestReconnectAfterLostConnection(t *testing.T) {
-	f := newFixture(t)
-	px := newProxy(t, "127.0.0.1:4222")
-	p := newPublisher(t, config.NATSDestination{Servers: "nats://" + px.addr(), Subject: f.prefix + ".r", JetStream: true, TimeoutMs: 30000})
-	if err := publish(t, p, message("re-1")); err != nil {
-		t.Fatalf("first Publish: %v", err)
-	}
-	px.cut()
-	// The row retries until the client has reconnected; a bounded loop waits for that.
-	deadline := time.Now().Add(waitLimit)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = publish(t, p, message("re-2")); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("Publish after the connection was cut: %v", err)
-	}
-	if px.accepted() < 2 {
-		t.Fatalf("the proxy saw %d connections, want a reconnect", px.accepted())
-	}
-	f.msgs(t, 2)
 }
 
 // proxy forwards loopback TCP connections to a target, and can cut them all.

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/webhook"
+	"github.com/alternayte/queuebox/shared/connect/webhook"
 )
 
 // tokenEndpoint is a loopback OAuth2 token endpoint. It issues tok-1, tok-2, ... and records

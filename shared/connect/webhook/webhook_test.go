@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/outbox"
-	"github.com/alternayte/queuebox/shared/webhook"
 )
 
 // received is one request as the test server saw it.
@@ -466,53 +466,6 @@ func TestPublishFailsOnConnectionRefused(t *testing.T) {
 	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 	assert.Contains(t, err.Error(), "posting to destination orders-api:")
 	assert.NotContains(t, err.Error(), "no response within")
-}
-
-func TestPublishStopsWhenContextIsCancelled(t *testing.T) {
-	t.Parallel()
-
-	arrived := make(chan struct{}, 1)
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived <- struct{}{}
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
-	t.Cleanup(srv.Close)
-	t.Cleanup(func() { close(release) })
-
-	p := newPublisher(t, webhook.Config{BaseURL: srv.URL, Timeout: time.Minute}, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Publish(ctx, message()) }()
-
-	select {
-	case <-arrived:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the request never arrived")
-	}
-	cancel()
-	select {
-	case err := <-done:
-		require.ErrorIs(t, err, context.Canceled)
-		assert.NotContains(t, err.Error(), "no response within")
-	case <-time.After(5 * time.Second):
-		t.Fatal("Publish did not return after the context was cancelled")
-	}
-}
-
-func TestPublishStopsWhenContextIsAlreadyDone(t *testing.T) {
-	t.Parallel()
-
-	rc := newReceiver(t, nil)
-	p := newPublisher(t, webhook.Config{BaseURL: rc.srv.URL}, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	err := p.Publish(ctx, message())
-	require.ErrorIs(t, err, context.Canceled)
-	assert.Zero(t, rc.count())
 }
 
 func TestStaticAuth(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/webhook"
+	"github.com/alternayte/queuebox/shared/connect/webhook"
 )
 
 // offlineResolver fails every DNS query without sending it anywhere, so that a test that

@@ -6,18 +6,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
 	"github.com/alternayte/queuebox/shared/outbox"
-	"github.com/alternayte/queuebox/shared/publish/rabbitmq"
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/template"
 )
@@ -330,153 +327,11 @@ func TestDeclareRefusedFailsAndPublisherRecovers(t *testing.T) {
 	}
 }
 
-func TestPublishHonoursContext(t *testing.T) {
-	ch := testConn(t)
-	exchange := unique("qb-test-ctx")
-	queueOn(t, ch, exchange, "topic", "#")
-	p := newPublisher(t, destination(exchange), nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := p.Publish(ctx, message("a.b")); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Publish with a cancelled ctx = %v, want context.Canceled", err)
-	}
-
-	// A broker that accepts the TCP connection and never answers: the publish returns when
-	// ctx ends, not when the dial gives up.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var conns []net.Conn
-	var mu sync.Mutex
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	d := destination(exchange)
-	d.URL = config.NewConnectionURL("amqp://guest:guest@" + ln.Addr().String() + "/")
-	silent := newPublisher(t, d, nil)
-	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- silent.Publish(ctx, message("a.b")) }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Publish to a silent broker = %v, want context.DeadlineExceeded", err)
-		}
-	case <-time.After(waitLimit):
-		t.Fatal("Publish did not return after its ctx ended")
-	}
-}
-
-func TestConcurrentPublishesArriveExactlyOnce(t *testing.T) {
-	ch := testConn(t)
-	exchange := unique("qb-test-concurrent")
-	deliveries := queueOn(t, ch, exchange, "topic", "#")
-	p := newPublisher(t, destination(exchange), nil)
-
-	const workers, total = 16, 200
-	ids := make(chan string, total)
-	for i := 0; i < total; i++ {
-		ids <- fmt.Sprintf("id-%03d", i)
-	}
-	close(ids)
-	var wg sync.WaitGroup
-	errs := make(chan error, total)
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for id := range ids {
-				m := message("load.test")
-				m.ID = id
-				m.Payload = json.RawMessage(`{"id":"` + id + `"}`)
-				ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-				if err := p.Publish(ctx, m); err != nil {
-					errs <- fmt.Errorf("%s: %w", id, err)
-				}
-				cancel()
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	// Every publish was confirmed, so every message is in the queue before the sentinel.
-	sentinel := message("load.test")
-	publish(t, p, sentinel)
-	counts := map[string]int{}
-	for {
-		got := receive(t, deliveries)
-		if got.MessageId == sentinel.ID {
-			break
-		}
-		if want := `{"id":"` + got.MessageId + `"}`; string(got.Body) != want {
-			t.Errorf("message %s has body %s, want %s", got.MessageId, got.Body, want)
-		}
-		counts[got.MessageId]++
-	}
-	if len(counts) != total {
-		t.Errorf("%d distinct messages arrived, want %d", len(counts), total)
-	}
-	for id, n := range counts {
-		if n != 1 {
-			t.Errorf("message %s arrived %d times, want once", id, n)
-		}
-	}
-}
-
-func TestLostConnectionIsDialledAgain(t *testing.T) {
-	ch := testConn(t)
-	exchange := unique("qb-test-reconnect")
-	deliveries := queueOn(t, ch, exchange, "topic", "#")
-	p := newPublisher(t, destination(exchange), nil)
-	first := message("a.b")
-	publish(t, p, first)
-	receive(t, deliveries)
-	if !rabbitmq.DropConnection(p) {
-		t.Fatal("no connection after a publish")
-	}
-	m := message("a.b")
-	publish(t, p, m)
-	if got := receive(t, deliveries); got.MessageId != m.ID {
-		t.Fatalf("got message %s after the reconnect, want %s", got.MessageId, m.ID)
-	}
-}
-
 func TestErrorsHoldNoSecret(t *testing.T) {
+	// The failed publish with a wrong password is a case of the publisher contract
+	// (contract_test.go); New refuses a bad URL without repeating its password.
 	const password = "s3cr3t-pa55"
 	d := destination("x")
-	d.URL = config.NewConnectionURL("amqp://guest:" + password + "@127.0.0.1:5672/")
-	p := newPublisher(t, d, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
-	err := p.Publish(ctx, message("a.b"))
-	if err == nil {
-		t.Fatal("Publish with a wrong password succeeded")
-	}
-	if strings.Contains(err.Error(), password) {
-		t.Fatalf("error %q holds the password", err)
-	}
-
 	d.URL = config.NewConnectionURL("http://guest:" + password + "@host/")
 	if _, err := rabbitmq.New("events", d, nil); err == nil || strings.Contains(err.Error(), password) {
 		t.Fatalf("New with a bad URL = %v, want an error without the password", err)
@@ -496,16 +351,5 @@ func TestNewRefusesBadConfiguration(t *testing.T) {
 		if _, err := rabbitmq.New("events", d, nil); err == nil || !strings.Contains(err.Error(), "destinations.events.") {
 			t.Errorf("%s: New = %v, want an error naming the key", name, err)
 		}
-	}
-}
-
-func TestPublishAfterClose(t *testing.T) {
-	p, err := rabbitmq.New("events", destination("x"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = p.Close()
-	if err := p.Publish(context.Background(), message("a.b")); !errors.Is(err, rabbitmq.ErrClosed) {
-		t.Fatalf("Publish after Close = %v, want ErrClosed", err)
 	}
 }

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/outbox"
-	"github.com/alternayte/queuebox/shared/webhook"
 )
 
 // rebindingDNS is a DNS server on loopback whose answers the test changes, as an attacker who

@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/publish/kafka"
+	"github.com/alternayte/queuebox/shared/connect/kafka"
 )
 
 // selfSigned returns a server certificate for 127.0.0.1 and a pool that trusts it.

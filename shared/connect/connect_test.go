@@ -1,0 +1,120 @@
+package connect_test
+
+import (
+	"bufio"
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/alternayte/queuebox"
+
+// drivers maps the import path prefix of each broker client library to the one folder under
+// shared/connect that may import it.
+var drivers = map[string]string{
+	"github.com/rabbitmq/amqp091-go": module + "/shared/connect/rabbitmq",
+	"github.com/twmb/franz-go":       module + "/shared/connect/kafka",
+	"github.com/nats-io/":            module + "/shared/connect/nats",
+}
+
+// testOnly are the packages whose tests, and tests alone, may read from the brokers with
+// their clients: the end-to-end tests of queuebox serve, which observe what it delivered.
+var testOnly = map[string]bool{
+	module + "/shared/localserver": true,
+}
+
+// driverOf returns the folder that may import path, or "" when path is no broker client.
+func driverOf(path string) string {
+	for prefix, home := range drivers {
+		if path == strings.TrimSuffix(prefix, "/") || strings.HasPrefix(path, strings.TrimSuffix(prefix, "/")+"/") {
+			return home
+		}
+	}
+	return ""
+}
+
+func inFolder(pkg, folder string) bool { return pkg == folder || strings.HasPrefix(pkg, folder+"/") }
+
+// goList runs go list with args from the module root and returns its output lines.
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
+	cmd.Dir = "../.."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v\n%s", args, err, stderr.String())
+	}
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// A broker client is imported by its own folder under shared/connect alone: every other
+// package reaches a broker through that folder's destination.
+func TestBrokerClientsStayInTheirFolder(t *testing.T) {
+	t.Parallel()
+	lines := goList(t, "-f", "{{.ImportPath}}|{{join .Imports \" \"}}|{{join .TestImports \" \"}} {{join .XTestImports \" \"}}", "./...")
+	if len(lines) < 20 {
+		t.Fatalf("go list found %d packages; the module has more", len(lines))
+	}
+	seen := map[string]bool{}
+	for _, l := range lines {
+		parts := strings.SplitN(l, "|", 3)
+		if len(parts) != 3 {
+			t.Fatalf("go list line %q", l)
+		}
+		pkg := parts[0]
+		check := func(imports string, test bool) {
+			for _, imp := range strings.Fields(imports) {
+				home := driverOf(imp)
+				if home == "" {
+					continue
+				}
+				seen[home] = true
+				if inFolder(pkg, home) || (test && testOnly[pkg]) {
+					continue
+				}
+				t.Errorf("%s imports %s, which belongs to %s alone", pkg, imp, home)
+			}
+		}
+		check(parts[1], false)
+		check(parts[2], true)
+	}
+	for _, home := range drivers {
+		if !seen[home] {
+			t.Errorf("no package imports the client of %s: the check looks at the wrong names", home)
+		}
+	}
+}
+
+// The programs that do not deliver outbox rows link no broker client: their composition
+// roots pass no broker destination. The poll function, which delivers, links all three.
+func TestOnlyDeliveringProgramsLinkBrokerClients(t *testing.T) {
+	t.Parallel()
+	for _, prog := range []string{"./functions/inbox", "./functions/relay", "./functions/retention", "./functions/admin", "./capturenode"} {
+		for _, dep := range goList(t, "-deps", prog) {
+			if driverOf(dep) != "" {
+				t.Errorf("%s links %s", prog, dep)
+			}
+		}
+	}
+	linked := map[string]bool{}
+	for _, dep := range goList(t, "-deps", "./functions/poll") {
+		if home := driverOf(dep); home != "" {
+			linked[home] = true
+		}
+	}
+	for _, home := range drivers {
+		if !linked[home] {
+			t.Errorf("functions/poll does not link the client of %s", home)
+		}
+	}
+}

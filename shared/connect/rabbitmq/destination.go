@@ -1,0 +1,22 @@
+package rabbitmq
+
+import (
+	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect"
+	"github.com/alternayte/queuebox/shared/outbox"
+)
+
+// Destination is the RabbitMQ destination for a program's composition root to pass to
+// service.NewOutbox, which builds the publisher of every destination of kind
+// rabbitmq with it.
+func Destination() connect.Destination {
+	return connect.Destination{Kind: config.DestinationRabbitMQ, New: newDestination}
+}
+
+func newDestination(name string, d *config.Destination) (outbox.Publisher, func(), error) {
+	p, err := New(name, *d.RabbitMQ, d.Headers)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, func() { _ = p.Close() }, nil
+}
