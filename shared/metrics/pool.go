@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/alternayte/queuebox/shared/store"
 )
 
 // PoolName is the value of the pool label that the local process gives its one database
@@ -169,12 +171,25 @@ func NewPoolTracer(r *Registry, pool string) *PoolTracer {
 func (t *PoolTracer) Attach(p *pgxpool.Pool) {
 	cfg := p.Config()
 	minIdle, maxConns := int64(cfg.MinIdleConns), int64(cfg.MaxConns)
-	t.reg.RegisterPool(t.pool, func() PoolStats {
+	t.AttachStats(func() store.PoolStats {
 		s := p.Stat()
-		active, idle := int64(s.AcquiredConns()), int64(s.IdleConns())
+		return store.PoolStats{
+			Active: int64(s.AcquiredConns()), Idle: int64(s.IdleConns()),
+			MinIdle: minIdle, Max: maxConns,
+		}
+	})
+}
+
+// AttachStats registers the gauges of the pool whose snapshot stats returns (a dialect
+// driver's store.Driver.PoolStats), whose configuration carries t as its tracer, in the
+// registry of t. The gauges call stats at each scrape; the pending gauge is the acquires in
+// progress that t counts.
+func (t *PoolTracer) AttachStats(stats func() store.PoolStats) {
+	t.reg.RegisterPool(t.pool, func() PoolStats {
+		s := stats()
 		return PoolStats{
-			Total: active + idle, Active: active, Idle: idle,
-			Pending: t.pending.Load(), Min: minIdle, Max: maxConns,
+			Total: s.Active + s.Idle, Active: s.Active, Idle: s.Idle,
+			Pending: t.pending.Load(), Min: s.MinIdle, Max: s.Max,
 		}
 	})
 }
