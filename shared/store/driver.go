@@ -81,11 +81,17 @@ type Driver struct {
 	Ping func(ctx context.Context) error
 	// PoolStats returns a snapshot of the pool.
 	PoolStats func() PoolStats
+	// Release, when set, closes the pool of a driver without a Store (a health pool).
+	Release func()
 }
 
 // Close releases the connections of the driver.
 func (d *Driver) Close() {
-	if d != nil && d.Store != nil {
+	switch {
+	case d == nil:
+	case d.Store != nil:
 		d.Store.Close()
+	case d.Release != nil:
+		d.Release()
 	}
 }

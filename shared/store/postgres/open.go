@@ -87,3 +87,22 @@ func poolStats(pool *pgxpool.Pool) func() store.PoolStats {
 		}
 	}
 }
+
+// OpenHealth returns a driver without a Store for a health probe: a pool of at most
+// cfg.PoolSize connections on cfg.ConnString that opens its first connection on the first
+// Ping (pgxpool.Pool.Ping, which also sends a query). Close releases it.
+func OpenHealth(ctx context.Context, cfg store.OpenConfig) (*store.Driver, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.ConnString)
+	if err != nil {
+		return nil, fmt.Errorf("parsing database.url: %w", err)
+	}
+	pcfg.MaxConns = int32(cfg.PoolSize)
+	if cfg.ConnectTimeout > 0 {
+		pcfg.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("opening the health pool: %w", err)
+	}
+	return &store.Driver{Ping: pool.Ping, PoolStats: poolStats(pool), Release: pool.Close}, nil
+}
