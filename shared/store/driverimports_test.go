@@ -29,9 +29,10 @@ var driverExceptions = map[string]string{
 	// Not yet moved (issue 13 step 1 unfinished): the migration backends (pgSession,
 	// msSession) still live in package migrate; migrate.New takes the driver's handle.
 	module + "/shared/migrate": "migration backends not yet moved into the dialect folders",
-	// The logical-replication source itself (pglogrepl, pgconn replication connection) and
-	// the capture-state statements, which have not moved yet.
-	module + "/shared/capture": "PostgreSQL logical replication source (pglogrepl); capture-state SQL not yet moved",
+	// The logical-replication source itself: the pglogrepl stream on a pgx replication
+	// connection, PostgreSQL-only. Its capture-state statements live in
+	// shared/store/postgres (postgres.CaptureState); moving the stream is left for later.
+	module + "/shared/capture": "PostgreSQL logical replication source (pglogrepl on a pgx connection)",
 	// PoolTracer implements pgx's tracer interfaces to measure the pool for the
 	// hikaricp_connections_* families; not yet moved.
 	module + "/shared/metrics": "pgx pool tracer of the hikaricp_connections_* families not yet moved",
