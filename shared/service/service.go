@@ -93,11 +93,10 @@ func (d *Database) Close() {
 
 // ConnectOptions are the optional parts of a connection that only some processes use.
 type ConnectOptions struct {
-	// Tracer, when set, becomes ConnConfig.Tracer of the PostgreSQL pool and must be a
-	// pgx.QueryTracer (see store.OpenConfig.Tracer): the local process passes the pool tracer
-	// of shared/metrics here, so this package does not link Prometheus. Ignored on SQL Server.
-	// Default: nil, no tracer.
-	Tracer any
+	// Tracer, when set, observes the PostgreSQL pool (see store.OpenConfig.Tracer): the
+	// local process passes the pool tracer of shared/metrics here, so this package does not
+	// link Prometheus. Ignored on SQL Server. Default: nil, no tracer.
+	Tracer store.PoolObserver
 }
 
 // Connect waits up to database.startupTimeoutMs for the database to answer and opens the

@@ -48,11 +48,10 @@ type OpenConfig struct {
 	WaitForDatabase func(ctx context.Context, connect func(context.Context) error, timeout time.Duration) error
 	// Names are the mapped table and column names.
 	Names Names
-	// Tracer, when set, observes the pool of the dialect. On PostgreSQL it must be a
-	// pgx.QueryTracer and becomes ConnConfig.Tracer (pgxpool also calls its AcquireTracer,
-	// ReleaseTracer and pgx's ConnectTracer methods when it has them). Ignored on SQL Server.
+	// Tracer, when set, observes the pool of the dialect: on PostgreSQL it receives the
+	// events of a postgres.PoolTracer set as ConnConfig.Tracer. Ignored on SQL Server.
 	// Default: nil, no tracer.
-	Tracer any
+	Tracer PoolObserver
 	// Logger is the process logger. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -94,4 +93,19 @@ func (d *Driver) Close() {
 	case d.Release != nil:
 		d.Release()
 	}
+}
+
+// PoolObserver receives the events of a dialect's connection pool, measured by the driver;
+// shared/metrics implements it for the hikaricp_connections_* families. Its methods must be
+// safe for concurrent use.
+type PoolObserver interface {
+	// AcquireStarted: a caller waits for a connection from now.
+	AcquireStarted()
+	// AcquireEnded: the wait of AcquireStarted ended after wait. err is nil when the caller
+	// got a connection; timedOut says that the acquire ran out of time.
+	AcquireEnded(wait time.Duration, err error, timedOut bool)
+	// Released: a caller gave back a connection that it held for held.
+	Released(held time.Duration)
+	// Connected: a physical connection opened in took.
+	Connected(took time.Duration)
 }

@@ -33,9 +33,6 @@ var driverExceptions = map[string]string{
 	// connection, PostgreSQL-only. Its capture-state statements live in
 	// shared/store/postgres (postgres.CaptureState); moving the stream is left for later.
 	module + "/shared/capture": "PostgreSQL logical replication source (pglogrepl on a pgx connection)",
-	// PoolTracer implements pgx's tracer interfaces to measure the pool for the
-	// hikaricp_connections_* families; not yet moved.
-	module + "/shared/metrics": "pgx pool tracer of the hikaricp_connections_* families not yet moved",
 	// Test-only helpers that create databases and run SQL on the real PostgreSQL.
 	module + "/shared/dbtest":              "test helper: creates a database per test package on the real PostgreSQL",
 	module + "/shared/capture/capturetest": "test helper: replication slots and rows on the real PostgreSQL",

@@ -2,10 +2,8 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/alternayte/queuebox/shared/store"
@@ -26,11 +24,7 @@ func Open(ctx context.Context, cfg store.OpenConfig) (*store.Driver, error) {
 		pcfg.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
 	}
 	if cfg.Tracer != nil {
-		t, ok := cfg.Tracer.(pgx.QueryTracer)
-		if !ok {
-			return nil, &store.OpenError{Step: store.StepConnect, Err: errors.New("opening the postgres pool: the tracer is not a pgx.QueryTracer")}
-		}
-		pcfg.ConnConfig.Tracer = t
+		pcfg.ConnConfig.Tracer = NewPoolTracer(cfg.Tracer)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
