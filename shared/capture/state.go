@@ -17,6 +17,9 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/postgres"
 )
 
 // The files of the state directory (spec/08-capture-changes.md).
@@ -29,7 +32,7 @@ const (
 )
 
 // StateTable is the table that records each capture identity (migration V7).
-const StateTable = "queuebox_capture_state"
+const StateTable = store.CaptureStateTable
 
 // Offsets is the content of offsets.dat: a small JSON document.
 type Offsets struct {
@@ -152,40 +155,32 @@ type stateRow struct {
 	fingerprint string
 }
 
-// stateStore reads and writes queuebox_capture_state.
+// stateStore reads and writes queuebox_capture_state through the statements of the
+// PostgreSQL driver (postgres.CaptureState).
 type stateStore struct {
 	conn *pgx.Conn
 }
 
+func (s stateStore) states() store.CaptureStateStore { return postgres.NewCaptureState(s.conn) }
+
 // exists reports whether the table exists (migration V7 applied).
-func (s stateStore) exists(ctx context.Context) (bool, error) {
-	var ok bool
-	if err := s.conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, StateTable).Scan(&ok); err != nil {
-		return false, fmt.Errorf("looking for %s: %w", StateTable, err)
-	}
-	return ok, nil
-}
+func (s stateStore) exists(ctx context.Context) (bool, error) { return s.states().Exists(ctx) }
 
 // read returns the row of the identity, or nil.
 func (s stateStore) read(ctx context.Context, identity string) (*stateRow, error) {
-	var r stateRow
-	err := s.conn.QueryRow(ctx, `SELECT state_id, config_fingerprint FROM `+StateTable+` WHERE identity_name = $1`, identity).
-		Scan(&r.stateID, &r.fingerprint)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
+	r, err := s.states().Read(ctx, identity)
+	if r == nil || err != nil {
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", StateTable, err)
-	}
-	return &r, nil
+	return &stateRow{stateID: r.StateID, fingerprint: r.Fingerprint}, nil
 }
 
 // insert records the identity unless a row exists, and returns the row that the table holds
 // afterwards.
 func (s stateStore) insert(ctx context.Context, identity string, r stateRow) (*stateRow, error) {
-	if _, err := s.conn.Exec(ctx, `INSERT INTO `+StateTable+` (identity_name, state_id, config_fingerprint)
-VALUES ($1, $2, $3) ON CONFLICT (identity_name) DO NOTHING`, identity, r.stateID, r.fingerprint); err != nil {
-		return nil, fmt.Errorf("recording the capture identity in %s: %w", StateTable, err)
+	got, err := s.states().Insert(ctx, identity, store.CaptureStateRow{StateID: r.stateID, Fingerprint: r.fingerprint})
+	if got == nil || err != nil {
+		return nil, err
 	}
-	return s.read(ctx, identity)
+	return &stateRow{stateID: got.StateID, fingerprint: got.Fingerprint}, nil
 }

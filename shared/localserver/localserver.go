@@ -73,8 +73,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, err
 	if err != nil {
 		return nil, err
 	}
-	if db.Pool != nil {
-		poolTracer.Attach(db.Pool)
+	if cfg.Database.Type != config.SQLServer {
+		poolTracer.AttachStats(db.PoolStats)
 	}
 	ob, err := service.NewOutbox(ctx, pollerConfig(cfg), db.Store, reg, log, brokers()...)
 	if err != nil {

@@ -1,16 +1,13 @@
 package metrics
 
 import (
-	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/alternayte/queuebox/shared/store"
 )
 
 // PoolName is the value of the pool label that the local process gives its one database
@@ -123,11 +120,11 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// PoolTracer measures a pgx pool for the hikaricp_connections_* families: the acquire time
-// and the acquires in progress (pgxpool.AcquireTracer), the time a caller holds a connection
-// (pgxpool.ReleaseTracer), the time to open a physical connection (pgx.ConnectTracer) and
-// the acquires that time out. pgxpool picks these interfaces up from ConnConfig.Tracer, so
-// a PoolTracer is also a pgx.QueryTracer, one that does nothing.
+// PoolTracer measures a connection pool for the hikaricp_connections_* families: the acquire
+// time and the acquires in progress, the time a caller holds a connection, the time to open a
+// physical connection and the acquires that time out. It is the store.PoolObserver that the
+// dialect driver reports to (store.OpenConfig.Tracer; on PostgreSQL through
+// postgres.PoolTracer).
 //
 // One PoolTracer serves one pool. Its methods are safe for concurrent use.
 type PoolTracer struct {
@@ -135,24 +132,17 @@ type PoolTracer struct {
 	reg      *Registry
 	families *poolFamilies
 	pending  atomic.Int64
-
-	mu   sync.Mutex
-	held map[*pgx.Conn]time.Time // acquired connections and when their caller got them
 }
 
-// The interfaces through which pgx and pgxpool call a PoolTracer.
 var (
-	_ pgx.QueryTracer       = (*PoolTracer)(nil)
-	_ pgx.ConnectTracer     = (*PoolTracer)(nil)
-	_ pgxpool.AcquireTracer = (*PoolTracer)(nil)
-	_ pgxpool.ReleaseTracer = (*PoolTracer)(nil)
-	_ prometheus.Collector  = (*poolCollector)(nil)
+	_ store.PoolObserver   = (*PoolTracer)(nil)
+	_ prometheus.Collector = (*poolCollector)(nil)
 )
 
 // NewPoolTracer returns the tracer of the pool named pool. It registers the counter and the
 // timers of the pool with a zero value, so they appear in the scrape before the first
-// measurement. Set it as ConnConfig.Tracer of the pool configuration, then call Attach with
-// the pool to register its gauges.
+// measurement. Pass it to the driver as the observer of the pool, then call AttachStats with
+// the pool's statistics to register its gauges.
 func NewPoolTracer(r *Registry, pool string) *PoolTracer {
 	f := r.poolFamilies()
 	f.timeouts.WithLabelValues(pool)
@@ -160,88 +150,42 @@ func NewPoolTracer(r *Registry, pool string) *PoolTracer {
 		t.summary.WithLabelValues(pool)
 		t.maxes.WithLabelValues(pool)
 	}
-	return &PoolTracer{pool: pool, reg: r, families: f, held: map[*pgx.Conn]time.Time{}}
+	return &PoolTracer{pool: pool, reg: r, families: f}
 }
 
-// Attach registers the gauges of p, whose configuration carries t as its tracer, in the
-// registry of t. The gauges read p.Stat at each scrape; the pending gauge is the acquires in
-// progress that t counts; min and max are MinIdleConns and MaxConns of the configuration.
-func (t *PoolTracer) Attach(p *pgxpool.Pool) {
-	cfg := p.Config()
-	minIdle, maxConns := int64(cfg.MinIdleConns), int64(cfg.MaxConns)
+// AttachStats registers the gauges of the pool whose snapshot stats returns (a dialect
+// driver's store.Driver.PoolStats), whose driver reports to t, in the registry of t. The
+// gauges call stats at each scrape; the pending gauge is the acquires in progress that t
+// counts.
+func (t *PoolTracer) AttachStats(stats func() store.PoolStats) {
 	t.reg.RegisterPool(t.pool, func() PoolStats {
-		s := p.Stat()
-		active, idle := int64(s.AcquiredConns()), int64(s.IdleConns())
+		s := stats()
 		return PoolStats{
-			Total: active + idle, Active: active, Idle: idle,
-			Pending: t.pending.Load(), Min: minIdle, Max: maxConns,
+			Total: s.Active + s.Idle, Active: s.Active, Idle: s.Idle,
+			Pending: t.pending.Load(), Min: s.MinIdle, Max: s.Max,
 		}
 	})
 }
 
-type acquireStartKey struct{}
+// AcquireStarted implements store.PoolObserver: one more acquire in progress.
+func (t *PoolTracer) AcquireStarted() { t.pending.Add(1) }
 
-type connectStartKey struct{}
-
-// TraceAcquireStart implements pgxpool.AcquireTracer: the acquire waits from now.
-func (t *PoolTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
-	t.pending.Add(1)
-	return context.WithValue(ctx, acquireStartKey{}, time.Now())
-}
-
-// TraceAcquireEnd implements pgxpool.AcquireTracer. It observes the acquire time of a
-// connection that the caller got, and counts an acquire that ran out of time as a timeout.
-func (t *PoolTracer) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, data pgxpool.TraceAcquireEndData) {
+// AcquireEnded implements store.PoolObserver. It observes the acquire time of a connection
+// that the caller got, and counts an acquire that ran out of time as a timeout.
+func (t *PoolTracer) AcquireEnded(wait time.Duration, err error, timedOut bool) {
 	t.pending.Add(-1)
-	now := time.Now()
-	if data.Err != nil {
-		if errors.Is(data.Err, context.DeadlineExceeded) || pgconn.Timeout(data.Err) {
+	if err != nil {
+		if timedOut {
 			t.families.timeouts.WithLabelValues(t.pool).Inc()
 		}
 		return
 	}
-	if start, ok := ctx.Value(acquireStartKey{}).(time.Time); ok {
-		t.families.acquire.observe(now.Sub(start), t.pool)
-	}
-	if data.Conn != nil {
-		t.mu.Lock()
-		t.held[data.Conn] = now
-		t.mu.Unlock()
-	}
+	t.families.acquire.observe(wait, t.pool)
 }
 
-// TraceRelease implements pgxpool.ReleaseTracer: it observes how long the caller held the
-// connection. A connection that the caller hijacks is never released and keeps its entry.
-func (t *PoolTracer) TraceRelease(_ *pgxpool.Pool, data pgxpool.TraceReleaseData) {
-	t.mu.Lock()
-	since, ok := t.held[data.Conn]
-	delete(t.held, data.Conn)
-	t.mu.Unlock()
-	if ok {
-		t.families.usage.observe(time.Since(since), t.pool)
-	}
-}
+// Released implements store.PoolObserver: it observes how long the caller held the
+// connection.
+func (t *PoolTracer) Released(held time.Duration) { t.families.usage.observe(held, t.pool) }
 
-// TraceConnectStart implements pgx.ConnectTracer: a physical connection opens from now.
-func (t *PoolTracer) TraceConnectStart(ctx context.Context, _ pgx.TraceConnectStartData) context.Context {
-	return context.WithValue(ctx, connectStartKey{}, time.Now())
-}
-
-// TraceConnectEnd implements pgx.ConnectTracer: it observes the creation time of a
-// connection that opened.
-func (t *PoolTracer) TraceConnectEnd(ctx context.Context, data pgx.TraceConnectEndData) {
-	if data.Err != nil {
-		return
-	}
-	if start, ok := ctx.Value(connectStartKey{}).(time.Time); ok {
-		t.families.creation.observe(time.Since(start), t.pool)
-	}
-}
-
-// TraceQueryStart implements pgx.QueryTracer; it does nothing.
-func (t *PoolTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	return ctx
-}
-
-// TraceQueryEnd implements pgx.QueryTracer; it does nothing.
-func (t *PoolTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+// Connected implements store.PoolObserver: it observes the creation time of a connection.
+func (t *PoolTracer) Connected(took time.Duration) { t.families.creation.observe(took, t.pool) }

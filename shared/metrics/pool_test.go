@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/shared/dbtest"
+	"github.com/alternayte/queuebox/shared/store/postgres"
 )
 
 // sample returns the value of the family name for the label pool=pool: a gauge or counter
@@ -68,11 +69,11 @@ func tracedPool(t *testing.T, r *Registry, name string, maxConns, minIdle int32)
 	require.NoError(t, err)
 	cfg.MaxConns, cfg.MinIdleConns = maxConns, minIdle
 	tracer := NewPoolTracer(r, name)
-	cfg.ConnConfig.Tracer = tracer
+	cfg.ConnConfig.Tracer = postgres.NewPoolTracer(tracer)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	tracer.Attach(pool)
+	tracer.AttachStats(postgres.PoolStats(pool))
 	return pool
 }
 

@@ -264,6 +264,19 @@ func NewSQLServer(db *sql.DB, opts Options) *Runner {
 	return &Runner{d: &msDriver{db: db}, opts: opts.WithDefaults()}
 }
 
+// New returns the Runner of a dialect driver's migration handle (store.Driver.Migration): a
+// *pgxpool.Pool runs the PostgreSQL migrations and a *sql.DB the SQL Server ones.
+func New(handle any, opts Options) (*Runner, error) {
+	switch h := handle.(type) {
+	case *pgxpool.Pool:
+		return NewPostgres(h, opts), nil
+	case *sql.DB:
+		return NewSQLServer(h, opts), nil
+	default:
+		return nil, fmt.Errorf("creating the migration runner: unsupported handle %T", handle)
+	}
+}
+
 // Postgres applies the pending PostgreSQL migrations; see Runner.Migrate.
 func Postgres(ctx context.Context, pool *pgxpool.Pool, opts Options) (Result, error) {
 	return NewPostgres(pool, opts).Migrate(ctx)

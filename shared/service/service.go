@@ -6,16 +6,12 @@ package service
 
 import (
 	"context"
-	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"sync"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	_ "github.com/microsoft/go-mssqldb" // registers the sqlserver driver
 
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/connect"
@@ -80,15 +76,13 @@ func Names(cfg *config.Config) store.Names {
 	}
 }
 
-// Database is an open database: the store and, for the tools that need it, the driver handle.
+// Database is an open database: the store, the migrations and the pool statistics.
 type Database struct {
 	Store store.Store
-	// Pool is the pgx pool on PostgreSQL; nil on SQL Server.
-	Pool *pgxpool.Pool
-	// DB is the database/sql handle on SQL Server; nil on PostgreSQL.
-	DB *sql.DB
 	// Migrations runs and checks the bundled migrations.
 	Migrations *migrate.Runner
+	// PoolStats returns a snapshot of the connection pool.
+	PoolStats func() store.PoolStats
 }
 
 // Close releases the connections.
@@ -100,12 +94,10 @@ func (d *Database) Close() {
 
 // ConnectOptions are the optional parts of a connection that only some processes use.
 type ConnectOptions struct {
-	// Tracer, when set, becomes ConnConfig.Tracer of the PostgreSQL pool. pgxpool also calls
-	// its pgxpool.AcquireTracer and pgxpool.ReleaseTracer methods, and pgx its
-	// pgx.ConnectTracer method, when it has them: the local process passes the pool tracer of
-	// shared/metrics here, so this package does not link Prometheus. Ignored on SQL Server.
-	// Default: nil, no tracer.
-	Tracer pgx.QueryTracer
+	// Tracer, when set, observes the PostgreSQL pool (see store.OpenConfig.Tracer): the
+	// local process passes the pool tracer of shared/metrics here, so this package does not
+	// link Prometheus. Ignored on SQL Server. Default: nil, no tracer.
+	Tracer store.PoolObserver
 }
 
 // Connect waits up to database.startupTimeoutMs for the database to answer and opens the
@@ -116,83 +108,59 @@ func Connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Databa
 
 // ConnectWith is Connect with options.
 func ConnectWith(ctx context.Context, cfg *config.Config, log *slog.Logger, o ConnectOptions) (*Database, error) {
-	names := Names(cfg)
-	opts := migrate.Options{Names: names, Logger: log}
-	timeout := cfg.Database.StartupTimeoutMs.Duration()
-	switch cfg.Database.Type {
-	case config.SQLServer:
-		dsn, err := cfg.Database.SQLServerURL()
-		if err != nil {
-			return nil, startError("connect to the database", err)
-		}
-		db, err := sql.Open("sqlserver", dsn)
-		if err != nil {
-			return nil, startError("connect to the database", err)
-		}
-		db.SetMaxOpenConns(cfg.Database.PoolSize)
-		db.SetMaxIdleConns(cfg.Database.PoolSize)
-		if err := migrate.WaitForDatabase(ctx, db.PingContext, timeout); err != nil {
-			_ = db.Close()
-			return nil, startError("connect to the database", err)
-		}
-		st, err := sqlserver.New(db, names)
-		if err != nil {
-			_ = db.Close()
-			return nil, startError("open the store", err)
-		}
-		return &Database{Store: st, DB: db, Migrations: migrate.NewSQLServer(db, opts)}, nil
-	default:
-		dsn, err := cfg.Database.PgxConnString()
-		if err != nil {
-			return nil, startError("connect to the database", err)
-		}
-		pcfg, err := pgxpool.ParseConfig(dsn)
-		if err != nil {
-			return nil, startError("connect to the database", fmt.Errorf("parsing database.url: %w", err))
-		}
-		pcfg.MaxConns = int32(cfg.Database.PoolSize)
-		if ms := cfg.Database.ConnectionTimeoutMs.Duration(); ms > 0 {
-			pcfg.ConnConfig.ConnectTimeout = ms
-		}
-		if o.Tracer != nil {
-			pcfg.ConnConfig.Tracer = o.Tracer
-		}
-		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-		if err != nil {
-			return nil, startError("connect to the database", err)
-		}
-		// The first connection (TCP, TLS, and the server starting a backend) is most of a
-		// cold start: the store builds its statements meanwhile. A failure to connect is
-		// reported first, as when the two ran one after the other.
-		connected := make(chan error, 1)
-		go func() { connected <- migrate.WaitForDatabase(ctx, connectOnce(pool), timeout) }()
-		st, stErr := postgres.New(pool, names)
-		runner := migrate.NewPostgres(pool, opts)
-		if err := <-connected; err != nil {
-			pool.Close()
-			return nil, startError("connect to the database", err)
-		}
-		if stErr != nil {
-			pool.Close()
-			return nil, startError("open the store", stErr)
-		}
-		return &Database{Store: st, Pool: pool, Migrations: runner}, nil
+	drv, err := OpenDriver(ctx, cfg, log, o)
+	if err != nil {
+		return nil, err
 	}
+	runner, err := migrate.New(drv.Migration, migrate.Options{Names: drv.Names, Logger: log})
+	if err != nil {
+		drv.Close()
+		return nil, startError("connect to the database", err)
+	}
+	return &Database{Store: drv.Store, Migrations: runner, PoolStats: drv.PoolStats}, nil
 }
 
-// connectOnce returns the connect function of WaitForDatabase on a pool: it acquires a
-// connection, which the pool opens (pgxpool.Pool.Ping would then send a query as well), and
-// gives it back to the pool, idle, for the start checks. A connection that completed the
-// server's startup handshake is a database that answers.
-func connectOnce(pool *pgxpool.Pool) func(context.Context) error {
-	return func(ctx context.Context) error {
-		c, err := pool.Acquire(ctx)
-		if err != nil {
-			return err
-		}
-		c.Release()
-		return nil
+// Driver is an open dialect driver together with the names it was opened with.
+type Driver struct {
+	*store.Driver
+	Names store.Names
+}
+
+// OpenDriver opens the dialect driver of database.type (shared/store/postgres or
+// shared/store/sqlserver), waiting up to database.startupTimeoutMs for the database to
+// answer. An error is a *StartError.
+func OpenDriver(ctx context.Context, cfg *config.Config, log *slog.Logger, o ConnectOptions) (*Driver, error) {
+	names := Names(cfg)
+	ocfg := store.OpenConfig{
+		PoolSize:        cfg.Database.PoolSize,
+		ConnectTimeout:  cfg.Database.ConnectionTimeoutMs.Duration(),
+		StartupTimeout:  cfg.Database.StartupTimeoutMs.Duration(),
+		WaitForDatabase: migrate.WaitForDatabase,
+		Names:           names,
+		Tracer:          o.Tracer,
+		Logger:          log,
 	}
+	open := postgres.Open
+	var err error
+	switch cfg.Database.Type {
+	case config.SQLServer:
+		open = sqlserver.Open
+		ocfg.ConnString, err = cfg.Database.SQLServerURL()
+	default:
+		ocfg.ConnString, err = cfg.Database.PgxConnString()
+	}
+	if err != nil {
+		return nil, startError("connect to the database", err)
+	}
+	drv, err := open(ctx, ocfg)
+	if err != nil {
+		var oe *store.OpenError
+		if errors.As(err, &oe) {
+			return nil, startError(oe.Step, oe.Err)
+		}
+		return nil, startError("connect to the database", err)
+	}
+	return &Driver{Driver: drv, Names: names}, nil
 }
 
 // Prepare runs the start checks of the schema: it applies the pending migrations when

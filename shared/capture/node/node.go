@@ -35,14 +35,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/postgres"
 	"github.com/alternayte/queuebox/shared/waker"
 )
 
@@ -101,7 +101,7 @@ type Node struct {
 	cfg      *config.Config
 	log      *slog.Logger
 	conn     *capture.Connector
-	db       *pgxpool.Pool // one lazy connection for the database health component
+	db       *store.Driver // one lazy connection for the database health component
 	poll     *waker.LambdaInvoker
 	relay    *waker.LambdaInvoker // nil without RelayFunction
 	metrics  *metrics.Registry
@@ -158,24 +158,14 @@ func New(ctx context.Context, cfg *config.Config, s Settings, o Options, log *sl
 
 // healthPool is a pool of at most one connection on database.url (not the capture account's
 // replication connection), opened on the first probe of the database component.
-func healthPool(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
+func healthPool(ctx context.Context, cfg *config.Config) (*store.Driver, error) {
 	dsn, err := cfg.Database.PgxConnString()
 	if err != nil {
 		return nil, err
 	}
-	pcfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("parsing database.url: %w", err)
-	}
-	pcfg.MaxConns = 1
-	if ms := cfg.Database.ConnectionTimeoutMs.Duration(); ms > 0 {
-		pcfg.ConnConfig.ConnectTimeout = ms
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, fmt.Errorf("opening the health pool: %w", err)
-	}
-	return pool, nil
+	return postgres.OpenHealth(ctx, store.OpenConfig{
+		ConnString: dsn, PoolSize: 1, ConnectTimeout: cfg.Database.ConnectionTimeoutMs.Duration(),
+	})
 }
 
 // closeWakers closes the wakers and the health pool.
