@@ -19,7 +19,7 @@ func main() {
 	if err != nil {
 		lambdafn.Exit(err)
 	}
-	r, err := service.NewRelay(rt.Config, rt.DB.Store, rt.Metrics, rt.Log)
+	r, err := service.NewRelay(rt.Config, rt.DB.Store, rt.Metrics, nil, rt.Log)
 	if err != nil {
 		lambdafn.Exit(err)
 	}

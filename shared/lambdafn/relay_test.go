@@ -58,7 +58,7 @@ func newRelayFunction(t *testing.T, extra map[string]string) *relayFunction {
 	})
 	require.NoError(t, err, "Init")
 	t.Cleanup(rt.Close)
-	r, err := service.NewRelay(rt.Config, rt.DB.Store, rt.Metrics, rt.Log)
+	r, err := service.NewRelay(rt.Config, rt.DB.Store, rt.Metrics, nil, rt.Log)
 	require.NoError(t, err, "NewRelay")
 	return &relayFunction{
 		rt: rt, pool: pool, logs: logs,

@@ -2,7 +2,8 @@
 // routes), the management port (metrics and health), and the outbox poller and the inbox relay
 // in loops, all built by shared/service from the configuration. With outbox.capture.enabled
 // (postgres-logical) it also runs the capture connector of shared/capture in-process, which
-// wakes the poller at once on every committed outbox insert.
+// wakes the poller at once on every committed outbox insert. The relay wakes the poller after
+// every cycle that forwarded rows into the outbox, capture or not: they share the process.
 package localserver
 
 import (
@@ -84,7 +85,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, err
 	l := &Local{cfg: cfg, log: log, db: db, metrics: reg, outbox: ob, ready: make(chan struct{})}
 	var waker inbox.Waker
 	if cfg.Inbox.Relay.Enabled {
-		if l.relay, err = service.NewRelay(cfg, db.Store, reg, log); err != nil {
+		// The poller claims the rows that a relay cycle forwarded at once, not after
+		// outbox.pollIntervalMs.
+		if l.relay, err = service.NewRelay(cfg, db.Store, reg, ob.Poller, log); err != nil {
 			ob.Close()
 			db.Close()
 			return nil, err
@@ -146,7 +149,7 @@ func Check(ctx context.Context, cfg *config.Config) error {
 	defer ob.Close()
 	var rl *relay.Relay
 	if cfg.Inbox.Relay.Enabled {
-		if rl, err = service.NewRelay(cfg, st, nil, quiet); err != nil {
+		if rl, err = service.NewRelay(cfg, st, nil, nil, quiet); err != nil {
 			return err
 		}
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/waker"
 )
 
 // Config holds the relay settings of the configuration (inbox.relay.*).
@@ -108,6 +109,11 @@ type Options struct {
 	Metrics Metrics
 	// Logger receives the log lines; nil means slog.Default().
 	Logger *slog.Logger
+	// OutboxWaker is woken after every cycle that forwarded at least one row into the outbox,
+	// once the rows are committed, so that a poller in the same process claims them at once
+	// instead of after its poll interval (for example outbox.Poller.Wake through waker.Func).
+	// Nil wakes nothing: the poller finds the rows at its next poll.
+	OutboxWaker waker.Waker
 }
 
 // Relay claims push inbox rows and forwards them into the outbox. One Relay serves one
@@ -129,6 +135,8 @@ type Relay struct {
 	log     *slog.Logger
 	wake    chan struct{}
 	beat    health.Heartbeat
+	// outboxWaker is Options.OutboxWaker, waker.Nop when it is nil.
+	outboxWaker waker.Waker
 
 	reclaimGate every.Gate // the reclaim, at most once per ClaimTimeout / 5
 	gaugeGate   every.Gate // the pending gauge, at most once per PendingGaugeInterval
@@ -144,6 +152,9 @@ func New(opts Options) (*Relay, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.OutboxWaker == nil {
+		opts.OutboxWaker = waker.Nop{}
 	}
 	topics := make(map[string]TopicTemplate, len(opts.Sources))
 	allow := map[string]map[string]bool{}
@@ -176,6 +187,8 @@ func New(opts Options) (*Relay, error) {
 		metrics: opts.Metrics,
 		log:     opts.Logger.With("component", "relay"),
 		wake:    make(chan struct{}, 1),
+
+		outboxWaker: opts.OutboxWaker,
 	}, nil
 }
 
@@ -378,7 +391,8 @@ func (rn *run) sleep(ctx context.Context, t *time.Timer, d time.Duration) {
 }
 
 // cycle runs the maintenance steps that are due, claims a batch and forwards it row by row.
-// It returns the number of rows claimed.
+// It returns the number of rows claimed. A cycle that forwarded a row wakes the outbox waker
+// once, after the last row of the batch.
 func (rn *run) cycle() (int, error) {
 	r := rn.r
 	// The claim below sees every row committed before it, so a pending wake is spent.
@@ -397,6 +411,11 @@ func (rn *run) cycle() (int, error) {
 	rn.sum.Claimed += len(rows)
 	before := rn.sum
 	defer func() { rn.judge(before, len(rows)) }()
+	defer func() {
+		if rn.sum.Forwarded > before.Forwarded {
+			r.outboxWaker.Wake()
+		}
+	}()
 	rn.mu.Lock()
 	for _, row := range rows {
 		rn.held[row.ID] = &heldRow{claim: row.Claim()}

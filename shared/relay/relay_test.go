@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/waker"
 )
 
 func TestForwardedRowAsDocumented(t *testing.T) {
@@ -439,6 +441,35 @@ func TestWakeClaimsAtOnce(t *testing.T) {
 	waitFor(t, 30*time.Second, "the woken relay to forward the row", func() bool {
 		return readInbox(t, fx.pool, id).State == store.InboxProcessed
 	})
+}
+
+// TestOutboxWakerAfterAForwardingCycle: the outbox waker is woken once after a cycle that
+// forwarded rows, and not after a cycle that claimed nothing or only marked rows dead.
+func TestOutboxWakerAfterAForwardingCycle(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t)
+	var wakes atomic.Int64
+	r, err := relay.New(relay.Options{
+		Store: fx.store, Sources: testSources, Logger: testLogger(),
+		OutboxWaker: waker.Func(func() { wakes.Add(1) }),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	if sum := r.RunOnce(ctx); sum.Claimed != 0 || wakes.Load() != 0 {
+		t.Fatalf("empty cycle: summary %+v, %d wakes; want nothing claimed and no wake", sum, wakes.Load())
+	}
+	insertInbox(t, fx.store, inboxRow{Source: "orders-queue", Key: "k1", Aggregate: "a1"})
+	insertInbox(t, fx.store, inboxRow{Source: "orders-queue", Key: "k2", Aggregate: "a2"})
+	if sum := r.RunOnce(ctx); sum.Forwarded != 2 || wakes.Load() != 1 {
+		t.Fatalf("forwarding cycle: summary %+v, %d wakes; want 2 forwarded and one wake", sum, wakes.Load())
+	}
+	insertInbox(t, fx.store, inboxRow{Source: "ghost", Key: "g1"})
+	if sum := r.RunOnce(ctx); sum.Dead != 1 || sum.Forwarded != 0 || wakes.Load() != 1 {
+		t.Fatalf("dead-letter cycle: summary %+v, %d wakes in all; want 1 dead, nothing forwarded, no new wake", sum, wakes.Load())
+	}
 }
 
 func TestForwardErrorLeavesRowProcessing(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/transform"
+	"github.com/alternayte/queuebox/shared/waker"
 )
 
 // InboxMetrics is what the inbox handler and the relay report to.
@@ -53,8 +54,10 @@ func RelayConfig(cfg *config.Config) relay.Config {
 }
 
 // NewRelay builds the relay with the topic template of every configured source (push and
-// pull: a source switched to pull still has push rows stored earlier).
-func NewRelay(cfg *config.Config, st store.InboxStore, m relay.Metrics, log *slog.Logger) (*relay.Relay, error) {
+// pull: a source switched to pull still has push rows stored earlier). outboxWaker is woken
+// after every relay cycle that forwarded a row into the outbox: the outbox poller of the same
+// process (nil: nothing to wake, the poller finds the rows at its next poll).
+func NewRelay(cfg *config.Config, st store.InboxStore, m relay.Metrics, outboxWaker waker.Waker, log *slog.Logger) (*relay.Relay, error) {
 	sources := make(map[string]relay.Source, len(cfg.Sources))
 	for name, s := range cfg.Sources {
 		if s == nil {
@@ -62,7 +65,7 @@ func NewRelay(cfg *config.Config, st store.InboxStore, m relay.Metrics, log *slo
 		}
 		sources[name] = relay.Source{Kind: string(s.Kind), Topic: s.Topic, ForwardHeaders: s.ForwardHeaders}
 	}
-	r, err := relay.New(relay.Options{Store: st, Config: RelayConfig(cfg), Sources: sources, Metrics: m, Logger: log})
+	r, err := relay.New(relay.Options{Store: st, Config: RelayConfig(cfg), Sources: sources, Metrics: m, Logger: log, OutboxWaker: outboxWaker})
 	if err != nil {
 		return nil, startError("build the inbox relay", err)
 	}

@@ -1,6 +1,7 @@
 // Package waker tells a delivery cycle that there is new work, so that it claims at once
-// instead of waiting for its next poll. Capture events, the reconciliation timer and a stored
-// push inbox row call Wake; what a wake does depends on where the cycle runs:
+// instead of waiting for its next poll. Capture events, the reconciliation timer, a stored
+// push inbox row and a relay cycle that forwarded rows into the outbox call Wake; what a wake
+// does depends on where the cycle runs:
 //
 //   - Nop: nothing (pure polling, or a Lambda schedule alone);
 //   - Func and Signal: in the same process, for example the local process's poller
