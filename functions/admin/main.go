@@ -26,5 +26,5 @@ func main() {
 	if err != nil {
 		lambdafn.Exit(err)
 	}
-	lambdafn.Start(h)
+	lambdafn.Start(rt, h)
 }

@@ -24,7 +24,7 @@ func main() {
 	if err != nil {
 		lambdafn.Exit(err)
 	}
-	lambdafn.Start(h)
+	lambdafn.Start(rt, h)
 }
 
 // newHandler builds the function's handler once per container.

@@ -28,5 +28,5 @@ func main() {
 	if err != nil {
 		lambdafn.Exit(err)
 	}
-	lambdafn.Start(lambdafn.PollHandler(ob.Poller, rt.Settings, rt.Log))
+	lambdafn.Start(rt, lambdafn.PollHandler(ob.Poller, rt.Settings, rt.Log))
 }

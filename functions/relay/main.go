@@ -23,5 +23,5 @@ func main() {
 	if err != nil {
 		lambdafn.Exit(err)
 	}
-	lambdafn.Start(lambdafn.RelayHandler(r, rt.Settings, rt.Log))
+	lambdafn.Start(rt, lambdafn.RelayHandler(r, rt.Settings, rt.Log))
 }

@@ -33,5 +33,5 @@ func main() {
 	if !cleaner.Enabled() {
 		rt.Log.Warn("retention.enabled is false: every invocation of this function deletes nothing")
 	}
-	lambdafn.Start(lambdafn.RetentionHandler(cleaner, rt.Settings, rt.Log))
+	lambdafn.Start(rt, lambdafn.RetentionHandler(cleaner, rt.Settings, rt.Log))
 }

@@ -15,7 +15,7 @@
 //	if err != nil {
 //		lambdafn.Exit(err)
 //	}
-//	lambdafn.Start(lambdafn.PollHandler(ob.Poller, rt.Settings, rt.Log))
+//	lambdafn.Start(rt, lambdafn.PollHandler(ob.Poller, rt.Settings, rt.Log))
 //
 // The relay function hands RelayHandler to Start the same way; the inbox function hands it
 // HTTPHandler over service.DataHandler, which adapts API Gateway HTTP API events to the

@@ -90,9 +90,7 @@ func Init(ctx context.Context, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := emf.New(emf.Options{})
-	invocationMetrics = rec
-	return &Runtime{Config: cfg, Log: log, DB: db, Metrics: rec, Settings: settings}, nil
+	return &Runtime{Config: cfg, Log: log, DB: db, Metrics: emf.New(emf.Options{}), Settings: settings}, nil
 }
 
 // Exit prints err to stderr as "QueueBox could not <step>. Reason: ..." and ends the process
