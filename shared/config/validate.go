@@ -564,29 +564,12 @@ func (v *validator) forwardHeaders(p keyPath, names []string) {
 		switch {
 		case len(name) > maxForwardHeaderNameLen:
 			v.add(p.index(i), "is a header name longer than %d characters", maxForwardHeaderNameLen)
-		case !isHeaderToken(name):
+		case !forwarded.ValidName(name):
 			v.add(p.index(i), "must be a header name (letters, digits and !#$%%&'*+-.^_`|~), not %q", name)
 		case forwarded.IsHopByHop(name):
 			v.add(p.index(i), "names %s, a hop-by-hop or framing header, which QueueBox never forwards", name)
 		}
 	}
-}
-
-// isHeaderToken reports whether name is a non-empty HTTP token (RFC 9110, section 5.1).
-func isHeaderToken(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 func (v *validator) filter(p keyPath, f Filter) {

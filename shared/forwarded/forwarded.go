@@ -117,3 +117,21 @@ func (g Guard) Drops(name string) bool {
 	}
 	return false
 }
+
+// ValidName reports whether name is a non-empty HTTP token (RFC 9110, section 5.1), the form
+// of a header name that may travel in an HTTP request.
+func ValidName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

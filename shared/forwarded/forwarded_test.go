@@ -44,3 +44,16 @@ func TestGuardDrops(t *testing.T) {
 		t.Error("the zero Guard must drop the hop-by-hop headers only")
 	}
 }
+
+func TestValidName(t *testing.T) {
+	for _, name := range []string{"X-Team", "x_team", "A1", "!#$%&'*+-.^_`|~"} {
+		if !forwarded.ValidName(name) {
+			t.Errorf("forwarded.ValidName(%q) = false, want true", name)
+		}
+	}
+	for _, name := range []string{"", "X Team", "X:Team", "X-Té", "X\x00", "(x)", "a/b"} {
+		if forwarded.ValidName(name) {
+			t.Errorf("forwarded.ValidName(%q) = true, want false", name)
+		}
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/alternayte/queuebox/shared/forwarded"
 )
 
 // Defaults of Config, applied by WithDefaults.
@@ -205,7 +207,7 @@ func (c Config) validate() error {
 	}
 	seen := make(map[string]string, len(c.Headers))
 	for name, value := range c.Headers {
-		if !validHeaderName(name) {
+		if !forwarded.ValidName(name) {
 			return fmt.Errorf("%s.headers: %q is not a valid header name", prefix, name)
 		}
 		if !validHeaderValue(value) {
@@ -248,7 +250,7 @@ func (a Auth) validate(prefix string) error {
 		}
 		return nil
 	case AuthHeader:
-		if !validHeaderName(a.Header.Name) {
+		if !forwarded.ValidName(a.Header.Name) {
 			return fmt.Errorf("%s.headerName: %q is not a valid header name", prefix, a.Header.Name)
 		}
 		if a.Header.Value == "" {
@@ -354,23 +356,6 @@ func joinURL(base, path string) string {
 	default:
 		return base + "/" + path
 	}
-}
-
-// validHeaderName reports whether name is an RFC 9110 token.
-func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // validHeaderValue reports whether value can travel as a header value: no CR, LF or NUL and

@@ -319,7 +319,7 @@ func sortedRowHeaders(headers map[string]string) ([][2]string, error) {
 	}
 	out := make([][2]string, 0, len(headers))
 	for name, value := range headers {
-		if !validHeaderName(name) {
+		if !forwarded.ValidName(name) {
 			return nil, fmt.Errorf("%w: row header name %q", ErrInvalidHeader, name)
 		}
 		if !validHeaderValue(value) {
