@@ -410,11 +410,11 @@ func (rn *run) cycle() (int, error) {
 	}
 	rn.sum.Claimed += len(rows)
 	before := rn.sum
-	defer func() { rn.judge(before, len(rows)) }()
 	defer func() {
 		if rn.sum.Forwarded > before.Forwarded {
 			r.outboxWaker.Wake()
 		}
+		rn.judge(before, len(rows))
 	}()
 	rn.mu.Lock()
 	for _, row := range rows {
