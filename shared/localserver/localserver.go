@@ -21,10 +21,6 @@ import (
 	"github.com/alternayte/queuebox/shared/admin"
 	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/connect"
-	"github.com/alternayte/queuebox/shared/connect/kafka"
-	"github.com/alternayte/queuebox/shared/connect/nats"
-	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/metrics"
@@ -32,6 +28,7 @@ import (
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/retention"
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/service/destinations"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/waker"
 )
@@ -123,8 +120,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, err
 
 // brokers are the broker destinations of queuebox serve, whose composition root this
 // package is: it delivers to RabbitMQ, Kafka and NATS as well as HTTP.
-func brokers() []connect.Destination {
-	return []connect.Destination{rabbitmq.Destination(), kafka.Destination(), nats.Destination()}
+func brokers() []service.Broker {
+	return destinations.All()
 }
 
 // Check runs every start-time refusal of New that depends on the configuration alone, without
