@@ -130,7 +130,7 @@ func New(ctx context.Context, cfg *config.Config, s Settings, o Options, log *sl
 		return waker.LambdaConfig{FunctionName: function, Interval: s.WakeInterval, Endpoint: s.Endpoint,
 			Client: o.Client, Payload: []byte(`{"source":"queuebox.capture"}`), Logger: log}
 	}
-	ccfg, err := capture.FromConfig(cfg, waker.Nop{}, log)
+	ccfg, err := service.CaptureConfig(cfg, waker.Nop{}, log)
 	if err != nil {
 		return nil, &service.StartError{Step: "start capture", Err: err}
 	}

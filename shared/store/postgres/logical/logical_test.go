@@ -1,4 +1,4 @@
-package capture_test
+package logical_test
 
 import (
 	"context"
@@ -26,15 +26,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/shared/capture"
-	"github.com/alternayte/queuebox/shared/capture/capturetest"
+	"github.com/alternayte/queuebox/shared/store/postgres/logical"
+	"github.com/alternayte/queuebox/shared/store/postgres/logical/logicaltest"
 	"github.com/alternayte/queuebox/shared/waker"
 )
 
 // server is the PostgreSQL server with wal_level = logical of this package's tests: a private
 // cluster that TestMain starts and stops (the shared server runs with wal_level = replica).
-var server *capturetest.Server
+var server *logicaltest.Server
 
-func TestMain(m *testing.M) { os.Exit(capturetest.Main(m, &server)) }
+func TestMain(m *testing.M) { os.Exit(logicaltest.Main(m, &server)) }
 
 // env is one test's database and state directory.
 type env struct {
@@ -51,7 +52,7 @@ func newEnv(t *testing.T, publish bool) env {
 	t.Helper()
 	e := env{url: server.NewDatabase(t), dir: filepath.Join(t.TempDir(), "capture"),
 		slotName: fmt.Sprintf("qb_slot_%d", slotSeq.Add(1))}
-	e.admin = capturetest.Pool(t, e.url)
+	e.admin = logicaltest.Pool(t, e.url)
 	if publish {
 		e.exec(t, `CREATE PUBLICATION queuebox_outbox FOR TABLE outbox`)
 	}
@@ -71,6 +72,7 @@ func (e env) insert(t *testing.T, key string) {
 
 func (e env) config(w waker.Waker) capture.Config {
 	return capture.Config{
+		Source:                 logical.Source{},
 		ConnString:             e.url,
 		Slot:                   e.slotName,
 		StateDirectory:         e.dir,
@@ -434,7 +436,7 @@ func TestReconnectsAfterTheServerEndsTheStream(t *testing.T) {
 	})
 	e.exec(t, `GRANT SELECT ON outbox TO `+role)
 	cfg := e.config(&counter{})
-	cfg.ConnString = capturetest.WithUser(t, e.url, role)
+	cfg.ConnString = logicaltest.WithUser(t, e.url, role)
 	cfg.StateConnString = e.url
 	w := &counter{}
 	cfg.Waker = w
