@@ -1,0 +1,225 @@
+package capture_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alternayte/queuebox/shared/capture"
+	"github.com/alternayte/queuebox/shared/store"
+)
+
+// The connector knows no dialect: these tests drive it through a fake Source. The tests of
+// the PostgreSQL source, on a real server, are in shared/store/postgres/logical.
+
+// fakeSource is a Source whose sessions fail to connect while connectErr is set, and
+// otherwise stream the events of events, then wait for the end of the context.
+type fakeSource struct {
+	mu         sync.Mutex
+	connectErr error
+	inspectErr error
+	events     chan capture.Event
+	states     *fakeStates
+	confirmed  atomic.Uint64
+}
+
+func (s *fakeSource) Open(capture.Config) (capture.Log, error) { return s, nil }
+func (s *fakeSource) Fingerprint() string                      { return "fp" }
+func (s *fakeSource) ParsePosition(v string) (capture.Position, error) {
+	n, err := strconv.ParseUint(v, 10, 64)
+	return capture.Position(n), err
+}
+func (s *fakeSource) FormatPosition(p capture.Position) string {
+	return strconv.FormatUint(uint64(p), 10)
+}
+
+func (s *fakeSource) Connect(context.Context) (capture.Session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.connectErr != nil {
+		return nil, s.connectErr
+	}
+	return fakeSession{s}, nil
+}
+
+type fakeSession struct{ s *fakeSource }
+
+func (f fakeSession) Lock(context.Context) (bool, error) { return true, nil }
+func (f fakeSession) Inspect(context.Context) (*capture.Inspection, error) {
+	if f.s.inspectErr != nil {
+		return nil, f.s.inspectErr
+	}
+	return &capture.Inspection{States: f.s.states, Close: func() {}}, nil
+}
+func (f fakeSession) CreateSlot(context.Context) (capture.Position, error) { return 10, nil }
+func (f fakeSession) Start(context.Context, capture.Position) error        { return nil }
+func (f fakeSession) Receive(ctx context.Context) (capture.Event, error) {
+	select {
+	case ev := <-f.s.events:
+		return ev, nil
+	case <-ctx.Done():
+		if ctx.Err() == context.DeadlineExceeded {
+			return capture.Event{}, fmt.Errorf("%w: %w", capture.ErrReceiveTimeout, ctx.Err())
+		}
+		return capture.Event{}, ctx.Err()
+	}
+}
+func (f fakeSession) Confirm(_ context.Context, pos capture.Position) error {
+	f.s.confirmed.Store(uint64(pos))
+	return nil
+}
+func (f fakeSession) Close() {}
+
+// fakeStates is queuebox_capture_state in memory.
+type fakeStates struct {
+	mu   sync.Mutex
+	rows map[string]store.CaptureStateRow
+}
+
+func (f *fakeStates) Exists(context.Context) (bool, error) { return true, nil }
+func (f *fakeStates) Read(_ context.Context, id string) (*store.CaptureStateRow, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.rows[id]
+	if !ok {
+		return nil, nil
+	}
+	return &r, nil
+}
+func (f *fakeStates) Insert(ctx context.Context, id string, r store.CaptureStateRow) (*store.CaptureStateRow, error) {
+	f.mu.Lock()
+	if _, ok := f.rows[id]; !ok {
+		f.rows[id] = r
+	}
+	f.mu.Unlock()
+	return f.Read(ctx, id)
+}
+
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) Wake() { c.n.Add(1) }
+
+func newFake() *fakeSource {
+	return &fakeSource{events: make(chan capture.Event, 16), states: &fakeStates{rows: map[string]store.CaptureStateRow{}}}
+}
+
+func config(t *testing.T, src capture.Source, w *counter) capture.Config {
+	return capture.Config{
+		Source: src, ConnString: "fake", StateDirectory: filepath.Join(t.TempDir(), "capture"),
+		ReconciliationInterval: time.Hour, StandbyInterval: 20 * time.Millisecond,
+		MinBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+		Waker: w, Logger: slog.New(slog.DiscardHandler),
+	}
+}
+
+func start(t *testing.T, cfg capture.Config) (*capture.Connector, func() error) {
+	t.Helper()
+	c, err := capture.New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop := func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return c, stop
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestNewRefusesAConfigurationWithoutSource(t *testing.T) {
+	t.Parallel()
+	cfg := config(t, nil, &counter{})
+	_, err := capture.New(cfg)
+	require.EqualError(t, err, "checking the capture configuration: Source is nil")
+}
+
+// A committed transaction with outbox inserts wakes once; an insert into another table
+// wakes nothing; the handled position is confirmed.
+func TestWakesOnCommittedOutboxInserts(t *testing.T) {
+	t.Parallel()
+	src, w := newFake(), &counter{}
+	c, stop := start(t, config(t, src, w))
+	waitFor(t, "streaming", func() bool { return c.Check(context.Background()) == nil })
+	assert.EqualValues(t, 1, w.n.Load(), "the attempt woke delivery")
+	for _, ev := range []capture.Event{
+		{Kind: capture.EventBegin},
+		{Kind: capture.EventInsert, Schema: "public", Table: "outbox"},
+		{Kind: capture.EventInsert, Schema: "public", Table: "outbox"},
+		{Kind: capture.EventCommit, Position: 20},
+		{Kind: capture.EventBegin},
+		{Kind: capture.EventInsert, Schema: "other", Table: "outbox"},
+		{Kind: capture.EventCommit, Position: 30},
+	} {
+		src.events <- ev
+	}
+	waitFor(t, "the confirmation of position 30", func() bool { return src.confirmed.Load() == 30 })
+	st := c.Stats()
+	assert.EqualValues(t, 2, st.Inserts)
+	assert.EqualValues(t, 1, st.Wakes)
+	assert.Equal(t, "30", st.Handled)
+	assert.EqualValues(t, 2, w.n.Load())
+	require.NoError(t, stop())
+}
+
+// A lost connection is retried with a backoff, and every attempt wakes delivery; it is never
+// a fault.
+func TestRetriesALostConnection(t *testing.T) {
+	t.Parallel()
+	src, w := newFake(), &counter{}
+	src.connectErr = errors.New("connection refused")
+	c, stop := start(t, config(t, src, w))
+	waitFor(t, "three attempts", func() bool { return c.Stats().Attempts >= 3 })
+	waitFor(t, "the component down and disconnected", func() bool {
+		err := c.Check(context.Background())
+		return err != nil && err.Error() == "capture is disconnected and reconnecting: connection refused"
+	})
+	require.NoError(t, c.Fault())
+	assert.GreaterOrEqual(t, w.n.Load(), int64(3))
+	src.mu.Lock()
+	src.connectErr = nil
+	src.mu.Unlock()
+	waitFor(t, "streaming", func() bool { return c.Check(context.Background()) == nil })
+	require.NoError(t, stop())
+}
+
+// A Fault of the source stops the stream without a retry; Run returns it.
+func TestAFaultStopsTheStream(t *testing.T) {
+	t.Parallel()
+	src, w := newFake(), &counter{}
+	src.inspectErr = capture.Faultf(false, "the database is not prepared")
+	c, stop := start(t, config(t, src, w))
+	select {
+	case <-c.Faulted():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no fault")
+	}
+	require.EqualError(t, c.Fault(), "capture cannot start: the database is not prepared")
+	require.EqualError(t, c.Check(context.Background()), "capture cannot start: the database is not prepared")
+	assert.EqualValues(t, 1, c.Stats().Attempts)
+	var f *capture.Fault
+	require.ErrorAs(t, stop(), &f)
+}
