@@ -1,6 +1,7 @@
 // Package node is the standalone capture node of the AWS deployment (capturenode/main.go): a
 // small long-running service that loads the same configuration as every other QueueBox
-// process, runs the postgres-logical capture connector of shared/capture, and wakes the poll
+// process, runs the capture connector of shared/capture with the PostgreSQL logical-replication
+// source (shared/store/postgres/logical, as service.CaptureConfig builds it), and wakes the poll
 // Lambda function (and, optionally, the relay function) with a debounced asynchronous invoke
 // (shared/waker.LambdaInvoker). It serves GET /health/live, /health/ready, /health and
 // /metrics on server.managementPort, or on server.httpPort when no management port is set.
