@@ -182,6 +182,7 @@ type Fault struct {
 	Reason string
 }
 
+// Error returns the sentence that the health check and the log show.
 func (f *Fault) Error() string {
 	if f.Recovery {
 		return "capture needs recovery: " + f.Reason
