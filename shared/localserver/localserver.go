@@ -189,7 +189,7 @@ func pollerConfig(cfg *config.Config) *config.Config {
 // newCapture builds the capture connector that wakes the poller (and the relay, for inserts
 // into the inbox table when the publication publishes it). sqlserver-cdc is refused.
 func newCapture(cfg *config.Config, poller *outbox.Poller, rl *relay.Relay, log *slog.Logger) (*capture.Connector, error) {
-	ccfg, err := capture.FromConfig(cfg, waker.Func(poller.Wake), log)
+	ccfg, err := service.CaptureConfig(cfg, waker.Func(poller.Wake), log)
 	if err != nil {
 		return nil, err
 	}
