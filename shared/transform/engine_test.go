@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
 )
 
 // sharedEngine serves the tests that need no engine of their own.
@@ -385,4 +384,3 @@ func TestLimits(t *testing.T) {
 	_, err = x.Evaluate(context.Background(), json.RawMessage(`{"n":100}`), nil)
 	assert.ErrorIs(t, err, ErrDepth)
 }
-

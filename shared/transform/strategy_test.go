@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
 )
 
 // TestDecideFollowsTheErrorStrategyTable checks every cell of the error strategy table of
