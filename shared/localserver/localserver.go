@@ -91,7 +91,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, err
 		}
 		waker = l.relay
 	}
-	if l.cleaner, err = retention.New(retention.Options{Store: db.Store, Config: cfg.Retention, Metrics: reg, Logger: log}); err != nil {
+	if l.cleaner, err = retention.New(retention.Options{Store: db.Store, Config: service.RetentionConfig(cfg), Metrics: reg, Logger: log}); err != nil {
 		ob.Close()
 		db.Close()
 		return nil, &service.StartError{Step: "build the retention cleanup", Err: err}
@@ -150,7 +150,7 @@ func Check(ctx context.Context, cfg *config.Config) error {
 			return err
 		}
 	}
-	if _, err := retention.New(retention.Options{Store: st, Config: cfg.Retention, Logger: quiet}); err != nil {
+	if _, err := retention.New(retention.Options{Store: st, Config: service.RetentionConfig(cfg), Logger: quiet}); err != nil {
 		return &service.StartError{Step: "build the retention cleanup", Err: err}
 	}
 	if cfg.Admin.Enabled {

@@ -298,7 +298,7 @@ func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, log 
 			continue
 		}
 		closers = append(closers, closer)
-		step, err := Transforms().CompileStep(d.Transform)
+		step, err := Transforms().CompileStep(TransformConfig(d.Transform))
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("destinations.%s.transform: %w", name, err)
@@ -376,7 +376,7 @@ func NewOutbox(ctx context.Context, cfg *config.Config, st store.OutboxStore, m 
 	}
 	routeTx := map[int]*transform.Step{}
 	for i, r := range cfg.Routes {
-		step, err := Transforms().CompileStep(r.Transform)
+		step, err := Transforms().CompileStep(TransformConfig(r.Transform))
 		if err != nil {
 			return nil, startError("build the routes", fmt.Errorf("routes[%d].transform: %w", i, err))
 		}
