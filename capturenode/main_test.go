@@ -22,12 +22,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/capture/capturetest"
 	"github.com/alternayte/queuebox/shared/health"
+	"github.com/alternayte/queuebox/shared/store/postgres/logical/logicaltest"
 )
 
 // server is the private PostgreSQL cluster with wal_level = logical of these tests.
-var server *capturetest.Server
+var server *logicaltest.Server
 
 // binary is the capture node, built once by TestMain.
 var binary string
@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building the capture node: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := capturetest.Main(m, &server)
+	code := logicaltest.Main(m, &server)
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -188,7 +188,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 func TestCaptureNodeWakesThePollFunction(t *testing.T) {
 	t.Parallel()
 	dbURL := server.NewDatabase(t)
-	pool := capturetest.Pool(t, dbURL)
+	pool := logicaltest.Pool(t, dbURL)
 	_, err := pool.Exec(context.Background(), `CREATE PUBLICATION queuebox_outbox FOR TABLE outbox`)
 	require.NoError(t, err)
 	fake := newFakeLambda(t)

@@ -3,9 +3,9 @@
 // already exist (200 duplicate), and the latency of each answer.
 //
 // The measured process runs QueueBox's real local process (localserver.New and Run, built from
-// a config.Config loaded from QUEUEBOX_ variables) against a private database. The source is a
-// pull source, so the inbox relay finds nothing to copy and does not compete with the requests
-// for the database. The load generator is a second process, the same binary started with
+// a configuration loaded from QUEUEBOX_ variables by service.LoadEnv) against a private
+// database. The source is a pull source, so the inbox relay finds nothing to copy and does not
+// compete with the requests for the database. The load generator is a second process, the same binary started with
 // -loadgen: keep-alive HTTP clients that post as fast as they are answered. Speed is reported
 // here and never asserted in a test.
 package inboxbench
@@ -26,8 +26,8 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/bench/benchdb"
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/localserver"
+	"github.com/alternayte/queuebox/shared/service"
 )
 
 // Source is the name of the bench's HTTP source, and its path under the inbox base path.
@@ -172,7 +172,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.PoolSize > 0 {
 		env["QUEUEBOX_DATABASE_POOLSIZE"] = strconv.Itoa(opts.PoolSize)
 	}
-	cfg, _, err := config.Load(config.LoadOptions{Env: env, ReadFile: func(string) ([]byte, error) { return nil, os.ErrNotExist }})
+	cfg, err := service.LoadEnv(env)
 	if err != nil {
 		return nil, fmt.Errorf("loading the QueueBox configuration: %w", err)
 	}

@@ -8,11 +8,9 @@ package main
 import (
 	"context"
 
-	"github.com/alternayte/queuebox/shared/connect/kafka"
-	"github.com/alternayte/queuebox/shared/connect/nats"
-	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/service/destinations"
 )
 
 func main() {
@@ -23,8 +21,7 @@ func main() {
 	}
 	// The poll function delivers to RabbitMQ, Kafka and NATS destinations too; the other
 	// functions pass none and so leave the broker clients out of their binaries.
-	ob, err := service.NewOutbox(ctx, rt.Config, rt.DB.Store, rt.Metrics, rt.Log,
-		rabbitmq.Destination(), kafka.Destination(), nats.Destination())
+	ob, err := service.NewOutbox(ctx, rt.Config, rt.DB.Store, rt.Metrics, rt.Log, destinations.All()...)
 	if err != nil {
 		lambdafn.Exit(err)
 	}

@@ -23,7 +23,7 @@ func main() {
 	}
 	cleaner, err := retention.New(retention.Options{
 		Store:   rt.DB.Store,
-		Config:  rt.Config.Retention,
+		Config:  service.RetentionConfig(rt.Config),
 		Metrics: rt.RetentionMetrics(),
 		Logger:  rt.Log,
 	})

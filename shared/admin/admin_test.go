@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/alternayte/queuebox/shared/admin"
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/inboundauth"
 	"github.com/alternayte/queuebox/shared/route"
@@ -44,8 +43,8 @@ func newEnv(t *testing.T, insecure bool) *env {
 	}
 	var verifier inboundauth.Verifier
 	if !insecure {
-		auth := config.NewInboundAuth(config.AuthBearer)
-		auth.Bearer.Token = config.NewSecret(token)
+		auth := inboundauth.NewConfig(inboundauth.KindBearer)
+		auth.Bearer.Token = inboundauth.NewSecret(token)
 		if verifier, err = inboundauth.New(auth); err != nil {
 			t.Fatal(err)
 		}

@@ -1,15 +1,18 @@
-// Package capture is the change data capture connector of QueueBox for PostgreSQL
+// Package capture is the change data capture connector of QueueBox
 // (outbox.capture.mode postgres-logical, spec/01-change-data-capture.md and
-// spec/08-capture-changes.md). It reads a logical replication slot with the pgoutput plugin
-// through the publication that the operator created, and wakes delivery when an insert into
-// the outbox table commits. Capture delivers nothing: delivery still claims every row through
-// SQL, and a lost wake costs latency, never a message.
+// spec/08-capture-changes.md). It reads the change log of the database through a Source and
+// wakes delivery when an insert into the outbox table commits. Capture delivers nothing:
+// delivery still claims every row through SQL, and a lost wake costs latency, never a message.
 //
-// The connector
+// This package knows no dialect: the Source of Config reads the log (for PostgreSQL, the
+// logical replication slot with the pgoutput plugin, shared/store/postgres/logical), and the
+// composition root (shared/service.CaptureConfig) builds the Config from QueueBox's
+// configuration. The connector
 //
-//   - refuses to start when the publication does not exist or does not publish the outbox
-//     table; it never creates or drops a publication;
-//   - creates the replication slot on the first start when it is missing, and never drops it;
+//   - refuses to start when the source says that the database is not prepared (for
+//     PostgreSQL, a missing publication or one that does not publish the outbox table); it
+//     never creates or drops a publication;
+//   - creates the slot on the first start when it is missing, and never drops it;
 //   - holds a session lock of its identity for the whole run, so a second owner is refused;
 //   - compares the state directory (offsets.dat, identity) with the row of
 //     queuebox_capture_state and the settings, and stops with a Fault that names the reason
@@ -21,9 +24,10 @@
 //   - reconnects after a lost connection with a backoff from 1 s to 30 s and never exits for
 //     it; Check reports the component down meanwhile.
 //
-// SQL Server change data capture (sqlserver-cdc) is not implemented in this build: FromConfig
-// refuses it with ErrSQLServerCDCNotImplemented. spec/28-metrics.md lists no capture metric,
-// so the connector exposes none; Stats counts what it saw, for tests and logs.
+// SQL Server change data capture (sqlserver-cdc) is not implemented in this build:
+// shared/service.CaptureConfig refuses it with ErrSQLServerCDCNotImplemented.
+// spec/28-metrics.md lists no capture metric, so the connector exposes none; Stats counts what
+// it saw, for tests and logs.
 package capture
 
 import (
@@ -37,14 +41,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgproto3"
-
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/redact"
+	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/waker"
 )
 
@@ -54,9 +53,6 @@ const (
 	DefaultStandbyInterval        = 10 * time.Second
 	DefaultMinBackoff             = time.Second
 	DefaultMaxBackoff             = 30 * time.Second
-	// ApplicationName is the application_name of the replication connection, as
-	// pg_stat_replication shows it.
-	ApplicationName = "queuebox-capture"
 )
 
 // ErrSQLServerCDCNotImplemented refuses outbox.capture.mode sqlserver-cdc.
@@ -64,18 +60,18 @@ var ErrSQLServerCDCNotImplemented = errors.New("outbox.capture.mode sqlserver-cd
 	"SQL Server change data capture cannot run here; set outbox.capture.enabled to false (delivery polls " +
 	"at outbox.pollIntervalMs) or use postgres-logical on PostgreSQL")
 
-// errNotEnabled refuses a configuration whose capture is off.
-var errNotEnabled = errors.New("outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED); " +
-	"capture needs outbox.capture.enabled true and outbox.capture.mode postgres-logical")
-
 // namePattern is the rule of identity, slot and publication (spec/23-configuration.md).
 var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 
-// Config is the configuration of a Connector; FromConfig builds it from QueueBox's
-// configuration.
+// Config is the configuration of a Connector; shared/service.CaptureConfig builds it from
+// QueueBox's configuration.
 type Config struct {
-	// ConnString is the pgx connection string of the capture connection: the slot, the
-	// publication and the replication stream (config.CaptureTarget.PgxConnString). Required.
+	// Source reads the change log of the database (for PostgreSQL:
+	// shared/store/postgres/logical.Source). Required.
+	Source Source
+	// ConnString is the connection string of the capture connection, in the form that
+	// Source's driver takes: the slot, the publication and the replication stream
+	// (config.CaptureTarget.PgxConnString on PostgreSQL). Required.
 	ConnString string
 	// StateConnString is the connection of the queuebox_capture_state table: database.url
 	// with its credentials. Default: ConnString.
@@ -112,44 +108,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// FromConfig returns the connector configuration of outbox.capture, waking w. It refuses a
-// configuration whose capture is off and the mode sqlserver-cdc
-// (ErrSQLServerCDCNotImplemented).
-func FromConfig(cfg *config.Config, w waker.Waker, log *slog.Logger) (Config, error) {
-	cp := cfg.Outbox.Capture
-	switch {
-	case !cp.Enabled:
-		return Config{}, errNotEnabled
-	case cp.Mode == config.CaptureSQLServerCDC:
-		return Config{}, ErrSQLServerCDCNotImplemented
-	case cp.Mode != config.CapturePostgresLogical:
-		return Config{}, fmt.Errorf("outbox.capture.mode is %s; capture needs postgres-logical", cp.Mode)
-	}
-	target, err := cfg.CaptureTarget()
-	if err != nil {
-		return Config{}, fmt.Errorf("reading the capture connection: %w", err)
-	}
-	stateConn, err := cfg.Database.PgxConnString()
-	if err != nil {
-		return Config{}, fmt.Errorf("reading database.url: %w", err)
-	}
-	tables := cfg.Database.Tables()
-	return Config{
-		ConnString:             target.PgxConnString(),
-		StateConnString:        stateConn,
-		Identity:               cp.Identity,
-		Publication:            cp.Publication,
-		Slot:                   cp.Slot,
-		Schema:                 cp.EffectiveSchema(cfg.Database.Type),
-		Table:                  tables.Outbox,
-		InboxTable:             tables.Inbox,
-		StateDirectory:         cp.StateDirectory,
-		ReconciliationInterval: cp.ReconciliationIntervalMs.Duration(),
-		Waker:                  w,
-		Logger:                 log,
-	}, nil
-}
-
 // WithDefaults returns the configuration with its zero values replaced by the defaults.
 func (c Config) WithDefaults() Config {
 	if c.StateConnString == "" {
@@ -168,7 +126,7 @@ func (c Config) WithDefaults() Config {
 		c.Schema = "public"
 	}
 	if c.Table == "" {
-		c.Table = config.DefaultOutboxTableName
+		c.Table = store.DefaultNames().OutboxTable
 	}
 	if c.ReconciliationInterval == 0 {
 		c.ReconciliationInterval = DefaultReconciliationInterval
@@ -190,6 +148,9 @@ func (c Config) WithDefaults() Config {
 
 func (c Config) validate() error {
 	var problems []error
+	if c.Source == nil {
+		problems = append(problems, errors.New("Source is nil"))
+	}
 	if c.ConnString == "" {
 		problems = append(problems, errors.New("ConnString is empty"))
 	}
@@ -221,6 +182,7 @@ type Fault struct {
 	Reason string
 }
 
+// Error returns the sentence that the health check and the log show.
 func (f *Fault) Error() string {
 	if f.Recovery {
 		return "capture needs recovery: " + f.Reason
@@ -228,7 +190,9 @@ func (f *Fault) Error() string {
 	return "capture cannot start: " + f.Reason
 }
 
-func faultf(recovery bool, format string, args ...any) *Fault {
+// Faultf returns the Fault of the reason that format and args make; a Source returns one for
+// a database that is not prepared (recovery false).
+func Faultf(recovery bool, format string, args ...any) *Fault {
 	return &Fault{Recovery: recovery, Reason: fmt.Sprintf(format, args...)}
 }
 
@@ -258,9 +222,9 @@ const (
 // once; Check, Stats, Fault and Faulted are safe for concurrent use.
 type Connector struct {
 	cfg   Config
+	log   Log
 	files files
 	fp    string // the settings' fingerprint
-	repl  *pgconn.Config
 
 	mu      sync.Mutex
 	state   string
@@ -272,8 +236,8 @@ type Connector struct {
 	faultOnce sync.Once
 
 	inserts, wakes, inboxWakes, attempts atomic.Uint64
-	handled                              atomic.Uint64 // pglogrepl.LSN
-	written                              pglogrepl.LSN // the position in offsets.dat; run goroutine only
+	handled                              atomic.Uint64 // a Position
+	written                              Position      // the position in offsets.dat; run goroutine only
 }
 
 // New validates cfg and returns a connector that has not connected yet.
@@ -282,20 +246,15 @@ func New(cfg Config) (*Connector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("checking the capture configuration: %w", err)
 	}
-	repl, err := pgconn.ParseConfig(cfg.ConnString)
+	log, err := cfg.Source.Open(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("parsing the capture connection: %w", err)
-	}
-	repl.RuntimeParams["replication"] = "database"
-	repl.RuntimeParams["application_name"] = ApplicationName
-	if repl.ConnectTimeout == 0 {
-		repl.ConnectTimeout = 10 * time.Second
+		return nil, err
 	}
 	return &Connector{
 		cfg:     cfg,
-		files:   files{dir: cfg.StateDirectory},
-		fp:      fingerprint(repl.Host, repl.Port, repl.Database, cfg.Schema, cfg.Table, cfg.Publication, cfg.Slot),
-		repl:    repl,
+		log:     log,
+		files:   files{dir: cfg.StateDirectory, log: log},
+		fp:      log.Fingerprint(),
 		state:   stateStarting,
 		faulted: make(chan struct{}),
 	}, nil
@@ -346,7 +305,7 @@ func (c *Connector) Fault() error {
 func (c *Connector) Stats() Stats {
 	return Stats{
 		Inserts: c.inserts.Load(), Wakes: c.wakes.Load(), InboxWakes: c.inboxWakes.Load(),
-		Attempts: c.attempts.Load(), Handled: pglogrepl.LSN(c.handled.Load()).String(),
+		Attempts: c.attempts.Load(), Handled: c.log.FormatPosition(Position(c.handled.Load())),
 	}
 }
 
@@ -427,81 +386,53 @@ func (c *Connector) reconcile(ctx context.Context) {
 	}
 }
 
-// relation tells what a relation of the stream is to capture.
-type relation uint8
-
-const (
-	otherTable relation = iota
-	outboxTable
-	inboxTable
-)
-
 // session makes one connection: it takes the identity's lock, checks the database and the
 // state, creates the slot when needed, and streams until ctx is done or the connection
 // fails. streamed tells whether the stream started.
 func (c *Connector) session(ctx context.Context) (streamed bool, err error) {
 	c.setState(stateStarting, nil)
-	conn, err := pgconn.ConnectConfig(ctx, c.repl)
+	sess, err := c.log.Connect(ctx)
 	if err != nil {
-		return false, fmt.Errorf("opening the replication connection: %w", err)
-	}
-	defer func() {
-		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = conn.Close(closeCtx)
-	}()
-	if err := c.lock(ctx, conn); err != nil {
 		return false, err
 	}
-	start, create, err := c.prepare(ctx)
+	defer sess.Close()
+	if err := c.lock(ctx, sess); err != nil {
+		return false, err
+	}
+	start, create, err := c.prepare(ctx, sess)
 	if err != nil {
 		return false, err
 	}
 	if create {
-		res, err := pglogrepl.CreateReplicationSlot(ctx, conn, c.cfg.Slot, "pgoutput",
-			pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
-		if err != nil {
-			return false, fmt.Errorf("creating the replication slot %s: %w", c.cfg.Slot, err)
-		}
-		if start, err = pglogrepl.ParseLSN(res.ConsistentPoint); err != nil {
-			return false, fmt.Errorf("reading the consistent point of the slot %s: %w", c.cfg.Slot, err)
+		if start, err = sess.CreateSlot(ctx); err != nil {
+			return false, err
 		}
 		if err := c.files.writeOffsets(start, c.cfg.Slot, c.cfg.Publication); err != nil {
 			return false, err
 		}
-		c.cfg.Logger.Info("capture created the replication slot", "slot", c.cfg.Slot, "position", start.String())
+		c.cfg.Logger.Info("capture created the replication slot", "slot", c.cfg.Slot, "position", c.log.FormatPosition(start))
 	}
-	if start > pglogrepl.LSN(c.handled.Load()) {
+	if start > Position(c.handled.Load()) {
 		c.handled.Store(uint64(start))
 	}
 	c.written = start
-	err = pglogrepl.StartReplication(ctx, conn, c.cfg.Slot, start, pglogrepl.StartReplicationOptions{
-		Mode: pglogrepl.LogicalReplication,
-		PluginArgs: []string{
-			"proto_version '1'",
-			"publication_names '" + c.cfg.Publication + "'",
-		},
-	})
-	if err != nil {
-		return false, fmt.Errorf("starting replication from the slot %s: %w", c.cfg.Slot, err)
+	if err := sess.Start(ctx, start); err != nil {
+		return false, err
 	}
 	c.setState(stateStreaming, nil)
 	c.cfg.Logger.Info("capture is streaming", "identity", c.cfg.Identity, "slot", c.cfg.Slot,
-		"publication", c.cfg.Publication, "position", start.String())
-	return true, c.stream(ctx, conn)
+		"publication", c.cfg.Publication, "position", c.log.FormatPosition(start))
+	return true, c.stream(ctx, sess)
 }
 
-// lock takes the session lock of the identity on the replication connection, which holds it
+// lock takes the session lock of the identity on the session's connection, which holds it
 // for the whole run.
-func (c *Connector) lock(ctx context.Context, conn *pgconn.PgConn) error {
-	res, err := conn.Exec(ctx, "SELECT pg_try_advisory_lock(hashtextextended('queuebox.capture."+c.cfg.Identity+"', 0))").ReadAll()
+func (c *Connector) lock(ctx context.Context, sess Session) error {
+	taken, err := sess.Lock(ctx)
 	if err != nil {
-		return fmt.Errorf("taking the lock of the capture identity: %w", err)
+		return err
 	}
-	if len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) != 1 {
-		return errors.New("taking the lock of the capture identity: unexpected answer")
-	}
-	if string(res[0].Rows[0][0]) == "t" {
+	if taken {
 		c.mu.Lock()
 		c.owned = true
 		c.mu.Unlock()
@@ -522,35 +453,21 @@ func (c *Connector) lock(ctx context.Context, conn *pgconn.PgConn) error {
 
 // prepare checks the server, the publication, the slot and the recorded state, and records a
 // fresh state. It returns the position to start from and whether the slot must be created.
-func (c *Connector) prepare(ctx context.Context) (start pglogrepl.LSN, create bool, err error) {
-	conn, err := pgx.Connect(ctx, c.cfg.ConnString)
-	if err != nil {
-		return 0, false, fmt.Errorf("connecting to check the capture database: %w", err)
-	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	if err := c.checkServer(ctx, conn); err != nil {
-		return 0, false, err
-	}
-	slotExists, err := c.checkSlot(ctx, conn)
+func (c *Connector) prepare(ctx context.Context, sess Session) (start Position, create bool, err error) {
+	in, err := sess.Inspect(ctx)
 	if err != nil {
 		return 0, false, err
 	}
+	defer in.Close()
+	slotExists, states := in.SlotExists, in.States
 
-	stateConn := conn
-	if c.cfg.StateConnString != c.cfg.ConnString {
-		if stateConn, err = pgx.Connect(ctx, c.cfg.StateConnString); err != nil {
-			return 0, false, fmt.Errorf("connecting to read %s: %w", StateTable, err)
-		}
-		defer func() { _ = stateConn.Close(context.WithoutCancel(ctx)) }()
-	}
-	store := stateStore{conn: stateConn}
-	hasTable, err := store.exists(ctx)
+	hasTable, err := states.Exists(ctx)
 	if err != nil {
 		return 0, false, err
 	}
-	var row *stateRow
+	var row *store.CaptureStateRow
 	if hasTable {
-		if row, err = store.read(ctx, c.cfg.Identity); err != nil {
+		if row, err = states.Read(ctx, c.cfg.Identity); err != nil {
 			return 0, false, err
 		}
 	} else {
@@ -571,11 +488,11 @@ func (c *Connector) prepare(ctx context.Context) (start pglogrepl.LSN, create bo
 
 	if id == "" {
 		if hasOffsets {
-			return 0, false, faultf(true, "the state directory %s holds %s but no %s file", dir, OffsetsFile, IdentityFile)
+			return 0, false, Faultf(true, "the state directory %s holds %s but no %s file", dir, OffsetsFile, IdentityFile)
 		}
 		if row != nil {
-			return 0, false, faultf(true, "the state directory %s holds no capture state, but %s says that the capture identity %s ran before (state_id %s): the state volume is missing or empty",
-				dir, StateTable, c.cfg.Identity, row.stateID)
+			return 0, false, Faultf(true, "the state directory %s holds no capture state, but %s says that the capture identity %s ran before (state_id %s): the state volume is missing or empty",
+				dir, StateTable, c.cfg.Identity, row.StateID)
 		}
 		// A first start: record the identity in the directory first, then in the table.
 		id = newStateID()
@@ -583,12 +500,12 @@ func (c *Connector) prepare(ctx context.Context) (start pglogrepl.LSN, create bo
 			return 0, false, err
 		}
 		if hasTable {
-			got, err := store.insert(ctx, c.cfg.Identity, stateRow{stateID: id, fingerprint: c.fp})
+			got, err := states.Insert(ctx, c.cfg.Identity, store.CaptureStateRow{StateID: id, Fingerprint: c.fp})
 			if err != nil {
 				return 0, false, err
 			}
-			if got == nil || got.stateID != id {
-				return 0, false, faultf(true, "another process recorded the capture identity %s in %s at the same time", c.cfg.Identity, StateTable)
+			if got == nil || got.StateID != id {
+				return 0, false, Faultf(true, "another process recorded the capture identity %s in %s at the same time", c.cfg.Identity, StateTable)
 			}
 		}
 		c.cfg.Logger.Info("capture recorded a new state", "identity", c.cfg.Identity, "state_id", id, "directory", dir)
@@ -598,215 +515,99 @@ func (c *Connector) prepare(ctx context.Context) (start pglogrepl.LSN, create bo
 	if hasTable {
 		switch {
 		case row == nil:
-			return 0, false, faultf(true, "the state files in %s belong to state_id %s, but %s has no row for the capture identity %s",
+			return 0, false, Faultf(true, "the state files in %s belong to state_id %s, but %s has no row for the capture identity %s",
 				dir, id, StateTable, c.cfg.Identity)
-		case row.stateID != id:
-			return 0, false, faultf(true, "the state files in %s belong to a different instance: they name state_id %s, and %s records state_id %s for the capture identity %s",
-				dir, id, StateTable, row.stateID, c.cfg.Identity)
-		case row.fingerprint != c.fp:
-			return 0, false, faultf(true, "the capture settings changed since the capture identity %s recorded its position (a new slot, publication, schema, table, host or database): the recorded position is meaningless",
+		case row.StateID != id:
+			return 0, false, Faultf(true, "the state files in %s belong to a different instance: they name state_id %s, and %s records state_id %s for the capture identity %s",
+				dir, id, StateTable, row.StateID, c.cfg.Identity)
+		case row.Fingerprint != c.fp:
+			return 0, false, Faultf(true, "the capture settings changed since the capture identity %s recorded its position (a new slot, publication, schema, table, host or database): the recorded position is meaningless",
 				c.cfg.Identity)
 		}
 	}
 	if !slotExists {
 		if hasOffsets {
-			return 0, false, faultf(true, "the replication slot %s is gone, but the state files in %s remain", c.cfg.Slot, dir)
+			return 0, false, Faultf(true, "the replication slot %s is gone, but the state files in %s remain", c.cfg.Slot, dir)
 		}
 		return 0, true, nil // the identity was recorded, the slot not yet created
 	}
 	return offsets, false, nil
 }
 
-// checkServer checks wal_level and the publication.
-func (c *Connector) checkServer(ctx context.Context, conn *pgx.Conn) error {
-	var walLevel string
-	if err := conn.QueryRow(ctx, `SELECT current_setting('wal_level')`).Scan(&walLevel); err != nil {
-		return fmt.Errorf("reading wal_level: %w", err)
-	}
-	if walLevel != "logical" {
-		return faultf(false, "PostgreSQL runs with wal_level = %s; capture needs wal_level = logical (set it in postgresql.conf and restart the server)", walLevel)
-	}
-	var inserts bool
-	err := conn.QueryRow(ctx, `SELECT pubinsert FROM pg_publication WHERE pubname = $1`, c.cfg.Publication).Scan(&inserts)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return c.missingPublication()
-	}
-	if err != nil {
-		return fmt.Errorf("reading the publication %s: %w", c.cfg.Publication, err)
-	}
-	if !inserts {
-		return faultf(false, "the publication %s does not publish inserts; create it with the default publish option, for example: CREATE PUBLICATION %s FOR TABLE %s",
-			c.cfg.Publication, c.cfg.Publication, c.qualifiedTable())
-	}
-	var n int
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3`,
-		c.cfg.Publication, c.cfg.Schema, c.cfg.Table).Scan(&n); err != nil {
-		return fmt.Errorf("reading the tables of the publication %s: %w", c.cfg.Publication, err)
-	}
-	if n == 0 {
-		return faultf(false, "the publication %s does not publish the outbox table %s; add it with: ALTER PUBLICATION %s ADD TABLE %s",
-			c.cfg.Publication, c.qualifiedTable(), c.cfg.Publication, c.qualifiedTable())
-	}
-	return nil
-}
-
-func (c *Connector) missingPublication() error {
-	return faultf(false, "the publication %s does not exist; create it with: CREATE PUBLICATION %s FOR TABLE %s (QueueBox never creates or drops a publication)",
-		c.cfg.Publication, c.cfg.Publication, c.qualifiedTable())
-}
-
-// qualifiedTable is schema.table as an operator types it: each part quoted only when it
-// needs quotes.
-func (c *Connector) qualifiedTable() string {
-	return quoteIdent(c.cfg.Schema) + "." + quoteIdent(c.cfg.Table)
-}
-
-var plainIdent = regexp.MustCompile(`^[a-z_][a-z0-9_$]*$`)
-
-func quoteIdent(s string) string {
-	if plainIdent.MatchString(s) {
-		return s
-	}
-	return pgx.Identifier{s}.Sanitize()
-}
-
-// checkSlot reports whether the slot exists, and refuses a slot that capture cannot read.
-func (c *Connector) checkSlot(ctx context.Context, conn *pgx.Conn) (bool, error) {
-	var plugin, database, slotType *string
-	err := conn.QueryRow(ctx, `SELECT plugin, database, slot_type FROM pg_replication_slots WHERE slot_name = $1`, c.cfg.Slot).
-		Scan(&plugin, &database, &slotType)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("reading the replication slot %s: %w", c.cfg.Slot, err)
-	}
-	switch {
-	case slotType == nil || *slotType != "logical":
-		return false, faultf(false, "the replication slot %s is not a logical slot", c.cfg.Slot)
-	case plugin == nil || *plugin != "pgoutput":
-		return false, faultf(false, "the replication slot %s uses the plugin %s; capture needs pgoutput", c.cfg.Slot, deref(plugin))
-	case database == nil || *database != conn.Config().Database:
-		return false, faultf(false, "the replication slot %s belongs to the database %s, not %s", c.cfg.Slot, deref(database), conn.Config().Database)
-	}
-	return true, nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return "(none)"
-	}
-	return *s
-}
-
-// stream reads the replication stream until ctx is done or the connection fails. It wakes on
-// every commit that inserted into the outbox table, and confirms the handled position at
-// least once per StandbyInterval and when the server asks.
-func (c *Connector) stream(ctx context.Context, conn *pgconn.PgConn) error {
-	relations := map[uint32]relation{}
+// stream reads the stream until ctx is done or the connection fails. It wakes on every
+// commit that inserted into the outbox table, and confirms the handled position at least
+// once per StandbyInterval and when the server asks.
+func (c *Connector) stream(ctx context.Context, sess Session) error {
 	var inTx, txOutbox, txInbox bool
 	nextStandby := time.Now().Add(c.cfg.StandbyInterval)
 	for {
 		if !time.Now().Before(nextStandby) {
-			if err := c.confirm(ctx, conn); err != nil {
+			if err := c.confirm(ctx, sess); err != nil {
 				return err
 			}
 			nextStandby = time.Now().Add(c.cfg.StandbyInterval)
 		}
 		recvCtx, cancel := context.WithDeadline(ctx, nextStandby)
-		raw, err := conn.ReceiveMessage(recvCtx)
+		ev, err := sess.Receive(recvCtx)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				// Stopping: record and confirm what was handled.
 				stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				if err := c.confirm(stopCtx, conn); err != nil {
+				if err := c.confirm(stopCtx, sess); err != nil {
 					c.cfg.Logger.Warn("capture could not confirm its position at shutdown", "error", redact.Error(err))
 				}
 				return nil
 			}
-			if pgconn.Timeout(err) {
+			if errors.Is(err, ErrReceiveTimeout) {
 				continue
 			}
-			return fmt.Errorf("receiving from the replication stream: %w", err)
+			return err
 		}
-		var data []byte
-		switch msg := raw.(type) {
-		case *pgproto3.ErrorResponse:
-			return fmt.Errorf("receiving from the replication stream: %w", pgconn.ErrorResponseToPgError(msg))
-		case *pgproto3.CopyData:
-			data = msg.Data
-		default:
-			continue
-		}
-		if len(data) == 0 {
-			continue
-		}
-		switch data[0] {
-		case pglogrepl.PrimaryKeepaliveMessageByteID:
-			ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
-			if err != nil {
-				return fmt.Errorf("reading a keepalive message: %w", err)
-			}
+		switch ev.Kind {
+		case EventKeepalive:
 			if !inTx {
-				c.advance(ka.ServerWALEnd)
+				c.advance(ev.Position)
 			}
-			if ka.ReplyRequested {
+			if ev.ReplyRequested {
 				nextStandby = time.Time{}
 			}
-		case pglogrepl.XLogDataByteID:
-			xld, err := pglogrepl.ParseXLogData(data[1:])
-			if err != nil {
-				return fmt.Errorf("reading a log message: %w", err)
+		case EventBegin:
+			inTx, txOutbox, txInbox = true, false, false
+		case EventInsert:
+			switch c.classify(ev.Schema, ev.Table) {
+			case outboxTable:
+				txOutbox = true
+				c.inserts.Add(1)
+			case inboxTable:
+				txInbox = true
 			}
-			if len(xld.WALData) == 0 {
-				continue
+		case EventCommit:
+			if txOutbox {
+				c.wakes.Add(1)
+				c.cfg.Waker.Wake()
 			}
-			switch xld.WALData[0] {
-			case 'R':
-				m, err := pglogrepl.Parse(xld.WALData)
-				if err != nil {
-					return fmt.Errorf("decoding a relation message: %w", err)
-				}
-				rel := m.(*pglogrepl.RelationMessage)
-				relations[rel.RelationID] = c.classify(rel.Namespace, rel.RelationName)
-			case 'B':
-				inTx, txOutbox, txInbox = true, false, false
-			case 'I':
-				// An insert: the relation ID follows the type byte. The tuple is not needed.
-				if len(xld.WALData) < 5 {
-					return errors.New("decoding an insert message: too short")
-				}
-				switch relations[uint32(xld.WALData[1])<<24|uint32(xld.WALData[2])<<16|uint32(xld.WALData[3])<<8|uint32(xld.WALData[4])] {
-				case outboxTable:
-					txOutbox = true
-					c.inserts.Add(1)
-				case inboxTable:
-					txInbox = true
-				}
-			case 'C':
-				m, err := pglogrepl.Parse(xld.WALData)
-				if err != nil {
-					return fmt.Errorf("decoding a commit message: %w", err)
-				}
-				commit := m.(*pglogrepl.CommitMessage)
-				if txOutbox {
-					c.wakes.Add(1)
-					c.cfg.Waker.Wake()
-				}
-				if txInbox && c.cfg.InboxWaker != nil {
-					c.inboxWakes.Add(1)
-					c.cfg.InboxWaker.Wake()
-				}
-				inTx, txOutbox, txInbox = false, false, false
-				c.advance(commit.TransactionEndLSN)
+			if txInbox && c.cfg.InboxWaker != nil {
+				c.inboxWakes.Add(1)
+				c.cfg.InboxWaker.Wake()
 			}
+			inTx, txOutbox, txInbox = false, false, false
+			c.advance(ev.Position)
 		}
 	}
 }
 
-// classify tells whether a relation is the outbox table, the inbox table, or another one.
+// relation tells what a table of the stream is to capture.
+type relation uint8
+
+const (
+	otherTable relation = iota
+	outboxTable
+	inboxTable
+)
+
+// classify tells whether a table is the outbox table, the inbox table, or another one.
 func (c *Connector) classify(namespace, name string) relation {
 	switch {
 	case namespace != c.cfg.Schema:
@@ -819,17 +620,17 @@ func (c *Connector) classify(namespace, name string) relation {
 	return otherTable
 }
 
-// advance records that every change up to lsn is handled.
-func (c *Connector) advance(lsn pglogrepl.LSN) {
-	if uint64(lsn) > c.handled.Load() {
-		c.handled.Store(uint64(lsn))
+// advance records that every change up to pos is handled.
+func (c *Connector) advance(pos Position) {
+	if uint64(pos) > c.handled.Load() {
+		c.handled.Store(uint64(pos))
 	}
 }
 
 // confirm records the handled position in offsets.dat, then tells the server: the slot never
 // moves past what the state directory holds.
-func (c *Connector) confirm(ctx context.Context, conn *pgconn.PgConn) error {
-	pos := pglogrepl.LSN(c.handled.Load())
+func (c *Connector) confirm(ctx context.Context, sess Session) error {
+	pos := Position(c.handled.Load())
 	if pos == 0 {
 		return nil
 	}
@@ -839,8 +640,5 @@ func (c *Connector) confirm(ctx context.Context, conn *pgconn.PgConn) error {
 		}
 		c.written = pos
 	}
-	if err := pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pos}); err != nil {
-		return fmt.Errorf("sending the standby status update: %w", err)
-	}
-	return nil
+	return sess.Confirm(ctx, pos)
 }

@@ -1,9 +1,7 @@
 package capture
 
 import (
-	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -11,15 +9,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
-
 	"github.com/alternayte/queuebox/shared/store"
-	"github.com/alternayte/queuebox/shared/store/postgres"
 )
 
 // The files of the state directory (spec/08-capture-changes.md).
@@ -36,7 +29,8 @@ const StateTable = store.CaptureStateTable
 
 // Offsets is the content of offsets.dat: a small JSON document.
 type Offsets struct {
-	// LSN is the log position up to which every change was handled, in PostgreSQL's X/Y form.
+	// LSN is the log position up to which every change was handled, in the form of the
+	// Source's Log.FormatPosition (PostgreSQL's X/Y form).
 	LSN string `json:"lsn"`
 	// Slot and Publication name what the position belongs to, for the operator's eyes.
 	Slot        string `json:"slot"`
@@ -48,6 +42,7 @@ type Offsets struct {
 // files reads and writes the state directory.
 type files struct {
 	dir string
+	log Log // reads and writes the positions
 }
 
 // readIdentity returns the state_id of the identity file, or "" when there is none.
@@ -64,7 +59,7 @@ func (f files) readIdentity() (string, error) {
 
 // readOffsets returns the handled position of offsets.dat; ok is false when the file does not
 // exist.
-func (f files) readOffsets() (lsn pglogrepl.LSN, ok bool, err error) {
+func (f files) readOffsets() (lsn Position, ok bool, err error) {
 	b, err := os.ReadFile(filepath.Join(f.dir, OffsetsFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, false, nil
@@ -76,7 +71,7 @@ func (f files) readOffsets() (lsn pglogrepl.LSN, ok bool, err error) {
 	if err := json.Unmarshal(b, &o); err != nil {
 		return 0, false, fmt.Errorf("reading %s: %w", OffsetsFile, err)
 	}
-	lsn, err = pglogrepl.ParseLSN(o.LSN)
+	lsn, err = f.log.ParsePosition(o.LSN)
 	if err != nil {
 		return 0, false, fmt.Errorf("reading %s: the position %q: %w", OffsetsFile, o.LSN, err)
 	}
@@ -92,8 +87,8 @@ func (f files) writeIdentity(stateID string) error {
 }
 
 // writeOffsets records the handled position.
-func (f files) writeOffsets(lsn pglogrepl.LSN, slot, publication string) error {
-	b, _ := json.Marshal(Offsets{LSN: lsn.String(), Slot: slot, Publication: publication,
+func (f files) writeOffsets(lsn Position, slot, publication string) error {
+	b, _ := json.Marshal(Offsets{LSN: f.log.FormatPosition(lsn), Slot: slot, Publication: publication,
 		UpdatedAt: time.Now().UTC().Format(time.RFC3339Nano)})
 	if err := writeAtomic(f.dir, OffsetsFile, append(b, '\n')); err != nil {
 		return fmt.Errorf("writing %s: %w", OffsetsFile, err)
@@ -138,49 +133,4 @@ func newStateID() string {
 	b[8] = b[8]&0x3f | 0x80
 	h := hex.EncodeToString(b[:])
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
-}
-
-// fingerprint is the digest of the settings that give the recorded position its meaning: a
-// new slot, publication, schema, table, host or database makes it meaningless.
-func fingerprint(host string, port uint16, database, schema, table, publication, slot string) string {
-	sum := sha256.Sum256([]byte(strings.Join([]string{
-		"postgres-logical", host, strconv.Itoa(int(port)), database, schema, table, publication, slot,
-	}, "\x00")))
-	return hex.EncodeToString(sum[:])
-}
-
-// stateRow is the row of queuebox_capture_state of the identity.
-type stateRow struct {
-	stateID     string
-	fingerprint string
-}
-
-// stateStore reads and writes queuebox_capture_state through the statements of the
-// PostgreSQL driver (postgres.CaptureState).
-type stateStore struct {
-	conn *pgx.Conn
-}
-
-func (s stateStore) states() store.CaptureStateStore { return postgres.NewCaptureState(s.conn) }
-
-// exists reports whether the table exists (migration V7 applied).
-func (s stateStore) exists(ctx context.Context) (bool, error) { return s.states().Exists(ctx) }
-
-// read returns the row of the identity, or nil.
-func (s stateStore) read(ctx context.Context, identity string) (*stateRow, error) {
-	r, err := s.states().Read(ctx, identity)
-	if r == nil || err != nil {
-		return nil, err
-	}
-	return &stateRow{stateID: r.StateID, fingerprint: r.Fingerprint}, nil
-}
-
-// insert records the identity unless a row exists, and returns the row that the table holds
-// afterwards.
-func (s stateStore) insert(ctx context.Context, identity string, r stateRow) (*stateRow, error) {
-	got, err := s.states().Insert(ctx, identity, store.CaptureStateRow{StateID: r.stateID, Fingerprint: r.fingerprint})
-	if got == nil || err != nil {
-		return nil, err
-	}
-	return &stateRow{stateID: got.StateID, fingerprint: got.Fingerprint}, nil
 }

@@ -1,11 +1,10 @@
 package config
 
 import (
-	"encoding/base64"
-	"errors"
 	"fmt"
 	"reflect"
-	"strings"
+
+	"github.com/alternayte/queuebox/shared/inboundauth"
 )
 
 // SourceKind is the kind of an inbox source, selected from its required keys.
@@ -378,10 +377,10 @@ type HMACAuth struct {
 
 // The headers of the stripe and standard-webhooks kinds, fixed by their senders.
 const (
-	StripeSignatureHeader           = "Stripe-Signature"
-	StandardWebhooksIDHeader        = "webhook-id"
-	StandardWebhooksTimestampHeader = "webhook-timestamp"
-	StandardWebhooksSignatureHeader = "webhook-signature"
+	StripeSignatureHeader           = inboundauth.StripeSignatureHeader
+	StandardWebhooksIDHeader        = inboundauth.StandardWebhooksIDHeader
+	StandardWebhooksTimestampHeader = inboundauth.StandardWebhooksTimestampHeader
+	StandardWebhooksSignatureHeader = inboundauth.StandardWebhooksSignatureHeader
 )
 
 // StripeAuth requires Stripe's Stripe-Signature header: t=<Unix seconds>,v1=<hex HMAC-SHA256 of
@@ -413,17 +412,10 @@ func (s *StandardWebhooksAuth) SigningKey() ([]byte, error) {
 }
 
 // StandardWebhooksKey decodes a Standard Webhooks secret, whsec_<base64> or <base64>, into the
-// HMAC key. The error never holds the secret.
+// HMAC key (inboundauth.StandardWebhooksKey, the decoding that the verifier uses). The error
+// never holds the secret.
 func StandardWebhooksKey(secret string) ([]byte, error) {
-	encoded := strings.TrimPrefix(secret, "whsec_")
-	key, err := base64.StdEncoding.DecodeString(encoded)
-	if err != nil {
-		return nil, errors.New("must be whsec_ followed by standard base64, or standard base64 alone: " + err.Error())
-	}
-	if len(key) == 0 {
-		return nil, errors.New("must hold a key after whsec_")
-	}
-	return key, nil
+	return inboundauth.StandardWebhooksKey(secret)
 }
 
 // The kinds of inbound auth, in the order the loader tries them.

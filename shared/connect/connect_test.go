@@ -96,7 +96,8 @@ func TestBrokerClientsStayInTheirFolder(t *testing.T) {
 }
 
 // The programs that do not deliver outbox rows link no broker client: their composition
-// roots pass no broker destination. The poll function, which delivers, links all three.
+// roots pass no broker destination (shared/service/destinations, which only the delivering
+// programs import, holds them). The poll function, which delivers, links all three.
 func TestOnlyDeliveringProgramsLinkBrokerClients(t *testing.T) {
 	t.Parallel()
 	for _, prog := range []string{"./functions/inbox", "./functions/relay", "./functions/retention", "./functions/admin", "./capturenode"} {
@@ -115,6 +116,26 @@ func TestOnlyDeliveringProgramsLinkBrokerClients(t *testing.T) {
 	for _, home := range drivers {
 		if !linked[home] {
 			t.Errorf("functions/poll does not link the client of %s", home)
+		}
+	}
+}
+
+// The connector folders take their own Config and import no configuration tree: the
+// composition root (shared/service and shared/service/destinations) maps shared/config to
+// them. Their tests build those Configs by hand, so they do not import it either.
+func TestConnectorsImportNoConfigurationTree(t *testing.T) {
+	t.Parallel()
+	const tree = module + "/shared/config"
+	lines := goList(t, "-f", "{{.ImportPath}}|{{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", "./shared/connect/...")
+	if len(lines) < 7 {
+		t.Fatalf("go list found %d packages under shared/connect; there are more", len(lines))
+	}
+	for _, l := range lines {
+		pkg, imports, _ := strings.Cut(l, "|")
+		for _, imp := range strings.Fields(imports) {
+			if imp == tree || strings.HasPrefix(imp, tree+"/") {
+				t.Errorf("%s imports %s", pkg, imp)
+			}
 		}
 	}
 }

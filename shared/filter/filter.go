@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/route"
 )
 
@@ -79,11 +78,38 @@ type Filter struct {
 	exclude []rule
 }
 
+// Config is a filter block (sources.<name>.filter): a message must match every Require rule and
+// no Exclude rule. The zero Config passes every message.
+type Config struct {
+	// Require lists the rules that a message must all match. Default: empty.
+	Require []Rule
+	// Exclude lists the rules that a message must not match. Default: empty.
+	Exclude []Rule
+}
+
+// IsZero reports whether the filter has no rule.
+func (c Config) IsZero() bool { return len(c.Require) == 0 && len(c.Exclude) == 0 }
+
+// Rule is one rule of a filter. It sets exactly one of Equals, In, Matches and Exists (and
+// Exists only as true).
+type Rule struct {
+	// Header is the header name; it matches in any letter case. Required.
+	Header string
+	// Equals: the value must equal this string. Nil when not set.
+	Equals *string
+	// In: the value must equal one entry; the list must not be empty. Nil when not set.
+	In []string
+	// Matches: the value must match this topic glob. Nil when not set.
+	Matches *string
+	// Exists: true means the header must be present; false is refused. Nil when not set.
+	Exists *bool
+}
+
 // New compiles a filter block. It refuses a rule without a header, a rule that sets not
 // exactly one of equals, in, matches and exists, an empty in list, exists: false, and a
 // matches glob that the routes refuse (***). The configuration loader already checks these;
 // New checks them again for a filter built in code.
-func New(f config.Filter) (*Filter, error) {
+func New(f Config) (*Filter, error) {
 	out := &Filter{}
 	for i, r := range f.Require {
 		c, err := compile(r)
@@ -102,7 +128,7 @@ func New(f config.Filter) (*Filter, error) {
 	return out, nil
 }
 
-func compile(r config.FilterRule) (rule, error) {
+func compile(r Rule) (rule, error) {
 	if strings.TrimSpace(r.Header) == "" {
 		return rule{}, errors.New("a rule needs a header")
 	}

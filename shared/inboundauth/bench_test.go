@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/inboundauth"
 )
 
@@ -21,16 +20,16 @@ func BenchmarkHMACVerify(b *testing.B) {
 	now := time.UnixMilli(1700000000000)
 	ts := strconv.FormatInt(now.UnixMilli(), 10)
 	for _, alg := range []struct {
-		name config.HMACAlgorithm
+		name inboundauth.Algorithm
 		hash func() hash.Hash
-	}{{config.HmacSHA256, sha256.New}, {config.HmacSHA512, sha512.New}} {
-		for _, format := range []config.SignaturePayloadFormat{config.PayloadBody, config.PayloadTimestampDotBody} {
+	}{{inboundauth.HmacSHA256, sha256.New}, {inboundauth.HmacSHA512, sha512.New}} {
+		for _, format := range []inboundauth.PayloadFormat{inboundauth.PayloadBody, inboundauth.PayloadTimestampDotBody} {
 			for _, size := range []int{256, 4 << 10, 64 << 10} {
 				body := make([]byte, size)
 				for i := range body {
 					body[i] = byte('a' + i%26)
 				}
-				auth := hmacAuth("bench-secret", func(h *config.HMACAuth) {
+				auth := hmacAuth("bench-secret", func(h *inboundauth.HMAC) {
 					h.Algorithm = alg.name
 					h.TimestampHeader = "X-Timestamp"
 					h.SignaturePayloadFormat = format
@@ -40,7 +39,7 @@ func BenchmarkHMACVerify(b *testing.B) {
 					b.Fatal(err)
 				}
 				mac := hmac.New(alg.hash, []byte("bench-secret"))
-				if format == config.PayloadTimestampDotBody {
+				if format == inboundauth.PayloadTimestampDotBody {
 					mac.Write([]byte(ts + "."))
 				}
 				mac.Write(body)

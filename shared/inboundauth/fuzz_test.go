@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/inboundauth"
 )
 
@@ -110,19 +109,19 @@ func FuzzHMACVerifier(f *testing.F) {
 	f.Add("k", []byte("{}"), "", "{sig}0", "-{now}", true, false, false, int64(-301), int32(0))
 	f.Fuzz(func(t *testing.T, secret string, body []byte, prefix, sigTmpl, tsTmpl string, withTS, sha512Alg, twice bool, offset int64, skew int32) {
 		secret = secretMarker + secret
-		a := config.NewInboundAuth(config.AuthHMAC)
-		a.HMAC.Secret = config.NewSecret(secret)
+		a := inboundauth.NewConfig(inboundauth.KindHMAC)
+		a.HMAC.Secret = inboundauth.NewSecret(secret)
 		a.HMAC.HeaderName = "X-Signature"
 		a.HMAC.SignaturePrefix = prefix
-		a.HMAC.TimestampTolerance = fuzzTolerance
+		a.HMAC.TimestampToleranceMs = fuzzTolerance
 		alg := sha256.New
 		if sha512Alg {
-			a.HMAC.Algorithm, alg = config.HmacSHA512, sha512.New
+			a.HMAC.Algorithm, alg = inboundauth.HmacSHA512, sha512.New
 		}
-		a.HMAC.SignaturePayloadFormat = config.PayloadBody
+		a.HMAC.SignaturePayloadFormat = inboundauth.PayloadBody
 		if withTS {
 			a.HMAC.TimestampHeader = "X-Timestamp"
-			a.HMAC.SignaturePayloadFormat = config.PayloadTimestampDotBody
+			a.HMAC.SignaturePayloadFormat = inboundauth.PayloadTimestampDotBody
 		}
 		v, err := inboundauth.New(a)
 		if err != nil {
@@ -175,9 +174,9 @@ func FuzzStripeVerifier(f *testing.F) {
 	f.Add("whsec_x", []byte("{}"), "t=,v1={sig}", false, int64(0), int32(0))
 	f.Fuzz(func(t *testing.T, secret string, body []byte, headerTmpl string, twice bool, offset int64, skew int32) {
 		secret = secretMarker + secret
-		a := config.NewInboundAuth(config.AuthStripe)
-		a.Stripe.Secret = config.NewSecret(secret)
-		a.Stripe.TimestampTolerance = fuzzTolerance
+		a := inboundauth.NewConfig(inboundauth.KindStripe)
+		a.Stripe.Secret = inboundauth.NewSecret(secret)
+		a.Stripe.TimestampToleranceMs = fuzzTolerance
 		v, err := inboundauth.New(a)
 		if err != nil {
 			t.Fatalf("building the verifier: %v", err)
@@ -262,9 +261,9 @@ func FuzzStandardWebhooksVerifier(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key, body []byte, id, tsTmpl, sigTmpl string, twice bool, offset int64, skew int32) {
 		key = append([]byte(secretMarker), key...)
 		secret := "whsec_" + base64.StdEncoding.EncodeToString(key)
-		a := config.NewInboundAuth(config.AuthStandardWebhooks)
-		a.StandardWebhooks.Secret = config.NewSecret(secret)
-		a.StandardWebhooks.TimestampTolerance = fuzzTolerance
+		a := inboundauth.NewConfig(inboundauth.KindStandardWebhooks)
+		a.StandardWebhooks.Secret = inboundauth.NewSecret(secret)
+		a.StandardWebhooks.TimestampToleranceMs = fuzzTolerance
 		v, err := inboundauth.New(a)
 		if err != nil {
 			t.Fatalf("building the verifier: %v", err)

@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/alternayte/queuebox/shared/config"
 )
 
 // dot separates the timestamp and the body in a signed payload.
@@ -28,7 +26,7 @@ type hmacVerifier struct {
 	stale         *Error
 }
 
-func newHMAC(c *config.HMACAuth) (*hmacVerifier, error) {
+func newHMAC(c *HMAC) (*hmacVerifier, error) {
 	if c.Secret.IsEmpty() {
 		return nil, errors.New("secret is empty")
 	}
@@ -40,7 +38,7 @@ func newHMAC(c *config.HMACAuth) (*hmacVerifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	tolerance, err := positiveTolerance(c.TimestampTolerance)
+	tolerance, err := positiveTolerance(c.TimestampToleranceMs)
 	if err != nil {
 		return nil, err
 	}
@@ -48,18 +46,18 @@ func newHMAC(c *config.HMACAuth) (*hmacVerifier, error) {
 	format := c.SignaturePayloadFormat
 	switch format {
 	case "":
-		format = config.PayloadBody
+		format = PayloadBody
 		if tsName != "" {
-			format = config.PayloadTimestampDotBody
+			format = PayloadTimestampDotBody
 		}
-	case config.PayloadBody, "body":
-		format = config.PayloadBody
-	case config.PayloadTimestampDotBody, "timestamp-dot-body":
-		format = config.PayloadTimestampDotBody
+	case PayloadBody, "body":
+		format = PayloadBody
+	case PayloadTimestampDotBody, "timestamp-dot-body":
+		format = PayloadTimestampDotBody
 	default:
 		return nil, fmt.Errorf("signaturePayloadFormat must be BODY, TIMESTAMP_DOT_BODY, body or timestamp-dot-body, not %q", format)
 	}
-	if format == config.PayloadTimestampDotBody && tsName == "" {
+	if format == PayloadTimestampDotBody && tsName == "" {
 		return nil, errors.New("signaturePayloadFormat TIMESTAMP_DOT_BODY needs a timestampHeader")
 	}
 	v := &hmacVerifier{
@@ -67,7 +65,7 @@ func newHMAC(c *config.HMACAuth) (*hmacVerifier, error) {
 		signature:     newHeaderCheck(name, refusal("Missing signature header %s", name)),
 		prefix:        c.SignaturePrefix,
 		toleranceMs:   tolerance,
-		signTimestamp: format == config.PayloadTimestampDotBody,
+		signTimestamp: format == PayloadTimestampDotBody,
 	}
 	if tsName != "" {
 		ts := newHeaderCheck(tsName, refusal("Missing timestamp header %s", tsName))

@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/alternayte/queuebox/shared/config"
 )
 
 // ErrUnauthorized is matched, with errors.Is, by every refusal that Verify returns.
@@ -44,9 +42,9 @@ var errInvalidSignature = &Error{Reason: "Invalid signature"}
 
 // New returns the Verifier of a source or admin auth block, or nil (no check) when a is nil.
 //
-// New expects a block as config.Load or config.NewInboundAuth build it, with the defaults
-// filled in. It returns an error for a block that config validation refuses (an empty secret, a
-// blank header name, an unknown algorithm, a tolerance that is not above 0, a Standard Webhooks
+// New expects a block with the defaults of the configuration filled in (the composition root,
+// shared/service, maps it from the configuration tree). It returns an error for a block that
+// config validation refuses (an empty secret, a blank header name, an unknown algorithm, a tolerance that is not above 0, a Standard Webhooks
 // secret that is not base64), so that a block built by hand never weakens a check silently. An
 // empty SignaturePayloadFormat takes the documented default. The error never holds a secret.
 //
@@ -54,7 +52,7 @@ var errInvalidSignature = &Error{Reason: "Invalid signature"}
 // credential header that appears more than once. Every refusal is an *Error that matches
 // ErrUnauthorized. CredentialHeaders returns canonical names (http.CanonicalHeaderKey), so that
 // they compare directly with the keys of an http.Header.
-func New(a *config.InboundAuth) (Verifier, error) {
+func New(a *Config) (Verifier, error) {
 	if a == nil {
 		return nil, nil
 	}
@@ -83,18 +81,18 @@ func New(a *config.InboundAuth) (Verifier, error) {
 }
 
 // kindOf names the kind of a, from the part that is set.
-func kindOf(a *config.InboundAuth) config.InboundAuthKind {
+func kindOf(a *Config) Kind {
 	switch {
 	case a.Bearer != nil:
-		return config.AuthBearer
+		return KindBearer
 	case a.APIKey != nil:
-		return config.AuthAPIKey
+		return KindAPIKey
 	case a.HMAC != nil:
-		return config.AuthHMAC
+		return KindHMAC
 	case a.Stripe != nil:
-		return config.AuthStripe
+		return KindStripe
 	}
-	return config.AuthStandardWebhooks
+	return KindStandardWebhooks
 }
 
 // headerCheck reads one header that must appear exactly once with a non-empty value.
@@ -170,11 +168,11 @@ func (s *macState) writeString(str string) {
 func (s *macState) result() []byte { return s.mac.Sum(s.sum[:0]) }
 
 // hashOf returns the hash of an HMAC algorithm.
-func hashOf(a config.HMACAlgorithm) (func() hash.Hash, error) {
+func hashOf(a Algorithm) (func() hash.Hash, error) {
 	switch a {
-	case config.HmacSHA256:
+	case HmacSHA256:
 		return sha256.New, nil
-	case config.HmacSHA512:
+	case HmacSHA512:
 		return sha512.New, nil
 	}
 	return nil, fmt.Errorf("algorithm must be HmacSHA256 or HmacSHA512, not %q", a)
@@ -213,9 +211,9 @@ func withinSeconds(now time.Time, sentS, toleranceMs int64) bool {
 }
 
 // positiveTolerance checks a timestampTolerance and returns it in milliseconds.
-func positiveTolerance(ms config.Milliseconds) (int64, error) {
+func positiveTolerance(ms int64) (int64, error) {
 	if ms <= 0 {
 		return 0, fmt.Errorf("timestampTolerance must be above 0, not %d", ms)
 	}
-	return int64(ms), nil
+	return ms, nil
 }

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/alternayte/queuebox/shared/config"
 )
 
 // strictBase64 is standard base64 that refuses padding bits that are not zero, so that only the
@@ -38,16 +36,16 @@ type standardWebhooksVerifier struct {
 	stale        *Error
 }
 
-func newStandardWebhooks(c *config.StandardWebhooksAuth) (*standardWebhooksVerifier, error) {
+func newStandardWebhooks(c *StandardWebhooks) (*standardWebhooksVerifier, error) {
 	key, err := c.SigningKey()
 	if err != nil {
 		return nil, err
 	}
-	tolerance, err := positiveTolerance(c.TimestampTolerance)
+	tolerance, err := positiveTolerance(c.TimestampToleranceMs)
 	if err != nil {
 		return nil, err
 	}
-	id, ts, sig := config.StandardWebhooksIDHeader, config.StandardWebhooksTimestampHeader, config.StandardWebhooksSignatureHeader
+	id, ts, sig := StandardWebhooksIDHeader, StandardWebhooksTimestampHeader, StandardWebhooksSignatureHeader
 	return &standardWebhooksVerifier{
 		macs:         newMACPool(sha256.New, key),
 		id:           newHeaderCheck(id, refusal("Missing header %s", id)),

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/alternayte/queuebox/shared/config"
 )
 
 // stripeVerifier checks Stripe's Stripe-Signature header:
@@ -29,15 +27,15 @@ type stripeVerifier struct {
 	stale        *Error
 }
 
-func newStripe(c *config.StripeAuth) (*stripeVerifier, error) {
+func newStripe(c *Stripe) (*stripeVerifier, error) {
 	if c.Secret.IsEmpty() {
 		return nil, errors.New("secret is empty")
 	}
-	tolerance, err := positiveTolerance(c.TimestampTolerance)
+	tolerance, err := positiveTolerance(c.TimestampToleranceMs)
 	if err != nil {
 		return nil, err
 	}
-	h := config.StripeSignatureHeader
+	h := StripeSignatureHeader
 	return &stripeVerifier{
 		macs:         newMACPool(sha256.New, []byte(c.Secret.Reveal())),
 		header:       newHeaderCheck(h, refusal("Missing header %s", h)),

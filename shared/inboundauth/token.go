@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/alternayte/queuebox/shared/config"
 )
 
 // tokenDigest is the SHA-256 of an expected token. Comparing digests of equal length in
@@ -29,7 +27,7 @@ type bearerVerifier struct {
 	invalid   *Error
 }
 
-func newBearer(b *config.BearerAuth) (*bearerVerifier, error) {
+func newBearer(b *Bearer) (*bearerVerifier, error) {
 	if b.Token.IsEmpty() {
 		return nil, errors.New("token is empty")
 	}
@@ -73,7 +71,7 @@ type apiKeyVerifier struct {
 	invalid *Error
 }
 
-func newAPIKey(k *config.APIKeyAuth) (*apiKeyVerifier, error) {
+func newAPIKey(k *APIKey) (*apiKeyVerifier, error) {
 	if k.Key.IsEmpty() {
 		return nil, errors.New("key is empty")
 	}

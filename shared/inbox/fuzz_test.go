@@ -17,8 +17,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/dbtest"
+	"github.com/alternayte/queuebox/shared/filter"
 	"github.com/alternayte/queuebox/shared/inboundauth"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/store"
@@ -46,15 +46,15 @@ func FuzzHandler(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	a := config.NewInboundAuth(config.AuthHMAC)
-	a.HMAC.Secret = config.NewSecret(fuzzSecret)
+	a := inboundauth.NewConfig(inboundauth.KindHMAC)
+	a.HMAC.Secret = inboundauth.NewSecret(fuzzSecret)
 	a.HMAC.HeaderName = "X-Signature"
 	a.HMAC.SignaturePrefix = "sha256="
 	verifier, err := inboundauth.New(a)
 	if err != nil {
 		f.Fatal(err)
 	}
-	exclude := config.Filter{Exclude: []config.FilterRule{{Header: "X-Test", Exists: new(true)}}}
+	exclude := filter.Config{Exclude: []filter.Rule{{Header: "X-Test", Exists: new(true)}}}
 	h, err := inbox.New(inbox.Options{
 		MaxBodyBytes: fuzzMaxBody,
 		Store:        st,

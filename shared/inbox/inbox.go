@@ -52,7 +52,6 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/time/rate"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/filter"
 	"github.com/alternayte/queuebox/shared/inboundauth"
 	"github.com/alternayte/queuebox/shared/store"
@@ -159,7 +158,7 @@ type Source struct {
 	// Consumption is push or pull. Empty means push.
 	Consumption string
 	// Filter is the header filter. Zero: every request passes.
-	Filter config.Filter
+	Filter filter.Config
 	// RequestsPerMinute is the rate limit of the source. 0: none.
 	RequestsPerMinute int
 	// Verifier checks the credentials of each request. Nil: every request passes.
@@ -167,8 +166,20 @@ type Source struct {
 	// Transform is the source transform. Nil: none.
 	Transform Transformer
 	// OnError is the error strategy of the transform: Fail, Skip or Dead. Empty means Fail.
-	OnError config.OnError
+	OnError OnError
 }
+
+// OnError is the error strategy of a source transform (transform.onError): Fail, Skip or Dead,
+// in this letter case. Fail and Dead answer 422 and store nothing; Skip stores the body as
+// received.
+type OnError string
+
+// The values of OnError.
+const (
+	OnErrorFail OnError = "Fail"
+	OnErrorSkip OnError = "Skip"
+	OnErrorDead OnError = "Dead"
+)
 
 // Options configure a Handler.
 type Options struct {
@@ -337,7 +348,7 @@ func compileSource(src Source) (*route, error) {
 		rt.limiter = rate.NewLimiter(rate.Limit(float64(n)/60), n)
 	}
 	switch src.OnError {
-	case "", config.OnErrorFail, config.OnErrorSkip, config.OnErrorDead:
+	case "", OnErrorFail, OnErrorSkip, OnErrorDead:
 	default:
 		return nil, fmt.Errorf("source %s: onError %q is not Fail, Skip or Dead", src.Name, src.OnError)
 	}
@@ -501,7 +512,7 @@ func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route)
 			err = errors.New("the transform returned no JSON document")
 		}
 		if err != nil {
-			if src.OnError == config.OnErrorSkip {
+			if src.OnError == OnErrorSkip {
 				log().WarnContext(r.Context(), "inbox: source transform failed, storing the original body", slog.Any("error", err))
 			} else {
 				h.metrics.InboxRejection(ReasonTransformFailed)

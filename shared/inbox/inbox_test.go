@@ -20,9 +20,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/dbtest"
-	"github.com/alternayte/queuebox/shared/inboundauth"
+	"github.com/alternayte/queuebox/shared/filter"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres"
@@ -424,7 +423,7 @@ func TestAuthentication(t *testing.T) {
 	v := &tokenVerifier{header: "X-Token", token: "s3cret-token"}
 	e := newEnv(t, []inbox.Source{{
 		Name: "partner", Path: "/partner", IdempotencyKeyPath: "$.id", Verifier: v,
-		Filter: config.Filter{Require: []config.FilterRule{{Header: "X-Tenant", Equals: new("acme")}}},
+		Filter: filter.Config{Require: []filter.Rule{{Header: "X-Tenant", Equals: new("acme")}}},
 	}}, nil)
 	good := map[string]string{"X-Token": "s3cret-token", "X-Tenant": "acme"}
 	bad := map[string]string{"X-Token": "wrong", "X-Tenant": "acme"}
@@ -536,16 +535,16 @@ func TestFilter(t *testing.T) {
 	yes := true
 	sources := []struct {
 		name   string
-		filter config.Filter
+		filter filter.Config
 	}{
-		{"equals", config.Filter{Require: []config.FilterRule{{Header: "X-Env", Equals: new("prod")}}}},
-		{"in", config.Filter{Require: []config.FilterRule{{Header: "x-region", In: []string{"eu", "us"}}}}},
-		{"matches", config.Filter{Require: []config.FilterRule{{Header: "X-Event", Matches: new("order.*")}}}},
-		{"exists", config.Filter{Require: []config.FilterRule{{Header: "X-Signed", Exists: &yes}}}},
-		{"exclude", config.Filter{Exclude: []config.FilterRule{{Header: "X-Test", Exists: &yes}, {Header: "X-Env", Equals: new("dev")}}}},
-		{"both", config.Filter{
-			Require: []config.FilterRule{{Header: "X-Env", In: []string{"prod", "staging"}}, {Header: "X-Event", Matches: new("order.**")}},
-			Exclude: []config.FilterRule{{Header: "X-Event", Equals: new("order.test")}},
+		{"equals", filter.Config{Require: []filter.Rule{{Header: "X-Env", Equals: new("prod")}}}},
+		{"in", filter.Config{Require: []filter.Rule{{Header: "x-region", In: []string{"eu", "us"}}}}},
+		{"matches", filter.Config{Require: []filter.Rule{{Header: "X-Event", Matches: new("order.*")}}}},
+		{"exists", filter.Config{Require: []filter.Rule{{Header: "X-Signed", Exists: &yes}}}},
+		{"exclude", filter.Config{Exclude: []filter.Rule{{Header: "X-Test", Exists: &yes}, {Header: "X-Env", Equals: new("dev")}}}},
+		{"both", filter.Config{
+			Require: []filter.Rule{{Header: "X-Env", In: []string{"prod", "staging"}}, {Header: "X-Event", Matches: new("order.**")}},
+			Exclude: []filter.Rule{{Header: "X-Event", Equals: new("order.test")}},
 		}},
 	}
 	var list []inbox.Source
@@ -723,8 +722,8 @@ func TestSourceTransform(t *testing.T) {
 	v := &tokenVerifier{header: "X-Api-Key", token: "k"}
 	e := newEnv(t, []inbox.Source{
 		{Name: "fail", Path: "/fail", IdempotencyKeyPath: "$.id", Transform: failT},
-		{Name: "skip", Path: "/skip", IdempotencyKeyPath: "$.id", Transform: skipT, OnError: config.OnErrorSkip},
-		{Name: "dead", Path: "/dead", IdempotencyKeyPath: "$.id", Transform: deadT, OnError: config.OnErrorDead},
+		{Name: "skip", Path: "/skip", IdempotencyKeyPath: "$.id", Transform: skipT, OnError: inbox.OnErrorSkip},
+		{Name: "dead", Path: "/dead", IdempotencyKeyPath: "$.id", Transform: deadT, OnError: inbox.OnErrorDead},
 		{Name: "ok", Path: "/ok", IdempotencyKeyPath: "$.id", EventTypePath: "$.type", Transform: okT, Verifier: v},
 	}, nil)
 
@@ -789,7 +788,7 @@ func TestNewRefusesBadSources(t *testing.T) {
 		{name: "consumption", sources: []inbox.Source{{Name: "a", Path: "/a", IdempotencyKeyPath: "$.id", Consumption: "poll"}}, wantErr: "consumption"},
 		{name: "onError", sources: []inbox.Source{{Name: "a", Path: "/a", IdempotencyKeyPath: "$.id", OnError: "fail"}}, wantErr: "onError"},
 		{name: "filter rule", sources: []inbox.Source{{Name: "a", Path: "/a", IdempotencyKeyPath: "$.id",
-			Filter: config.Filter{Require: []config.FilterRule{{Header: "x"}}}}}, wantErr: "exactly one"},
+			Filter: filter.Config{Require: []filter.Rule{{Header: "x"}}}}}, wantErr: "exactly one"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -801,55 +800,6 @@ func TestNewRefusesBadSources(t *testing.T) {
 	}
 	_, err := inbox.New(inbox.Options{})
 	assert.ErrorContains(t, err, "store is required")
-}
-
-func TestSourcesFromConfig(t *testing.T) {
-	t.Parallel()
-	cfg := config.Default()
-	orders := config.NewSource("orders", config.SourceHTTP)
-	orders.HTTP.Path = "/orders"
-	orders.IdempotencyKeyPath = "$.id"
-	orders.Consumption = config.ConsumptionPull
-	orders.RateLimit = &config.RateLimit{RequestsPerMinute: 600}
-	orders.HTTP.Auth = config.NewInboundAuth(config.AuthAPIKey)
-	tr := config.DefaultTransform()
-	tr.Expression = "$"
-	tr.OnError = config.OnErrorSkip
-	orders.Transform = &tr
-	bridge := config.NewSource("bridge", config.SourceRabbitMQ)
-	cfg.Sources = map[string]*config.Source{"orders": orders, "bridge": bridge}
-
-	v := &tokenVerifier{header: "X-API-Key", token: "k"}
-	ft := &fakeTransform{}
-	got, err := inbox.SourcesFromConfig(cfg, inbox.Builders{
-		Verifier: func(a *config.InboundAuth) (inboundauth.Verifier, error) {
-			assert.Equal(t, config.AuthAPIKey, a.Kind)
-			return v, nil
-		},
-		Transformer: func(name string, tc config.Transform) (inbox.Transformer, error) {
-			assert.Equal(t, "orders", name)
-			return ft, nil
-		},
-	})
-	require.NoError(t, err)
-	require.Len(t, got, 1)
-	assert.Equal(t, "orders", got[0].Name)
-	assert.Equal(t, "/orders", got[0].Path)
-	assert.Equal(t, "pull", got[0].Consumption)
-	assert.Equal(t, 600, got[0].RequestsPerMinute)
-	assert.Same(t, v, got[0].Verifier)
-	assert.Equal(t, config.OnErrorSkip, got[0].OnError)
-
-	_, err = inbox.SourcesFromConfig(cfg, inbox.Builders{})
-	assert.ErrorContains(t, err, "no verifier builder")
-
-	opts, err := inbox.OptionsFromConfig(cfg, inbox.Builders{
-		Verifier:    func(*config.InboundAuth) (inboundauth.Verifier, error) { return v, nil },
-		Transformer: func(string, config.Transform) (inbox.Transformer, error) { return ft, nil },
-	})
-	require.NoError(t, err)
-	assert.Equal(t, "/inbox", opts.BasePath)
-	assert.EqualValues(t, 1048576, opts.MaxBodyBytes)
 }
 
 // nopStore is a store for the tests that never reach it.

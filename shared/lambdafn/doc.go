@@ -10,8 +10,7 @@
 //	if err != nil {
 //		lambdafn.Exit(err)
 //	}
-//	ob, err := service.NewOutbox(ctx, rt.Config, rt.DB.Store, rt.Metrics, rt.Log,
-//		rabbitmq.Destination(), kafka.Destination(), nats.Destination())
+//	ob, err := service.NewOutbox(ctx, rt.Config, rt.DB.Store, rt.Metrics, rt.Log, destinations.All()...)
 //	if err != nil {
 //		lambdafn.Exit(err)
 //	}

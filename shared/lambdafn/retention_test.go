@@ -18,6 +18,7 @@ import (
 	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/retention"
+	"github.com/alternayte/queuebox/shared/service"
 )
 
 // retentionFunction is a retention function built as functions/retention/main.go builds it,
@@ -58,7 +59,7 @@ func newRetentionFunction(t *testing.T, extra map[string]string) *retentionFunct
 	require.NoError(t, err, "Init")
 	t.Cleanup(rt.Close)
 	cleaner, err := retention.New(retention.Options{
-		Store: rt.DB.Store, Config: rt.Config.Retention, Metrics: rt.RetentionMetrics(), Logger: rt.Log,
+		Store: rt.DB.Store, Config: service.RetentionConfig(rt.Config), Metrics: rt.RetentionMetrics(), Logger: rt.Log,
 	})
 	require.NoError(t, err, "retention.New")
 	return &retentionFunction{

@@ -20,14 +20,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/capture/capturetest"
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/health"
+	"github.com/alternayte/queuebox/shared/store/postgres/logical/logicaltest"
 )
 
 // logical is the private PostgreSQL cluster with wal_level = logical of the capture tests,
 // started by the first test that needs it (the shared server runs with wal_level = replica).
-var logical capturetest.Lazy
+var logical logicaltest.Lazy
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -145,7 +145,7 @@ func TestCaptureWakesThePollerAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, l.Capture())
 	// The operator's part, once the start migrated the tables.
-	pool := capturetest.Pool(t, dbURL)
+	pool := logicaltest.Pool(t, dbURL)
 	_, err = pool.Exec(context.Background(), `CREATE PUBLICATION queuebox_outbox FOR TABLE outbox`)
 	require.NoError(t, err)
 	base := runLocal(t, l)

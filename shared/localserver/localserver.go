@@ -21,10 +21,6 @@ import (
 	"github.com/alternayte/queuebox/shared/admin"
 	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/connect"
-	"github.com/alternayte/queuebox/shared/connect/kafka"
-	"github.com/alternayte/queuebox/shared/connect/nats"
-	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/metrics"
@@ -32,6 +28,7 @@ import (
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/retention"
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/service/destinations"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/waker"
 )
@@ -94,7 +91,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, err
 		}
 		waker = l.relay
 	}
-	if l.cleaner, err = retention.New(retention.Options{Store: db.Store, Config: cfg.Retention, Metrics: reg, Logger: log}); err != nil {
+	if l.cleaner, err = retention.New(retention.Options{Store: db.Store, Config: service.RetentionConfig(cfg), Metrics: reg, Logger: log}); err != nil {
 		ob.Close()
 		db.Close()
 		return nil, &service.StartError{Step: "build the retention cleanup", Err: err}
@@ -123,8 +120,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (*Local, err
 
 // brokers are the broker destinations of queuebox serve, whose composition root this
 // package is: it delivers to RabbitMQ, Kafka and NATS as well as HTTP.
-func brokers() []connect.Destination {
-	return []connect.Destination{rabbitmq.Destination(), kafka.Destination(), nats.Destination()}
+func brokers() []service.Broker {
+	return destinations.All()
 }
 
 // Check runs every start-time refusal of New that depends on the configuration alone, without
@@ -153,7 +150,7 @@ func Check(ctx context.Context, cfg *config.Config) error {
 			return err
 		}
 	}
-	if _, err := retention.New(retention.Options{Store: st, Config: cfg.Retention, Logger: quiet}); err != nil {
+	if _, err := retention.New(retention.Options{Store: st, Config: service.RetentionConfig(cfg), Logger: quiet}); err != nil {
 		return &service.StartError{Step: "build the retention cleanup", Err: err}
 	}
 	if cfg.Admin.Enabled {
@@ -192,7 +189,7 @@ func pollerConfig(cfg *config.Config) *config.Config {
 // newCapture builds the capture connector that wakes the poller (and the relay, for inserts
 // into the inbox table when the publication publishes it). sqlserver-cdc is refused.
 func newCapture(cfg *config.Config, poller *outbox.Poller, rl *relay.Relay, log *slog.Logger) (*capture.Connector, error) {
-	ccfg, err := capture.FromConfig(cfg, waker.Func(poller.Wake), log)
+	ccfg, err := service.CaptureConfig(cfg, waker.Func(poller.Wake), log)
 	if err != nil {
 		return nil, err
 	}

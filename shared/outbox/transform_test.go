@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/route"
@@ -17,9 +16,9 @@ import (
 
 var engine = transform.NewEngine(transform.EngineOptions{})
 
-func step(t *testing.T, expr string, onError config.OnError) *transform.Step {
+func step(t *testing.T, expr string, onError transform.OnError) *transform.Step {
 	t.Helper()
-	s, err := engine.CompileStep(&config.Transform{Expression: expr, TimeoutMs: 10000, MaxDepth: 100, OnError: onError})
+	s, err := engine.CompileStep(&transform.Config{Expression: expr, Timeout: 10 * time.Second, MaxDepth: 100, OnError: onError})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,12 +48,12 @@ func TestTransformsAtTheRouteAndDestinationStages(t *testing.T) {
 			{Pattern: route.MustCompile("dead.*"), Destination: "receiver", Index: 3},
 		}),
 		RouteTransforms: map[int]*transform.Step{
-			0: step(t, `{ "amount": amount * 2 }`, config.OnErrorFail),
-			1: step(t, `$error("no")`, config.OnErrorFail),
-			2: step(t, `$error("no")`, config.OnErrorSkip),
-			3: step(t, `$error("no")`, config.OnErrorDead),
+			0: step(t, `{ "amount": amount * 2 }`, transform.OnErrorFail),
+			1: step(t, `$error("no")`, transform.OnErrorFail),
+			2: step(t, `$error("no")`, transform.OnErrorSkip),
+			3: step(t, `$error("no")`, transform.OnErrorDead),
 		},
-		Destinations: []outbox.Destination{{Name: "receiver", Publisher: pub, Transform: step(t, `{ "data": $, "topic": $topic }`, config.OnErrorFail)}},
+		Destinations: []outbox.Destination{{Name: "receiver", Publisher: pub, Transform: step(t, `{ "data": $, "topic": $topic }`, transform.OnErrorFail)}},
 		Metrics:      m,
 		Logger:       testLogger(t),
 	})

@@ -35,7 +35,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/store"
 )
@@ -60,6 +59,94 @@ const (
 	// cleanupInterval is longer.
 	DefaultRetryDelay = time.Minute
 )
+
+// Policy is the policy of a table: AGE, COUNT (outbox only) or DISABLED, in upper case.
+type Policy string
+
+// The values of Policy.
+const (
+	PolicyAge      Policy = "AGE"
+	PolicyCount    Policy = "COUNT"
+	PolicyDisabled Policy = "DISABLED"
+)
+
+// Config is the retention section (retention.*).
+type Config struct {
+	// Enabled runs the cleanup. Default: false.
+	Enabled bool
+	// Outbox is the outbox policy: AGE, COUNT or DISABLED.
+	Outbox TableConfig
+	// Inbox is the inbox policy: AGE or DISABLED.
+	Inbox TableConfig
+}
+
+// TableConfig is retention.outbox or retention.inbox.
+type TableConfig struct {
+	// Policy is AGE, COUNT (outbox only) or DISABLED. Default: DISABLED.
+	Policy Policy
+	// MaxAge is the age past which rows go. Required by AGE, and above 0.
+	MaxAge time.Duration
+	// MaxCount is how many sent rows, and apart from them how many dead rows, the outbox count
+	// policy keeps. Required by COUNT, and above 0.
+	MaxCount int
+	// CleanupInterval is the wait between two runs of Run. Default: 1h (DefaultCleanupInterval).
+	CleanupInterval time.Duration
+	// BatchSize is the largest number of rows that one delete statement removes. Default: 1000
+	// (DefaultBatchSize).
+	BatchSize int
+}
+
+// WithDefaults fills the zero fields of both tables with their defaults.
+func (c Config) WithDefaults() Config {
+	c.Outbox, c.Inbox = c.Outbox.WithDefaults(), c.Inbox.WithDefaults()
+	return c
+}
+
+// validate checks both table blocks, as config.Load does; its errors name the key.
+func (c Config) validate() error {
+	return errors.Join(c.Outbox.validate(TableOutbox), c.Inbox.validate(TableInbox))
+}
+
+// WithDefaults fills the zero fields with their defaults: policy DISABLED, cleanupInterval 1h
+// and batchSize 1000.
+func (t TableConfig) WithDefaults() TableConfig {
+	if t.Policy == "" {
+		t.Policy = PolicyDisabled
+	}
+	if t.CleanupInterval == 0 {
+		t.CleanupInterval = DefaultCleanupInterval
+	}
+	if t.BatchSize == 0 {
+		t.BatchSize = DefaultBatchSize
+	}
+	return t
+}
+
+// validate checks the block of the table name (outbox or inbox), defaults filled.
+func (t TableConfig) validate(name string) error {
+	key := "retention." + name
+	switch {
+	case t.Policy == PolicyDisabled:
+		return nil
+	case t.Policy == PolicyAge:
+		if t.MaxAge <= 0 {
+			return fmt.Errorf("%s.maxAge is required by policy AGE and must be above 0", key)
+		}
+	case t.Policy == PolicyCount && name == TableOutbox:
+		if t.MaxCount <= 0 {
+			return fmt.Errorf("%s.maxCount is required by policy COUNT and must be above 0", key)
+		}
+	default:
+		return fmt.Errorf("%s.policy %q is not supported for the %s", key, t.Policy, name)
+	}
+	if t.CleanupInterval < 0 {
+		return fmt.Errorf("%s.cleanupInterval must be above 0", key)
+	}
+	if t.BatchSize < 0 {
+		return fmt.Errorf("%s.batchSize must be above 0", key)
+	}
+	return nil
+}
 
 // ErrRunning is returned by Run when another Run of the same Cleaner is active.
 var ErrRunning = errors.New("retention: the cleaner is already running")
@@ -92,9 +179,10 @@ type Metrics interface {
 type Options struct {
 	// Store runs the delete statements. Required.
 	Store Store
-	// Config is the retention section of the configuration. A zero policy is DISABLED, a
-	// zero batchSize is 1000 and an unset cleanupInterval is 1h, as config defaults them.
-	Config config.Retention
+	// Config is the retention section. A zero policy is DISABLED, a zero batchSize is 1000
+	// and a zero cleanupInterval is 1h (Config.WithDefaults), as the configuration defaults
+	// them.
+	Config Config
 	// Metrics records each run that finishes. Nil discards the measurements.
 	Metrics Metrics
 	// Logger receives one line per run of a table. Nil means slog.Default().
@@ -135,7 +223,7 @@ type Cleaner struct {
 // table is one table whose policy is not DISABLED.
 type table struct {
 	name     string
-	policy   config.RetentionPolicy
+	policy   Policy
 	maxAge   time.Duration
 	maxCount int64
 	interval time.Duration
@@ -143,8 +231,8 @@ type table struct {
 }
 
 // New returns a Cleaner for the policies of opts.Config. When retention is enabled it checks
-// each table block as config.Load does, so that a hand-built configuration fails here and not
-// at the first run; its errors name the key.
+// each table block as config.Load does, so that a hand-built block fails here and not at the
+// first run; its errors name the key.
 func New(opts Options) (*Cleaner, error) {
 	if opts.Store == nil {
 		return nil, errors.New("retention: a store is required")
@@ -181,68 +269,29 @@ func New(opts Options) (*Cleaner, error) {
 	if !c.enabled {
 		return c, nil
 	}
-	var errs []error
-	for _, b := range []struct {
-		name string
-		cfg  config.TableRetention
-	}{{TableOutbox, opts.Config.Outbox}, {TableInbox, opts.Config.Inbox}} {
-		t, err := newTable(b.name, b.cfg)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if t.policy != config.RetentionDisabled {
+	cfg := opts.Config.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("retention: %w", err)
+	}
+	for _, t := range []table{newTable(TableOutbox, cfg.Outbox), newTable(TableInbox, cfg.Inbox)} {
+		if t.policy != PolicyDisabled {
 			c.tables = append(c.tables, t)
 			c.status[t.name] = &TableStatus{Table: t.name, Policy: t.policy}
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("retention: %w", err)
-	}
 	return c, nil
 }
 
-// newTable checks one table block and fills its defaults.
-func newTable(name string, cfg config.TableRetention) (table, error) {
-	key := "retention." + name
-	t := table{
+// newTable returns the table of a checked block, defaults filled.
+func newTable(name string, cfg TableConfig) table {
+	return table{
 		name:     name,
 		policy:   cfg.Policy,
-		maxAge:   cfg.MaxAge.Duration(),
+		maxAge:   cfg.MaxAge,
 		maxCount: int64(cfg.MaxCount),
-		interval: cfg.CleanupInterval.Duration(),
+		interval: cfg.CleanupInterval,
 		batch:    cfg.BatchSize,
 	}
-	if t.policy == "" {
-		t.policy = config.RetentionDisabled
-	}
-	if t.interval == 0 {
-		t.interval = DefaultCleanupInterval
-	}
-	if t.batch == 0 {
-		t.batch = DefaultBatchSize
-	}
-	switch {
-	case t.policy == config.RetentionDisabled:
-		return t, nil
-	case t.policy == config.RetentionAge:
-		if t.maxAge <= 0 {
-			return t, fmt.Errorf("%s.maxAge is required by policy AGE and must be above 0", key)
-		}
-	case t.policy == config.RetentionCount && name == TableOutbox:
-		if t.maxCount <= 0 {
-			return t, fmt.Errorf("%s.maxCount is required by policy COUNT and must be above 0", key)
-		}
-	default:
-		return t, fmt.Errorf("%s.policy %q is not supported for the %s", key, t.policy, name)
-	}
-	if t.interval < 0 {
-		return t, fmt.Errorf("%s.cleanupInterval must be above 0", key)
-	}
-	if t.batch < 0 {
-		return t, fmt.Errorf("%s.batchSize must be above 0", key)
-	}
-	return t, nil
 }
 
 // Enabled reports whether retention.enabled is true.
@@ -290,7 +339,7 @@ type TableSummary struct {
 	// Table is outbox or inbox.
 	Table string
 	// Policy is AGE or COUNT.
-	Policy config.RetentionPolicy
+	Policy Policy
 	// Deleted is the number of rows the run deleted, failed or not.
 	Deleted int64
 	// Statements is the number of delete statements that succeeded.
@@ -343,7 +392,7 @@ func (c *Cleaner) runTable(ctx context.Context, t table) TableSummary {
 	ts := TableSummary{Table: t.name, Policy: t.policy}
 	var err error
 	switch {
-	case t.policy == config.RetentionCount:
+	case t.policy == PolicyCount:
 		for _, state := range []string{store.OutboxSent, store.OutboxDead} {
 			ts.Complete, err = c.drain(ctx, &ts, t.batch, func(ctx context.Context) (int64, error) {
 				return c.store.OutboxDeleteExcess(ctx, store.DeleteExcessParams{State: state, Keep: t.maxCount, Limit: t.batch})
@@ -525,7 +574,7 @@ type TableStatus struct {
 	// Table is outbox or inbox.
 	Table string `json:"table"`
 	// Policy is AGE or COUNT.
-	Policy config.RetentionPolicy `json:"policy"`
+	Policy Policy `json:"policy"`
 	// LastRun is when the latest run ended, whatever its outcome; zero before the first.
 	LastRun time.Time `json:"lastRun,omitzero"`
 	// LastDeleted is the number of rows the latest run deleted.

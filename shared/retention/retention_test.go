@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/retention"
@@ -183,14 +182,14 @@ func concat(lists ...[]string) []string {
 	return out
 }
 
-func age(maxAge string, batch int) config.TableRetention {
-	return config.TableRetention{
-		Policy: config.RetentionAge, MaxAge: config.MustRetentionDuration(maxAge),
-		CleanupInterval: config.MustRetentionDuration("1h"), BatchSize: batch,
+func age(maxAge time.Duration, batch int) retention.TableConfig {
+	return retention.TableConfig{
+		Policy: retention.PolicyAge, MaxAge: maxAge,
+		CleanupInterval: time.Hour, BatchSize: batch,
 	}
 }
 
-func disabled() config.TableRetention { return config.DefaultTableRetention() }
+func disabled() retention.TableConfig { return retention.TableConfig{}.WithDefaults() }
 
 // recorder is a retention.Metrics that keeps every call.
 type recorder struct {
@@ -282,8 +281,8 @@ func TestOutboxAgeDeletesOldFinishedRowsInBatches(t *testing.T) {
 	// The inbox is DISABLED: its old finished rows stay.
 	inboxOld := d.inboxRows(t, 4, store.InboxProcessed, "90 days")
 
-	c := newCleaner(t, retention.Options{Store: d.store, Config: config.Retention{
-		Enabled: true, Outbox: age("7d", 1000), Inbox: disabled(),
+	c := newCleaner(t, retention.Options{Store: d.store, Config: retention.Config{
+		Enabled: true, Outbox: age(7*24*time.Hour, 1000), Inbox: disabled(),
 	}})
 	sum := c.RunOnce(context.Background())
 
@@ -291,7 +290,7 @@ func TestOutboxAgeDeletesOldFinishedRowsInBatches(t *testing.T) {
 	require.Len(t, sum.Tables, 1)
 	got := sum.Tables[0]
 	assert.Equal(t, retention.TableOutbox, got.Table)
-	assert.Equal(t, config.RetentionAge, got.Policy)
+	assert.Equal(t, retention.PolicyAge, got.Policy)
 	assert.EqualValues(t, 2500, got.Deleted)
 	assert.Equal(t, 3, got.Statements, "1000 + 1000 + 500: the third batch comes back short")
 	assert.True(t, got.Complete)
@@ -320,11 +319,11 @@ func TestOutboxCountKeepsTheNewestSentAndDead(t *testing.T) {
 	pending := d.outboxRows(t, 4, store.OutboxPending, "400 days")
 	processing := d.outboxRows(t, 2, store.OutboxProcessing, "400 days")
 
-	c := newCleaner(t, retention.Options{Store: d.store, Config: config.Retention{
+	c := newCleaner(t, retention.Options{Store: d.store, Config: retention.Config{
 		Enabled: true,
-		Outbox: config.TableRetention{
-			Policy: config.RetentionCount, MaxCount: 3,
-			CleanupInterval: config.MustRetentionDuration("1h"), BatchSize: 2,
+		Outbox: retention.TableConfig{
+			Policy: retention.PolicyCount, MaxCount: 3,
+			CleanupInterval: time.Hour, BatchSize: 2,
 		},
 		Inbox: disabled(),
 	}})
@@ -333,7 +332,7 @@ func TestOutboxCountKeepsTheNewestSentAndDead(t *testing.T) {
 	require.NoError(t, sum.Err())
 	require.Len(t, sum.Tables, 1)
 	got := sum.Tables[0]
-	assert.Equal(t, config.RetentionCount, got.Policy)
+	assert.Equal(t, retention.PolicyCount, got.Policy)
 	assert.EqualValues(t, 7+4, got.Deleted)
 	// sent: 2+2+2+1 (short); dead: 2+2+0 (short).
 	assert.Equal(t, 7, got.Statements)
@@ -358,8 +357,8 @@ func TestInboxAgeMeasuresFromCreatedAtAndDeletesOnlyProcessedAndDead(t *testing.
 	// The outbox is DISABLED: its old sent rows stay.
 	outboxOld := d.outboxRows(t, 3, store.OutboxSent, "365 days")
 
-	c := newCleaner(t, retention.Options{Store: d.store, Config: config.Retention{
-		Enabled: true, Outbox: disabled(), Inbox: age("30d", 4),
+	c := newCleaner(t, retention.Options{Store: d.store, Config: retention.Config{
+		Enabled: true, Outbox: disabled(), Inbox: age(30*24*time.Hour, 4),
 	}})
 	sum := c.RunOnce(context.Background())
 
@@ -382,11 +381,11 @@ func TestNothingRunsWhenDisabled(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		cfg  config.Retention
+		cfg  retention.Config
 	}{
-		{name: "retention.enabled false", cfg: config.Retention{Enabled: false, Outbox: age("1d", 10), Inbox: age("1d", 10)}},
-		{name: "both policies DISABLED", cfg: config.Retention{Enabled: true, Outbox: disabled(), Inbox: disabled()}},
-		{name: "zero table blocks", cfg: config.Retention{Enabled: true}},
+		{name: "retention.enabled false", cfg: retention.Config{Enabled: false, Outbox: age(24*time.Hour, 10), Inbox: age(24*time.Hour, 10)}},
+		{name: "both policies DISABLED", cfg: retention.Config{Enabled: true, Outbox: disabled(), Inbox: disabled()}},
+		{name: "zero table blocks", cfg: retention.Config{Enabled: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -412,7 +411,7 @@ func TestNothingRunsWhenDisabled(t *testing.T) {
 
 func TestRunReturnsAtOnceWhenRetentionIsOff(t *testing.T) {
 	t.Parallel()
-	c := newCleaner(t, retention.Options{Store: &countingStore{}, Config: config.Retention{Enabled: false}})
+	c := newCleaner(t, retention.Options{Store: &countingStore{}, Config: retention.Config{Enabled: false}})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	require.NoError(t, c.Run(ctx))
@@ -429,7 +428,7 @@ func TestMetricsRecordPerTable(t *testing.T) {
 	at := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	c := newCleaner(t, retention.Options{
 		Store: d.store, Metrics: reg, Now: func() time.Time { return at },
-		Config: config.Retention{Enabled: true, Outbox: age("7d", 100), Inbox: age("30d", 100)},
+		Config: retention.Config{Enabled: true, Outbox: age(7*24*time.Hour, 100), Inbox: age(30*24*time.Hour, 100)},
 	})
 
 	sum := c.RunOnce(context.Background())
@@ -474,12 +473,12 @@ func TestRunHonoursEachTableInterval(t *testing.T) {
 	d := newDB(t)
 	first := d.outboxRows(t, 2, store.OutboxSent, "10 days")
 	rec := &recorder{}
-	c := newCleaner(t, retention.Options{Store: d.store, Metrics: rec, Config: config.Retention{
+	c := newCleaner(t, retention.Options{Store: d.store, Metrics: rec, Config: retention.Config{
 		Enabled: true,
-		Outbox: config.TableRetention{Policy: config.RetentionAge, MaxAge: config.MustRetentionDuration("7d"),
-			CleanupInterval: config.MustRetentionDuration("1s"), BatchSize: 100},
-		Inbox: config.TableRetention{Policy: config.RetentionAge, MaxAge: config.MustRetentionDuration("30d"),
-			CleanupInterval: config.MustRetentionDuration("1h"), BatchSize: 100},
+		Outbox: retention.TableConfig{Policy: retention.PolicyAge, MaxAge: 7 * 24 * time.Hour,
+			CleanupInterval: time.Second, BatchSize: 100},
+		Inbox: retention.TableConfig{Policy: retention.PolicyAge, MaxAge: 30 * 24 * time.Hour,
+			CleanupInterval: time.Hour, BatchSize: 100},
 	}})
 
 	ctx := context.Background()
@@ -529,7 +528,7 @@ func TestFailedRunTurnsHealthDownUntilARetrySucceeds(t *testing.T) {
 	rec := &recorder{}
 	c := newCleaner(t, retention.Options{
 		Store: d.store, Metrics: rec, RetryDelay: 200 * time.Millisecond,
-		Config: config.Retention{Enabled: true, Outbox: age("7d", 100), Inbox: disabled()},
+		Config: retention.Config{Enabled: true, Outbox: age(7*24*time.Hour, 100), Inbox: disabled()},
 	})
 
 	// RunOnce reports the failure in its summary and status, and records no metric.
@@ -558,7 +557,7 @@ func TestHealthIsDownWhileTheLastRunFailed(t *testing.T) {
 	d.store.fail = func(string, int) error { return errors.New("relation \"outbox\" does not exist") }
 	c := newCleaner(t, retention.Options{
 		Store: d.store, RetryDelay: time.Hour,
-		Config: config.Retention{Enabled: true, Outbox: age("7d", 100), Inbox: disabled()},
+		Config: retention.Config{Enabled: true, Outbox: age(7*24*time.Hour, 100), Inbox: disabled()},
 	})
 	ctx := context.Background()
 	stop := startRun(t, c)
@@ -584,8 +583,8 @@ func TestRunOnceStopsWithoutErrorWhenTheContextEnds(t *testing.T) {
 		}
 	}
 	rec := &recorder{}
-	c := newCleaner(t, retention.Options{Store: d.store, Metrics: rec, Config: config.Retention{
-		Enabled: true, Outbox: age("7d", 100), Inbox: age("30d", 100),
+	c := newCleaner(t, retention.Options{Store: d.store, Metrics: rec, Config: retention.Config{
+		Enabled: true, Outbox: age(7*24*time.Hour, 100), Inbox: age(30*24*time.Hour, 100),
 	}})
 
 	sum := c.RunOnce(ctx)
@@ -606,7 +605,7 @@ func TestNewRefusesAnInvalidPolicy(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
-		cfg     config.Retention
+		cfg     retention.Config
 		wantErr string
 	}{
 		{
@@ -615,27 +614,27 @@ func TestNewRefusesAnInvalidPolicy(t *testing.T) {
 		},
 		{
 			name:    "AGE without maxAge",
-			cfg:     config.Retention{Enabled: true, Outbox: config.TableRetention{Policy: config.RetentionAge}},
+			cfg:     retention.Config{Enabled: true, Outbox: retention.TableConfig{Policy: retention.PolicyAge}},
 			wantErr: "retention.outbox.maxAge is required by policy AGE",
 		},
 		{
 			name:    "COUNT without maxCount",
-			cfg:     config.Retention{Enabled: true, Outbox: config.TableRetention{Policy: config.RetentionCount}},
+			cfg:     retention.Config{Enabled: true, Outbox: retention.TableConfig{Policy: retention.PolicyCount}},
 			wantErr: "retention.outbox.maxCount is required by policy COUNT",
 		},
 		{
 			name:    "COUNT on the inbox",
-			cfg:     config.Retention{Enabled: true, Inbox: config.TableRetention{Policy: config.RetentionCount, MaxCount: 3}},
+			cfg:     retention.Config{Enabled: true, Inbox: retention.TableConfig{Policy: retention.PolicyCount, MaxCount: 3}},
 			wantErr: `retention.inbox.policy "COUNT" is not supported for the inbox`,
 		},
 		{
 			name:    "lower-case policy",
-			cfg:     config.Retention{Enabled: true, Outbox: config.TableRetention{Policy: "age", MaxAge: config.MustRetentionDuration("1d")}},
+			cfg:     retention.Config{Enabled: true, Outbox: retention.TableConfig{Policy: "age", MaxAge: 24 * time.Hour}},
 			wantErr: `retention.outbox.policy "age" is not supported`,
 		},
 		{
 			name: "invalid but disabled",
-			cfg:  config.Retention{Enabled: false, Outbox: config.TableRetention{Policy: "age"}},
+			cfg:  retention.Config{Enabled: false, Outbox: retention.TableConfig{Policy: "age"}},
 		},
 	}
 	for _, tt := range tests {
@@ -654,4 +653,12 @@ func TestNewRefusesAnInvalidPolicy(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.wantErr)
 		})
 	}
+}
+
+func TestConfigWithDefaults(t *testing.T) {
+	t.Parallel()
+	want := retention.TableConfig{Policy: retention.PolicyDisabled, CleanupInterval: time.Hour, BatchSize: 1000}
+	assert.Equal(t, retention.Config{Enabled: true, Outbox: want, Inbox: want}, retention.Config{Enabled: true}.WithDefaults())
+	set := retention.TableConfig{Policy: retention.PolicyAge, MaxAge: time.Minute, CleanupInterval: time.Second, BatchSize: 5}
+	assert.Equal(t, set, set.WithDefaults(), "a set field keeps its value")
 }

@@ -24,7 +24,7 @@ type InboxMetrics interface {
 // NewInboxHandler builds the HTTP inbox of the configured HTTP sources. waker is called after
 // a new push row is stored (nil: nothing to wake); draining reports the shutdown.
 func NewInboxHandler(cfg *config.Config, st store.InboxStore, m inbox.Metrics, waker inbox.Waker, draining func() bool, log *slog.Logger) (*inbox.Handler, error) {
-	opts, err := inbox.OptionsFromConfig(cfg, inbox.Builders{Verifier: inboundauth.New, Transformer: sourceTransformer})
+	opts, err := InboxOptions(cfg)
 	if err != nil {
 		return nil, startError("build the inbox sources", err)
 	}
@@ -75,7 +75,7 @@ func NewRelay(cfg *config.Config, st store.InboxStore, m relay.Metrics, outboxWa
 // NewAdmin builds the admin routes: the credential check of admin.auth (none with
 // admin.insecure), a JSONata engine for the transform test, and the replay over the routes.
 func NewAdmin(cfg *config.Config, st admin.Store, log *slog.Logger) (*admin.Handler, error) {
-	verifier, err := inboundauth.New(cfg.Admin.Auth)
+	verifier, err := inboundauth.New(InboundAuthConfig(cfg.Admin.Auth))
 	if err != nil {
 		return nil, startError("build the admin routes", err)
 	}
@@ -99,8 +99,8 @@ func NewAdmin(cfg *config.Config, st admin.Store, log *slog.Logger) (*admin.Hand
 }
 
 // sourceTransformer compiles a source transform for the inbox handler.
-func sourceTransformer(_ string, t config.Transform) (inbox.Transformer, error) {
-	x, err := Transforms().Compile(t.Expression, transform.LimitsOf(t))
+func sourceTransformer(t *transform.Config) (inbox.Transformer, error) {
+	x, err := Transforms().Compile(t.Expression, t.Limits())
 	if err != nil {
 		return nil, err
 	}

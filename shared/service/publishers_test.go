@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/connect"
 	"github.com/alternayte/queuebox/shared/outbox"
 )
 
@@ -34,7 +33,7 @@ func TestPublishersUsesThePassedBrokerDestinations(t *testing.T) {
 
 	var built []string
 	closed := 0
-	rabbit := connect.Destination{Kind: config.DestinationRabbitMQ, New: func(name string, d *config.Destination) (outbox.Publisher, func(), error) {
+	rabbit := Broker{Kind: config.DestinationRabbitMQ, New: func(name string, d *config.Destination) (outbox.Publisher, func(), error) {
 		built = append(built, name+"/"+string(d.Kind))
 		return namedPublisher{}, func() { closed++ }, nil
 	}}

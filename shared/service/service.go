@@ -14,7 +14,6 @@ import (
 	"sync"
 
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/connect"
 	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/migrate"
 	"github.com/alternayte/queuebox/shared/outbox"
@@ -238,15 +237,15 @@ func Routes(cfg *config.Config) (*route.Table, error) {
 
 // Publishers builds one publisher per destination whose kind this program supports: http
 // (shared/connect/webhook) always, and each kind of brokers, the destinations of the other
-// external systems that the program's composition root passes (see shared/connect; the
-// programs that deliver outbox rows, queuebox serve and the poll function, pass RabbitMQ,
-// Kafka and NATS; the others leave the broker clients out of their binaries). The broker
-// publishers connect on their first publish, so a broker that is down at start makes
-// rows retry. A destination without a publisher is left out, so its rows go dead with a
+// external systems that the program's composition root passes (see Broker; the programs
+// that deliver outbox rows, queuebox serve and the poll function, pass those of
+// shared/service/destinations; the others leave the broker clients out of their
+// binaries). The broker publishers connect on their first publish, so a broker that is down
+// at start makes rows retry. A destination without a publisher is left out, so its rows go dead with a
 // clear reason.
 // With http.blockPrivateAddresses it first refuses a baseUrl or tokenUrl on a private address.
-func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, log *slog.Logger, brokers ...connect.Destination) ([]outbox.Destination, func(), error) {
-	byKind := make(map[config.DestinationKind]connect.Destination, len(brokers))
+func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, log *slog.Logger, brokers ...Broker) ([]outbox.Destination, func(), error) {
+	byKind := make(map[config.DestinationKind]Broker, len(brokers))
 	for _, b := range brokers {
 		byKind[b.Kind] = b
 	}
@@ -299,7 +298,7 @@ func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, log 
 			continue
 		}
 		closers = append(closers, closer)
-		step, err := Transforms().CompileStep(d.Transform)
+		step, err := Transforms().CompileStep(TransformConfig(d.Transform))
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("destinations.%s.transform: %w", name, err)
@@ -370,14 +369,14 @@ func (o *Outbox) Close() {
 
 // NewOutbox builds the poller with its routes and publishers; brokers are the broker
 // destinations the program delivers to (see Publishers).
-func NewOutbox(ctx context.Context, cfg *config.Config, st store.OutboxStore, m Metrics, log *slog.Logger, brokers ...connect.Destination) (*Outbox, error) {
+func NewOutbox(ctx context.Context, cfg *config.Config, st store.OutboxStore, m Metrics, log *slog.Logger, brokers ...Broker) (*Outbox, error) {
 	routes, err := Routes(cfg)
 	if err != nil {
 		return nil, startError("build the routes", err)
 	}
 	routeTx := map[int]*transform.Step{}
 	for i, r := range cfg.Routes {
-		step, err := Transforms().CompileStep(r.Transform)
+		step, err := Transforms().CompileStep(TransformConfig(r.Transform))
 		if err != nil {
 			return nil, startError("build the routes", fmt.Errorf("routes[%d].transform: %w", i, err))
 		}

@@ -29,13 +29,8 @@ var driverExceptions = map[string]string{
 	// Not yet moved (issue 13 step 1 unfinished): the migration backends (pgSession,
 	// msSession) still live in package migrate; migrate.New takes the driver's handle.
 	module + "/shared/migrate": "migration backends not yet moved into the dialect folders",
-	// The logical-replication source itself: the pglogrepl stream on a pgx replication
-	// connection, PostgreSQL-only. Its capture-state statements live in
-	// shared/store/postgres (postgres.CaptureState); moving the stream is left for later.
-	module + "/shared/capture": "PostgreSQL logical replication source (pglogrepl on a pgx connection)",
 	// Test-only helpers that create databases and run SQL on the real PostgreSQL.
-	module + "/shared/dbtest":              "test helper: creates a database per test package on the real PostgreSQL",
-	module + "/shared/capture/capturetest": "test helper: replication slots and rows on the real PostgreSQL",
+	module + "/shared/dbtest": "test helper: creates a database per test package on the real PostgreSQL",
 	// Benchmarks and the chaos suite drive the real database directly; not part of a build.
 	module + "/bench/benchdb":     "benchmark: drives the real database directly",
 	module + "/bench/lambda":      "benchmark: drives the real database directly",

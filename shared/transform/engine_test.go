@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 	"sync"
 	"testing"
@@ -13,8 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/alternayte/queuebox/shared/config"
 )
 
 // sharedEngine serves the tests that need no engine of their own.
@@ -374,8 +371,8 @@ func TestTheCacheEvictsAndRecompiles(t *testing.T) {
 func TestLimits(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, Limits{Timeout: 100 * time.Millisecond, MaxDepth: 100}, Limits{}.WithDefaults())
-	assert.Equal(t, Limits{Timeout: 150 * time.Millisecond, MaxDepth: 7}, LimitsOf(config.Transform{TimeoutMs: 150, MaxDepth: 7}))
-	assert.Equal(t, Limits{Timeout: 100 * time.Millisecond, MaxDepth: 100}, LimitsOf(config.DefaultTransform()))
+	assert.Equal(t, Limits{Timeout: 150 * time.Millisecond, MaxDepth: 7}, Config{Timeout: 150 * time.Millisecond, MaxDepth: 7}.Limits())
+	assert.Equal(t, Limits{Timeout: 100 * time.Millisecond, MaxDepth: 100}, Config{}.Limits())
 
 	// The depth counts JSONata evaluation steps: a recursion of 10 levels fits in 100, one of
 	// 100 levels does not.
@@ -386,34 +383,4 @@ func TestLimits(t *testing.T) {
 	assert.Equal(t, "10", string(out))
 	_, err = x.Evaluate(context.Background(), json.RawMessage(`{"n":100}`), nil)
 	assert.ErrorIs(t, err, ErrDepth)
-}
-
-func TestCheckIsTheConfigCompileHook(t *testing.T) {
-	t.Parallel()
-	file := `database:
-  url: jdbc:postgresql://db:5432/queuebox
-  username: queuebox
-  password: secret
-destinations:
-  a:
-    baseUrl: https://a.example.com
-    transform:
-      expression: '{ "data": $, "topic": $topic }'
-routes:
-  - topicPattern: "order.*"
-    destination: a
-    transform:
-      expression: '$sum(items.(price * qty)'
-`
-	read := func(name string) ([]byte, error) {
-		if name == config.DefaultConfigFile {
-			return []byte(file), nil
-		}
-		return nil, fs.ErrNotExist
-	}
-	var hook config.TransformCompiler = sharedEngine().Check
-	_, _, err := config.Load(config.LoadOptions{Env: map[string]string{}, ReadFile: read, CompileTransform: hook})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), `routes[0].transform.expression (QUEUEBOX_ROUTES_0_TRANSFORM_EXPRESSION) does not compile: JSONata S0203 at position 24: Expected ")" before end of expression`)
-	assert.NotContains(t, err.Error(), "destinations.a.transform")
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
-
-	"github.com/alternayte/queuebox/shared/config"
 )
 
 // The defaults of a transform block (spec/23-configuration.md, transform).
@@ -38,9 +36,44 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// LimitsOf returns the limits of a transform block of the configuration.
-func LimitsOf(t config.Transform) Limits {
-	return Limits{Timeout: t.TimeoutMs.Duration(), MaxDepth: t.MaxDepth}.WithDefaults()
+// OnError is the error strategy of a transform block: Fail, Skip or Dead, in this letter case.
+type OnError string
+
+// The values of OnError.
+const (
+	// OnErrorFail retries a delivery and rejects a source message (the default).
+	OnErrorFail OnError = "Fail"
+	// OnErrorSkip passes the input on unchanged.
+	OnErrorSkip OnError = "Skip"
+	// OnErrorDead dead-letters a delivery and rejects a source message.
+	OnErrorDead OnError = "Dead"
+)
+
+// Config is one transform block (a source's, a route's or a destination's transform).
+type Config struct {
+	// Expression is the JSONata expression. Required.
+	Expression string
+	// Timeout is the longest run time of one evaluation. Default: 100 ms.
+	Timeout time.Duration
+	// MaxDepth is the deepest evaluation depth (see Limits). Default: 100.
+	MaxDepth int
+	// OnError is Fail, Skip or Dead. Default: Fail.
+	OnError OnError
+}
+
+// WithDefaults fills the zero fields with their defaults: the limits and onError Fail.
+func (c Config) WithDefaults() Config {
+	l := c.Limits()
+	c.Timeout, c.MaxDepth = l.Timeout, l.MaxDepth
+	if c.OnError == "" {
+		c.OnError = OnErrorFail
+	}
+	return c
+}
+
+// Limits returns the limits of the block, defaults filled.
+func (c Config) Limits() Limits {
+	return Limits{Timeout: c.Timeout, MaxDepth: c.MaxDepth}.WithDefaults()
 }
 
 // Expression is a compiled JSONata expression with its limits. It is safe for concurrent use.

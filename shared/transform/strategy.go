@@ -3,8 +3,6 @@ package transform
 import (
 	"context"
 	"encoding/json"
-
-	"github.com/alternayte/queuebox/shared/config"
 )
 
 // Stage is where a transform runs.
@@ -74,11 +72,11 @@ func (a Action) String() string {
 
 // Decide returns the action for a failed transform at stage with the strategy onError (an empty
 // strategy is the default, Fail).
-func Decide(stage Stage, onError config.OnError) Action {
+func Decide(stage Stage, onError OnError) Action {
 	switch onError {
-	case config.OnErrorSkip:
+	case OnErrorSkip:
 		return ActionContinue
-	case config.OnErrorDead:
+	case OnErrorDead:
 		if stage == StageSource {
 			return ActionReject
 		}
@@ -96,22 +94,22 @@ type Step struct {
 	// Expression is the compiled expression.
 	Expression *Expression
 	// OnError is Fail, Skip or Dead.
-	OnError config.OnError
+	OnError OnError
 }
 
-// CompileStep compiles a transform block of the configuration; a nil block gives a nil step (no
-// transform). The error is the compile error of the expression.
-func (e *Engine) CompileStep(t *config.Transform) (*Step, error) {
+// CompileStep compiles a transform block; a nil block gives a nil step (no transform). The
+// error is the compile error of the expression.
+func (e *Engine) CompileStep(t *Config) (*Step, error) {
 	if t == nil {
 		return nil, nil
 	}
-	x, err := e.Compile(t.Expression, LimitsOf(*t))
+	x, err := e.Compile(t.Expression, t.Limits())
 	if err != nil {
 		return nil, err
 	}
 	onError := t.OnError
 	if onError == "" {
-		onError = config.OnErrorFail
+		onError = OnErrorFail
 	}
 	return &Step{Expression: x, OnError: onError}, nil
 }
@@ -122,7 +120,7 @@ type Failure struct {
 	Stage Stage
 	// OnError is the strategy of the block. A route or destination failure counts in
 	// queuebox_transform_failures_total{strategy}.
-	OnError config.OnError
+	OnError OnError
 	// Err is the transform error (see IsFailure and KindOf).
 	Err error
 }

@@ -8,8 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/alternayte/queuebox/shared/config"
 )
 
 // TestDecideFollowsTheErrorStrategyTable checks every cell of the error strategy table of
@@ -18,18 +16,18 @@ func TestDecideFollowsTheErrorStrategyTable(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		stage   Stage
-		onError config.OnError
+		onError OnError
 		want    Action
 	}{
-		{StageRoute, config.OnErrorFail, ActionRetry},
-		{StageRoute, config.OnErrorSkip, ActionContinue},
-		{StageRoute, config.OnErrorDead, ActionDead},
-		{StageDestination, config.OnErrorFail, ActionRetry},
-		{StageDestination, config.OnErrorSkip, ActionContinue},
-		{StageDestination, config.OnErrorDead, ActionDead},
-		{StageSource, config.OnErrorFail, ActionReject},
-		{StageSource, config.OnErrorSkip, ActionContinue},
-		{StageSource, config.OnErrorDead, ActionReject},
+		{StageRoute, OnErrorFail, ActionRetry},
+		{StageRoute, OnErrorSkip, ActionContinue},
+		{StageRoute, OnErrorDead, ActionDead},
+		{StageDestination, OnErrorFail, ActionRetry},
+		{StageDestination, OnErrorSkip, ActionContinue},
+		{StageDestination, OnErrorDead, ActionDead},
+		{StageSource, OnErrorFail, ActionReject},
+		{StageSource, OnErrorSkip, ActionContinue},
+		{StageSource, OnErrorDead, ActionReject},
 		{StageRoute, "", ActionRetry}, // the default is Fail
 		{StageSource, "", ActionReject},
 	}
@@ -38,9 +36,9 @@ func TestDecideFollowsTheErrorStrategyTable(t *testing.T) {
 	}
 }
 
-func step(t *testing.T, expr string, onError config.OnError) *Step {
+func step(t *testing.T, expr string, onError OnError) *Step {
 	t.Helper()
-	s, err := sharedEngine().CompileStep(&config.Transform{Expression: expr, TimeoutMs: 10_000, MaxDepth: 100, OnError: onError})
+	s, err := sharedEngine().CompileStep(&Config{Expression: expr, Timeout: 10 * time.Second, MaxDepth: 100, OnError: onError})
 	require.NoError(t, err)
 	return s
 }
@@ -49,9 +47,9 @@ func TestRunDelivery(t *testing.T) {
 	t.Parallel()
 	payload := json.RawMessage(`{"orderId":"1001"}`)
 	vars := DeliveryVars("m-1", "order.created", 0, time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
-	routeOK := func(onError config.OnError) *Step { return step(t, `{ "order": orderId }`, onError) }
-	destOK := func(onError config.OnError) *Step { return step(t, `{ "data": $, "type": $topic }`, onError) }
-	failing := func(onError config.OnError) *Step { return step(t, `$error("broken")`, onError) }
+	routeOK := func(onError OnError) *Step { return step(t, `{ "order": orderId }`, onError) }
+	destOK := func(onError OnError) *Step { return step(t, `{ "data": $, "type": $topic }`, onError) }
+	failing := func(onError OnError) *Step { return step(t, `$error("broken")`, onError) }
 
 	tests := []struct {
 		name        string
@@ -62,25 +60,25 @@ func TestRunDelivery(t *testing.T) {
 	}{
 		{name: "no transforms deliver the payload", wantAction: ActionContinue, wantBody: `{"orderId":"1001"}`},
 		{name: "the destination stage sees the output of the route stage",
-			route: routeOK(config.OnErrorFail), dest: destOK(config.OnErrorFail),
+			route: routeOK(OnErrorFail), dest: destOK(OnErrorFail),
 			wantAction: ActionContinue, wantBody: `{"data":{"order":"1001"},"type":"order.created"}`},
-		{name: "only a route transform", route: routeOK(config.OnErrorFail),
+		{name: "only a route transform", route: routeOK(OnErrorFail),
 			wantAction: ActionContinue, wantBody: `{"order":"1001"}`},
-		{name: "only a destination transform", dest: destOK(config.OnErrorFail),
+		{name: "only a destination transform", dest: destOK(OnErrorFail),
 			wantAction: ActionContinue, wantBody: `{"data":{"orderId":"1001"},"type":"order.created"}`},
-		{name: "route Fail retries", route: failing(config.OnErrorFail), dest: destOK(config.OnErrorFail),
+		{name: "route Fail retries", route: failing(OnErrorFail), dest: destOK(OnErrorFail),
 			wantAction: ActionRetry, wantStage: StageRoute},
-		{name: "route Dead goes dead", route: failing(config.OnErrorDead), dest: destOK(config.OnErrorFail),
+		{name: "route Dead goes dead", route: failing(OnErrorDead), dest: destOK(OnErrorFail),
 			wantAction: ActionDead, wantStage: StageRoute},
 		{name: "route Skip delivers the payload as it was, and the destination transform does not run",
-			route: failing(config.OnErrorSkip), dest: destOK(config.OnErrorFail),
+			route: failing(OnErrorSkip), dest: destOK(OnErrorFail),
 			wantAction: ActionContinue, wantBody: `{"orderId":"1001"}`, wantStage: StageRoute},
-		{name: "destination Fail retries", route: routeOK(config.OnErrorFail), dest: failing(config.OnErrorFail),
+		{name: "destination Fail retries", route: routeOK(OnErrorFail), dest: failing(OnErrorFail),
 			wantAction: ActionRetry, wantStage: StageDestination},
-		{name: "destination Dead goes dead", route: routeOK(config.OnErrorFail), dest: failing(config.OnErrorDead),
+		{name: "destination Dead goes dead", route: routeOK(OnErrorFail), dest: failing(OnErrorDead),
 			wantAction: ActionDead, wantStage: StageDestination},
 		{name: "destination Skip delivers the output of the route stage",
-			route: routeOK(config.OnErrorFail), dest: failing(config.OnErrorSkip),
+			route: routeOK(OnErrorFail), dest: failing(OnErrorSkip),
 			wantAction: ActionContinue, wantBody: `{"order":"1001"}`, wantStage: StageDestination},
 	}
 	for _, tt := range tests {
@@ -108,22 +106,22 @@ func TestRunDelivery(t *testing.T) {
 
 func TestRunDeliveryCountsATimeoutAsAFailure(t *testing.T) {
 	t.Parallel()
-	s, err := sharedEngine().CompileStep(&config.Transform{Expression: `( $f := function($x){ $f($x) }; $f(1) )`,
-		TimeoutMs: 50, MaxDepth: 100, OnError: config.OnErrorDead})
+	s, err := sharedEngine().CompileStep(&Config{Expression: `( $f := function($x){ $f($x) }; $f(1) )`,
+		Timeout: 50 * time.Millisecond, MaxDepth: 100, OnError: OnErrorDead})
 	require.NoError(t, err)
 	o, err := RunDelivery(context.Background(), s, nil, json.RawMessage(`{}`), nil)
 	require.NoError(t, err)
 	assert.Equal(t, ActionDead, o.Action)
 	require.NotNil(t, o.Failure)
 	assert.ErrorIs(t, o.Failure.Err, ErrTimeout)
-	assert.Equal(t, config.OnErrorDead, o.Failure.OnError)
+	assert.Equal(t, OnErrorDead, o.Failure.OnError)
 }
 
 func TestRunDeliveryReturnsACancelledContext(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	o, err := RunDelivery(ctx, step(t, `$`, config.OnErrorDead), nil, json.RawMessage(`{}`), nil)
+	o, err := RunDelivery(ctx, step(t, `$`, OnErrorDead), nil, json.RawMessage(`{}`), nil)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.Zero(t, o, "no strategy applies when the context ends")
 }
@@ -141,13 +139,13 @@ func TestRunSource(t *testing.T) {
 		wantFailed bool
 	}{
 		{name: "no transform stores the body", wantAction: ActionContinue, wantBody: string(body)},
-		{name: "the transform's output is stored", step: step(t, transform, config.OnErrorFail),
+		{name: "the transform's output is stored", step: step(t, transform, OnErrorFail),
 			wantAction: ActionContinue, wantBody: `{"action":"opened","repository":"octo/hello","event":"push"}`},
-		{name: "Fail rejects", step: step(t, `$error("no")`, config.OnErrorFail), wantAction: ActionReject, wantFailed: true},
-		{name: "Dead rejects like Fail", step: step(t, `$error("no")`, config.OnErrorDead), wantAction: ActionReject, wantFailed: true},
-		{name: "Skip stores the original body", step: step(t, `$error("no")`, config.OnErrorSkip),
+		{name: "Fail rejects", step: step(t, `$error("no")`, OnErrorFail), wantAction: ActionReject, wantFailed: true},
+		{name: "Dead rejects like Fail", step: step(t, `$error("no")`, OnErrorDead), wantAction: ActionReject, wantFailed: true},
+		{name: "Skip stores the original body", step: step(t, `$error("no")`, OnErrorSkip),
 			wantAction: ActionContinue, wantBody: string(body), wantFailed: true},
-		{name: "no result is a failure", step: step(t, `missing`, config.OnErrorSkip),
+		{name: "no result is a failure", step: step(t, `missing`, OnErrorSkip),
 			wantAction: ActionContinue, wantBody: string(body), wantFailed: true},
 	}
 	for _, tt := range tests {
@@ -178,14 +176,14 @@ func TestCompileStep(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, s, "no block, no step")
 
-	block := config.DefaultTransform()
+	block := Config{}.WithDefaults()
 	block.Expression = `$`
 	s, err = sharedEngine().CompileStep(&block)
 	require.NoError(t, err)
-	assert.Equal(t, config.OnErrorFail, s.OnError)
+	assert.Equal(t, OnErrorFail, s.OnError)
 	assert.Equal(t, Limits{Timeout: 100 * time.Millisecond, MaxDepth: 100}, s.Expression.Limits())
 	assert.Equal(t, `$`, s.Expression.Source())
 
-	_, err = sharedEngine().CompileStep(&config.Transform{Expression: `$bad(`, OnError: config.OnErrorSkip})
+	_, err = sharedEngine().CompileStep(&Config{Expression: `$bad(`, OnError: OnErrorSkip})
 	assert.ErrorIs(t, err, ErrCompile)
 }

@@ -1,6 +1,7 @@
 // Package node is the standalone capture node of the AWS deployment (capturenode/main.go): a
 // small long-running service that loads the same configuration as every other QueueBox
-// process, runs the postgres-logical capture connector of shared/capture, and wakes the poll
+// process, runs the capture connector of shared/capture with the PostgreSQL logical-replication
+// source (shared/store/postgres/logical, as service.CaptureConfig builds it), and wakes the poll
 // Lambda function (and, optionally, the relay function) with a debounced asynchronous invoke
 // (shared/waker.LambdaInvoker). It serves GET /health/live, /health/ready, /health and
 // /metrics on server.managementPort, or on server.httpPort when no management port is set.
@@ -130,7 +131,7 @@ func New(ctx context.Context, cfg *config.Config, s Settings, o Options, log *sl
 		return waker.LambdaConfig{FunctionName: function, Interval: s.WakeInterval, Endpoint: s.Endpoint,
 			Client: o.Client, Payload: []byte(`{"source":"queuebox.capture"}`), Logger: log}
 	}
-	ccfg, err := capture.FromConfig(cfg, waker.Nop{}, log)
+	ccfg, err := service.CaptureConfig(cfg, waker.Nop{}, log)
 	if err != nil {
 		return nil, &service.StartError{Step: "start capture", Err: err}
 	}

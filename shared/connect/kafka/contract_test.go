@@ -5,11 +5,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/connect/kafka"
 	"github.com/alternayte/queuebox/shared/connect/publishtest"
 	"github.com/alternayte/queuebox/shared/outbox"
@@ -54,7 +54,7 @@ func TestPublisherContract(t *testing.T) {
 				return nil, nil, true
 			})
 			d := destination(c, "orders")
-			d.TimeoutMs = 60000
+			d.Timeout = 60 * time.Second
 			return []publishtest.Stall{{Name: "produce never answered", Publisher: newPublisher(t, d, nil), Reached: seen}}
 		},
 		WithSecret: func(t *testing.T, secret string) []outbox.Publisher {
@@ -62,11 +62,11 @@ func TestPublisherContract(t *testing.T) {
 			for _, mech := range []string{"PLAIN", "SCRAM-SHA-512"} {
 				c := newCluster(t, 1, []string{"secure"}, kfake.EnableSASL(), kfake.Superuser(mech, "qb", "s3cret-pass"))
 				d := destination(c, "secure")
-				d.SecurityProtocol = config.SecuritySASLPlaintext
+				d.SecurityProtocol = kafka.SecuritySASLPlaintext
 				d.SASLMechanism = mech
 				d.SASLUsername = "qb"
-				d.SASLPassword = config.NewSecret(secret)
-				d.TimeoutMs = 3000
+				d.SASLPassword = secret
+				d.Timeout = 3 * time.Second
 				out = append(out, newPublisher(t, d, nil))
 			}
 			return out

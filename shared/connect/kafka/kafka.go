@@ -27,11 +27,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/template"
@@ -51,10 +47,6 @@ const (
 )
 
 const (
-	// defaultTimeout is the timeoutMs default of a Kafka destination.
-	defaultTimeout = 30 * time.Second
-	// minTimeout is the smallest timeoutMs that a Kafka destination accepts.
-	minTimeout = 2 * time.Second
 	// maxTopicLen is the longest topic name that Kafka accepts.
 	maxTopicLen = 249
 	// redactedMark replaces the SASL password wherever it could appear in an error.
@@ -110,86 +102,59 @@ var _ outbox.Publisher = (*Publisher)(nil)
 // option is a hook for the tests of this package: it changes the client options.
 type option func(*[]kgo.Opt, *tls.Config)
 
-// New returns the publisher of the Kafka destination name. static are the destination's static
-// headers (config.Destination.Headers), or nil. New compiles the topic and key templates and
-// checks the security keys: securityProtocol PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, and
-// for a SASL_ protocol the saslMechanism PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 with a user
-// name and a password. Any other mechanism (GSSAPI, OAUTHBEARER, ...) is refused with an
-// error that wraps ErrUnsupportedSecurity. The error names the bad key and never holds the
+// New returns the publisher of the Kafka destination name. New fills the defaults of c
+// (Config.WithDefaults), compiles the topic and key templates and checks the security
+// settings: SecurityProtocol PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, and for a SASL_
+// protocol the SASLMechanism PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 with a user name and a
+// password. Any other mechanism (GSSAPI, OAUTHBEARER, ...) is refused with an error that wraps
+// ErrUnsupportedSecurity. The error names the bad configuration key and never holds the
 // password. SSL uses the system's root certificates.
 //
 // New does no network I/O: the client dials the bootstrap servers at the first publish. Call
 // Close when the publisher is no longer used.
-func New(name string, d config.KafkaDestination, static map[string]string) (*Publisher, error) {
-	return newPublisher(name, d, static)
+func New(name string, c Config) (*Publisher, error) {
+	return newPublisher(name, c)
 }
 
-func newPublisher(name string, d config.KafkaDestination, static map[string]string, opts ...option) (*Publisher, error) {
+func newPublisher(name string, c Config, opts ...option) (*Publisher, error) {
+	c = c.WithDefaults()
+	if err := c.validate(name); err != nil {
+		return nil, err
+	}
 	prefix := "destinations." + name
-	brokers := d.Brokers()
-	if len(brokers) == 0 {
-		return nil, fmt.Errorf("%s.bootstrapServers: no broker is given", prefix)
-	}
-	topic, err := template.NewAddress(d.Topic, string(d.TopicFrom))
+	topic, err := c.topic(prefix)
 	if err != nil {
-		if d.TopicFrom != "" {
-			return nil, fmt.Errorf("%s.topicFrom: %w", prefix, err)
-		}
-		return nil, fmt.Errorf("%s.topic: %w", prefix, err)
-	}
-	keyText := d.KeyTemplate
-	if keyText == "" {
-		keyText = "{{ key }}"
-	}
-	timeout := d.TimeoutMs.Duration()
-	if d.TimeoutMs == 0 {
-		timeout = defaultTimeout
-	}
-	if timeout < minTimeout {
-		return nil, fmt.Errorf("%s.timeoutMs: %d is below the least value, 2000", prefix, d.TimeoutMs)
+		return nil, err
 	}
 
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	kopts := []kgo.Opt{
-		kgo.SeedBrokers(brokers...),
+		kgo.SeedBrokers(c.brokers()...),
 		kgo.ClientID("queuebox"),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		// Idempotence is the kgo default with acks=all; it is left on. Records of one
 		// partition keep their order across retries.
-		kgo.RecordDeliveryTimeout(timeout),
+		kgo.RecordDeliveryTimeout(c.Timeout),
 	}
-	protocol := config.SecurityProtocol(strings.ToUpper(string(d.SecurityProtocol)))
-	useTLS, useSASL := false, false
-	switch protocol {
-	case "", config.SecurityPlaintext:
-	case config.SecuritySSL:
-		useTLS = true
-	case config.SecuritySASLPlaintext:
-		useSASL = true
-	case config.SecuritySASLSSL:
-		useTLS, useSASL = true, true
-	default:
-		return nil, fmt.Errorf("%s.securityProtocol: %w: %q: use PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
-			prefix, ErrUnsupportedSecurity, string(d.SecurityProtocol))
+	useSASL, err := c.security(prefix)
+	if err != nil {
+		return nil, err
 	}
 	secret := ""
 	if useSASL {
-		mech, err := saslMechanism(prefix, d.KafkaSecurity)
+		mech, err := c.saslMechanism(prefix)
 		if err != nil {
 			return nil, err
 		}
 		kopts = append(kopts, kgo.SASL(mech))
-		secret = d.SASLPassword.Reveal()
-	} else if d.SASLMechanism != "" {
-		return nil, fmt.Errorf("%s.saslMechanism: %w: it needs securityProtocol SASL_PLAINTEXT or SASL_SSL, not %s",
-			prefix, ErrUnsupportedSecurity, protocolName(protocol))
+		secret = c.SASLPassword
 	}
 	hook := &connHook{}
 	kopts = append(kopts, kgo.WithHooks(hook))
 	for _, o := range opts {
 		o(&kopts, tlsCfg)
 	}
-	if useTLS {
+	if c.usesTLS() {
 		kopts = append(kopts, kgo.DialTLSConfig(tlsCfg))
 	}
 
@@ -200,9 +165,9 @@ func newPublisher(name string, d config.KafkaDestination, static map[string]stri
 	p := &Publisher{
 		name:    name,
 		topic:   topic,
-		key:     template.CompileKafkaKey(keyText),
-		timeout: timeout,
-		static:  sortedHeaders(static),
+		key:     template.CompileKafkaKey(c.KeyTemplate),
+		timeout: c.Timeout,
+		static:  sortedHeaders(c.Headers),
 		secret:  secret,
 		client:  client,
 		connErr: hook,
@@ -213,38 +178,6 @@ func newPublisher(name string, d config.KafkaDestination, static map[string]stri
 	}
 	p.guard = forwarded.NewGuard(protected...)
 	return p, nil
-}
-
-// protocolName returns the protocol as the configuration writes it.
-func protocolName(p config.SecurityProtocol) string {
-	if p == "" {
-		return "PLAINTEXT"
-	}
-	return string(p)
-}
-
-// saslMechanism returns the franz-go mechanism of the SASL keys, or an error naming the key.
-func saslMechanism(prefix string, s config.KafkaSecurity) (sasl.Mechanism, error) {
-	if s.SASLUsername == "" {
-		return nil, fmt.Errorf("%s.saslUsername: required by securityProtocol %s", prefix, s.SecurityProtocol)
-	}
-	if s.SASLPassword.IsEmpty() {
-		return nil, fmt.Errorf("%s.saslPassword: required by securityProtocol %s", prefix, s.SecurityProtocol)
-	}
-	user, pass := s.SASLUsername, s.SASLPassword.Reveal()
-	switch strings.ToUpper(s.SASLMechanism) {
-	case "PLAIN":
-		return plain.Auth{User: user, Pass: pass}.AsMechanism(), nil
-	case "SCRAM-SHA-256":
-		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism(), nil
-	case "SCRAM-SHA-512":
-		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
-	case "":
-		return nil, fmt.Errorf("%s.saslMechanism: required by securityProtocol %s: use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
-			prefix, s.SecurityProtocol)
-	}
-	return nil, fmt.Errorf("%s.saslMechanism: %w: %q: use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
-		prefix, ErrUnsupportedSecurity, s.SASLMechanism)
 }
 
 // Type returns "kafka", the destination_type label.

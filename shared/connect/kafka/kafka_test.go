@@ -17,7 +17,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/connect/kafka"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/route"
@@ -40,17 +39,16 @@ func newCluster(t *testing.T, partitions int32, topics []string, opts ...kfake.O
 	return c
 }
 
-// destination returns a Kafka destination on the cluster with the config defaults.
-func destination(c *kfake.Cluster, topic string) config.KafkaDestination {
-	d := *config.NewDestination("events", config.DestinationKafka).Kafka
-	d.BootstrapServers = strings.Join(c.ListenAddrs(), ",")
-	d.Topic = topic
-	return d
+// destination returns a Kafka destination on the cluster with every default.
+func destination(c *kfake.Cluster, topic string) kafka.Config {
+	return kafka.Config{Brokers: c.ListenAddrs(), Topic: topic}
 }
 
-func newPublisher(t *testing.T, d config.KafkaDestination, static map[string]string) *kafka.Publisher {
+// newPublisher is the publisher of d with the static headers static.
+func newPublisher(t *testing.T, d kafka.Config, static map[string]string) *kafka.Publisher {
 	t.Helper()
-	p, err := kafka.New("events", d, static)
+	d.Headers = static
+	p, err := kafka.New("events", d)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -213,7 +211,7 @@ func TestEmptyKeySendsNoKey(t *testing.T) {
 func TestTopicFromColumn(t *testing.T) {
 	c := newCluster(t, 1, []string{"order.created", "Order"})
 	d := destination(c, "ignored-template")
-	d.TopicFrom = config.AddressColumn(template.ColumnTopic)
+	d.TopicFrom = template.ColumnTopic
 	p := newPublisher(t, d, nil)
 	publish(t, p, message("t1"))
 	r := consume(t, c, "order.created", 1)[0]
@@ -221,7 +219,7 @@ func TestTopicFromColumn(t *testing.T) {
 		t.Errorf("record on %s with id %s, want order.created / t1", r.Topic, r.Headers[0].Value)
 	}
 
-	d.TopicFrom = config.AddressColumn(template.ColumnAggregateType)
+	d.TopicFrom = template.ColumnAggregateType
 	p2 := newPublisher(t, d, nil)
 	publish(t, p2, message("t2"))
 	if r := consume(t, c, "Order", 1)[0]; string(r.Headers[0].Value) != "t2" {
@@ -241,7 +239,7 @@ func TestEmptyOrInvalidTopicFails(t *testing.T) {
 	}
 
 	d := destination(c, "")
-	d.TopicFrom = config.AddressColumn(template.ColumnKey)
+	d.TopicFrom = template.ColumnKey
 	p2 := newPublisher(t, d, nil)
 	m := message("e2")
 	m.Key = ""
@@ -307,7 +305,7 @@ func TestTimeoutMsBoundsThePublish(t *testing.T) {
 		return nil, nil, true // never answered
 	})
 	d := destination(c, "orders")
-	d.TimeoutMs = 2000
+	d.Timeout = 2 * time.Second
 	p := newPublisher(t, d, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -341,13 +339,13 @@ func TestSASL(t *testing.T) {
 		t.Run(mech, func(t *testing.T) {
 			c := newCluster(t, 1, []string{"secure"}, kfake.EnableSASL(), kfake.Superuser(mech, "qb", "s3cret-pass"))
 			d := destination(c, "secure")
-			d.SecurityProtocol = config.SecuritySASLPlaintext
+			d.SecurityProtocol = kafka.SecuritySASLPlaintext
 			d.SASLMechanism = mech
 			d.SASLUsername = "qb"
-			d.SASLPassword = config.NewSecret("s3cret-pass")
+			d.SASLPassword = "s3cret-pass"
 			publish(t, newPublisher(t, d, nil), message("s1"))
 
-			d.SASLPassword = config.NewSecret("wrong-pass-xyz")
+			d.SASLPassword = "wrong-pass-xyz"
 			bad := newPublisher(t, d, nil)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
@@ -379,40 +377,38 @@ func TestSASL(t *testing.T) {
 }
 
 func TestNewRefusesBadSettings(t *testing.T) {
-	base := *config.NewDestination("events", config.DestinationKafka).Kafka
-	base.BootstrapServers = "127.0.0.1:1"
-	base.Topic = "orders"
+	base := kafka.Config{Brokers: []string{"127.0.0.1:1"}, Topic: "orders"}
 	cases := []struct {
 		name, want string
-		edit       func(*config.KafkaDestination)
+		edit       func(*kafka.Config)
 	}{
-		{"gssapi", "destinations.events.saslMechanism", func(d *config.KafkaDestination) {
-			d.SecurityProtocol, d.SASLMechanism, d.SASLUsername = config.SecuritySASLSSL, "GSSAPI", "u"
-			d.SASLPassword = config.NewSecret("hidden-pw")
+		{"gssapi", "destinations.events.saslMechanism", func(d *kafka.Config) {
+			d.SecurityProtocol, d.SASLMechanism, d.SASLUsername = kafka.SecuritySASLSSL, "GSSAPI", "u"
+			d.SASLPassword = "hidden-pw"
 		}},
-		{"oauthbearer", "unsupported", func(d *config.KafkaDestination) {
-			d.SecurityProtocol, d.SASLMechanism, d.SASLUsername = config.SecuritySASLPlaintext, "OAUTHBEARER", "u"
-			d.SASLPassword = config.NewSecret("hidden-pw")
+		{"oauthbearer", "unsupported", func(d *kafka.Config) {
+			d.SecurityProtocol, d.SASLMechanism, d.SASLUsername = kafka.SecuritySASLPlaintext, "OAUTHBEARER", "u"
+			d.SASLPassword = "hidden-pw"
 		}},
-		{"protocol", "destinations.events.securityProtocol", func(d *config.KafkaDestination) { d.SecurityProtocol = "KERBEROS" }},
-		{"no user", "destinations.events.saslUsername", func(d *config.KafkaDestination) {
-			d.SecurityProtocol, d.SASLMechanism = config.SecuritySASLPlaintext, "PLAIN"
-			d.SASLPassword = config.NewSecret("hidden-pw")
+		{"protocol", "destinations.events.securityProtocol", func(d *kafka.Config) { d.SecurityProtocol = "KERBEROS" }},
+		{"no user", "destinations.events.saslUsername", func(d *kafka.Config) {
+			d.SecurityProtocol, d.SASLMechanism = kafka.SecuritySASLPlaintext, "PLAIN"
+			d.SASLPassword = "hidden-pw"
 		}},
-		{"no password", "destinations.events.saslPassword", func(d *config.KafkaDestination) {
-			d.SecurityProtocol, d.SASLMechanism, d.SASLUsername = config.SecuritySASLPlaintext, "PLAIN", "u"
+		{"no password", "destinations.events.saslPassword", func(d *kafka.Config) {
+			d.SecurityProtocol, d.SASLMechanism, d.SASLUsername = kafka.SecuritySASLPlaintext, "PLAIN", "u"
 		}},
-		{"mechanism without sasl", "destinations.events.saslMechanism", func(d *config.KafkaDestination) { d.SASLMechanism = "PLAIN" }},
-		{"timeout", "destinations.events.timeoutMs", func(d *config.KafkaDestination) { d.TimeoutMs = 1999 }},
-		{"topicFrom", "destinations.events.topicFrom", func(d *config.KafkaDestination) { d.TopicFrom = "payload" }},
-		{"placeholder", "destinations.events.topic", func(d *config.KafkaDestination) { d.Topic = "{{ source }}" }},
-		{"no broker", "destinations.events.bootstrapServers", func(d *config.KafkaDestination) { d.BootstrapServers = " , " }},
+		{"mechanism without sasl", "destinations.events.saslMechanism", func(d *kafka.Config) { d.SASLMechanism = "PLAIN" }},
+		{"timeout", "destinations.events.timeoutMs", func(d *kafka.Config) { d.Timeout = 1999 * time.Millisecond }},
+		{"topicFrom", "destinations.events.topicFrom", func(d *kafka.Config) { d.TopicFrom = "payload" }},
+		{"placeholder", "destinations.events.topic", func(d *kafka.Config) { d.Topic = "{{ source }}" }},
+		{"no broker", "destinations.events.bootstrapServers", func(d *kafka.Config) { d.Brokers = []string{" ", ""} }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := base
 			tc.edit(&d)
-			p, err := kafka.New("events", d, nil)
+			p, err := kafka.New("events", d)
 			if err == nil {
 				_ = p.Close()
 				t.Fatal("New accepted the destination")

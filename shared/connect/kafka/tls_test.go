@@ -14,7 +14,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/connect/kafka"
 )
 
@@ -56,11 +55,11 @@ func TestSASLSSL(t *testing.T) {
 		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}),
 		kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "qb", "s3cret-pass"))
 	d := destination(c, "secure")
-	d.SecurityProtocol = config.SecuritySASLSSL
+	d.SecurityProtocol = kafka.SecuritySASLSSL
 	d.SASLMechanism = "SCRAM-SHA-512"
 	d.SASLUsername = "qb"
-	d.SASLPassword = config.NewSecret("s3cret-pass")
-	p, err := kafka.NewWithRootCAs("events", d, nil, pool)
+	d.SASLPassword = "s3cret-pass"
+	p, err := kafka.NewWithRootCAs("events", d, pool)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

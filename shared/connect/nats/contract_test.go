@@ -4,8 +4,8 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
-	"github.com/alternayte/queuebox/shared/config"
 	qbnats "github.com/alternayte/queuebox/shared/connect/nats"
 	"github.com/alternayte/queuebox/shared/connect/publishtest"
 	"github.com/alternayte/queuebox/shared/outbox"
@@ -31,12 +31,10 @@ func TestPublisherContract(t *testing.T) {
 			addr := ln.Addr().String()
 			_ = ln.Close() // nothing listens there now: the dial is refused
 			var out []outbox.Publisher
-			for _, d := range []config.NATSDestination{
-				{Servers: "nats://urluser:" + secret + "@" + addr, Subject: "a", JetStream: true, TimeoutMs: 5000},
-				{Servers: "nats://" + addr, Subject: "a", JetStream: true, TimeoutMs: 5000,
-					NATSCredentials: config.NATSCredentials{Username: "bob", Password: config.NewSecret(secret)}},
-				{Servers: "nats://" + addr, Subject: "a", JetStream: true, TimeoutMs: 5000,
-					NATSCredentials: config.NATSCredentials{Token: config.NewSecret(secret)}},
+			for _, d := range []qbnats.Config{
+				{Servers: []string{"nats://urluser:" + secret + "@" + addr}, Subject: "a", Timeout: 5 * time.Second},
+				{Servers: []string{"nats://" + addr}, Subject: "a", Timeout: 5 * time.Second, Username: "bob", Password: secret},
+				{Servers: []string{"nats://" + addr}, Subject: "a", Timeout: 5 * time.Second, Token: secret},
 			} {
 				out = append(out, newPublisher(t, d))
 			}
@@ -66,7 +64,7 @@ func TestPublisherContract(t *testing.T) {
 func newTarget(t *testing.T) publishtest.Target {
 	f := newFixture(t)
 	px := newProxy(t, "127.0.0.1:4222")
-	p := newPublisher(t, config.NATSDestination{Servers: "nats://" + px.addr(), Subject: f.prefix + ".{{ key }}", JetStream: true, TimeoutMs: 30000})
+	p := newPublisher(t, qbnats.Config{Servers: []string{"nats://" + px.addr()}, Subject: f.prefix + ".{{ key }}", Timeout: 30 * time.Second})
 	proxies.Store(p, px)
 	t.Cleanup(func() { proxies.Delete(p) })
 	return publishtest.Target{
@@ -104,7 +102,7 @@ func ackNeverComes(t *testing.T) publishtest.Stall {
 			close(reached)
 		}
 	}()
-	p := newPublisher(t, config.NATSDestination{Subject: subject, JetStream: true, TimeoutMs: 600000})
+	p := newPublisher(t, qbnats.Config{Subject: subject, Timeout: 10 * time.Minute})
 	return publishtest.Stall{Name: "no acknowledgement", Publisher: p, Reached: reached}
 }
 
@@ -145,6 +143,6 @@ func silentServer(t *testing.T) publishtest.Stall {
 		}
 		mu.Unlock()
 	})
-	p := newPublisher(t, config.NATSDestination{Servers: "nats://" + ln.Addr().String(), Subject: "a", JetStream: true, TimeoutMs: 600000})
+	p := newPublisher(t, qbnats.Config{Servers: []string{"nats://" + ln.Addr().String()}, Subject: "a", Timeout: 10 * time.Minute})
 	return publishtest.Stall{Name: "silent server", Publisher: p, Reached: accepted}
 }

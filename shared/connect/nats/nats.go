@@ -34,7 +34,6 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/redact"
@@ -58,9 +57,6 @@ const (
 	// JetStream publish.
 	HeaderMsgID = jetstream.MsgIDHeader
 )
-
-// defaultTimeout is the publish timeout when the destination sets none (config default).
-const defaultTimeout = 30 * time.Second
 
 // redactedMark replaces a credential of the destination in the text of an error.
 const redactedMark = "[REDACTED]"
@@ -96,37 +92,34 @@ type Publisher struct {
 	closed   bool
 }
 
-// New returns the publisher of the NATS destination name. static are the destination's
-// static headers (config.Destination.Headers), or nil. It compiles the subject (or the
-// subjectFrom column) and does no network I/O: the first Publish dials. d.Username with
-// d.Password, or d.Token, authenticate the connection; config validation refuses both.
-func New(name string, d config.NATSDestination, static map[string]string) (*Publisher, error) {
-	servers := d.ServerList()
-	if len(servers) == 0 {
-		return nil, fmt.Errorf("destination %s: servers is empty", name)
+// New returns the publisher of the NATS destination name. New fills the defaults of c
+// (Config.WithDefaults), compiles the subject (or the SubjectFrom column) and does no network
+// I/O: the first Publish dials. c.Username with c.Password, or c.Token, authenticate the
+// connection; the configuration's validation refuses both at once.
+func New(name string, c Config) (*Publisher, error) {
+	c = c.WithDefaults()
+	if err := c.validate(name); err != nil {
+		return nil, err
 	}
+	servers := c.servers()
 	shown := make([]string, len(servers))
 	for i, s := range servers {
 		shown[i] = stripUserInfo(s)
 	}
-	address, err := template.NewAddress(d.Subject, string(d.SubjectFrom))
+	address, err := c.address(name)
 	if err != nil {
-		return nil, fmt.Errorf("destination %s: subject: %w", name, err)
-	}
-	timeout := d.TimeoutMs.Duration()
-	if timeout <= 0 {
-		timeout = defaultTimeout
+		return nil, err
 	}
 	p := &Publisher{
 		name:      name,
 		servers:   servers,
 		shown:     strings.Join(shown, ","),
 		address:   address,
-		jetStream: d.JetStream,
-		timeout:   timeout,
+		jetStream: c.Mode == ModeJetStream,
+		timeout:   c.Timeout,
 	}
 	protected := []string{HeaderMessageID, HeaderTopic, HeaderAttempt, HeaderMessageKey}
-	for name, value := range static {
+	for name, value := range c.Headers {
 		p.static = append(p.static, [2]string{name, value})
 		protected = append(protected, name)
 	}
@@ -134,7 +127,7 @@ func New(name string, d config.NATSDestination, static map[string]string) (*Publ
 	p.guard = forwarded.NewGuard(protected...).WithPrefix("Nats-")
 	p.opts = []natsgo.Option{
 		natsgo.Name("queuebox destination " + name),
-		natsgo.Timeout(timeout),
+		natsgo.Timeout(c.Timeout),
 		natsgo.MaxReconnects(-1),
 		// No buffer while reconnecting: a publish then fails at once and the row retries,
 		// instead of being reported sent from a buffer that a process exit would lose.
@@ -144,12 +137,11 @@ func New(name string, d config.NATSDestination, static map[string]string) (*Publ
 		natsgo.DisconnectErrHandler(p.onDisconnect),
 		natsgo.ReconnectHandler(p.onReconnect),
 	}
-	if user := d.Username; user != "" {
-		pass := d.Password.Reveal()
-		p.opts = append(p.opts, natsgo.UserInfo(user, pass))
-		p.addSecret(pass)
+	if user := c.Username; user != "" {
+		p.opts = append(p.opts, natsgo.UserInfo(user, c.Password))
+		p.addSecret(c.Password)
 	}
-	if tok := d.Token.Reveal(); tok != "" {
+	if tok := c.Token; tok != "" {
 		p.opts = append(p.opts, natsgo.Token(tok))
 		p.addSecret(tok)
 	}

@@ -15,7 +15,6 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/alternayte/queuebox/shared/config"
 	qbnats "github.com/alternayte/queuebox/shared/connect/nats"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/route"
@@ -118,18 +117,19 @@ func (f *fixture) msgs(t *testing.T, want int) []*jetstream.RawStreamMsg {
 	return out
 }
 
-func newPublisher(t *testing.T, d config.NATSDestination) *qbnats.Publisher {
+func newPublisher(t *testing.T, d qbnats.Config) *qbnats.Publisher {
 	t.Helper()
 	return newPublisherWithHeaders(t, d, nil)
 }
 
 // newPublisherWithHeaders returns a publisher of d with the destination's static headers.
-func newPublisherWithHeaders(t *testing.T, d config.NATSDestination, static map[string]string) *qbnats.Publisher {
+func newPublisherWithHeaders(t *testing.T, d qbnats.Config, static map[string]string) *qbnats.Publisher {
 	t.Helper()
-	if d.Servers == "" {
-		d.Servers = natsURL
+	if len(d.Servers) == 0 {
+		d.Servers = []string{natsURL}
 	}
-	p, err := qbnats.New("test-nats", d, static)
+	d.Headers = static
+	p, err := qbnats.New("test-nats", d)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -157,7 +157,7 @@ func message(id string) outbox.Message {
 }
 
 func TestType(t *testing.T) {
-	p, err := qbnats.New("x", config.NATSDestination{Servers: natsURL, Subject: "a"}, nil)
+	p, err := qbnats.New("x", qbnats.Config{Servers: []string{natsURL}, Subject: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestType(t *testing.T) {
 
 func TestJetStreamBodyHeadersAndSubject(t *testing.T) {
 	f := newFixture(t)
-	p := newPublisher(t, config.NATSDestination{Subject: f.prefix + ".{{ aggregateType }}.{{ topic }}", JetStream: true, TimeoutMs: 30000})
+	p := newPublisher(t, qbnats.Config{Subject: f.prefix + ".{{ aggregateType }}.{{ topic }}", Timeout: 30 * time.Second})
 
 	m := message("0b7f9a4e-1111-4c3a-9d55-000000000001")
 	m.Headers = map[string]string{"traceparent": "00-abc-def-01", "x-topic": "row-topic", "Tenant-ID": "acme"}
@@ -225,7 +225,7 @@ func assertHeaders(t *testing.T, got natsgo.Header, want map[string][]string) {
 
 func TestRouteRoutingKeyTemplateDoesNotChangeSubject(t *testing.T) {
 	f := newFixture(t)
-	p := newPublisher(t, config.NATSDestination{Subject: f.prefix + ".fixed", JetStream: true, TimeoutMs: 30000})
+	p := newPublisher(t, qbnats.Config{Subject: f.prefix + ".fixed", Timeout: 30 * time.Second})
 	m := message("rk-1")
 	m.Route = route.Route{Destination: "test-nats", RoutingKeyTemplate: f.prefix + ".{{ payload.region }}", RoutingKeyMissingFieldDefault: "x"}
 	if err := publish(t, p, m); err != nil {
@@ -238,7 +238,7 @@ func TestRouteRoutingKeyTemplateDoesNotChangeSubject(t *testing.T) {
 
 func TestSubjectFromColumn(t *testing.T) {
 	f := newFixture(t)
-	p := newPublisher(t, config.NATSDestination{Subject: "ignored.subject", SubjectFrom: "key", JetStream: true, TimeoutMs: 30000})
+	p := newPublisher(t, qbnats.Config{Subject: "ignored.subject", SubjectFrom: "key", Timeout: 30 * time.Second})
 	m := message("col-1")
 	m.Key = f.prefix + ".by-key"
 	if err := publish(t, p, m); err != nil {
@@ -251,7 +251,7 @@ func TestSubjectFromColumn(t *testing.T) {
 
 func TestSubjectFromPayloadTemplate(t *testing.T) {
 	f := newFixture(t)
-	p := newPublisher(t, config.NATSDestination{Subject: f.prefix + ".{{ payload.region }}", JetStream: true, TimeoutMs: 30000})
+	p := newPublisher(t, qbnats.Config{Subject: f.prefix + ".{{ payload.region }}", Timeout: 30 * time.Second})
 	if err := publish(t, p, message("pl-1")); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
@@ -264,10 +264,10 @@ func TestEmptySubjectFails(t *testing.T) {
 	f := newFixture(t)
 	for _, tc := range []struct {
 		name string
-		d    config.NATSDestination
+		d    qbnats.Config
 	}{
-		{"template", config.NATSDestination{Subject: "{{ payload.missing }}", JetStream: true, TimeoutMs: 30000}},
-		{"column", config.NATSDestination{Subject: "x", SubjectFrom: "aggregate_type", JetStream: true, TimeoutMs: 30000}},
+		{"template", qbnats.Config{Subject: "{{ payload.missing }}", Timeout: 30 * time.Second}},
+		{"column", qbnats.Config{Subject: "x", SubjectFrom: "aggregate_type", Timeout: 30 * time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPublisher(t, tc.d)
@@ -287,7 +287,7 @@ func TestEmptySubjectFails(t *testing.T) {
 
 func TestJetStreamWithoutStreamFails(t *testing.T) {
 	broker(t)
-	p := newPublisher(t, config.NATSDestination{Subject: "qbtest-nostream." + unique(t), JetStream: true, TimeoutMs: 30000})
+	p := newPublisher(t, qbnats.Config{Subject: "qbtest-nostream." + unique(t), Timeout: 30 * time.Second})
 	err := publish(t, p, message("ns-1"))
 	if err == nil {
 		t.Fatal("Publish to a subject that no stream holds succeeded, want an error")
@@ -299,7 +299,7 @@ func TestJetStreamWithoutStreamFails(t *testing.T) {
 
 func TestDuplicateIDIsStoredOnce(t *testing.T) {
 	f := newFixture(t)
-	p := newPublisher(t, config.NATSDestination{Subject: f.prefix + ".dup", JetStream: true, TimeoutMs: 30000})
+	p := newPublisher(t, qbnats.Config{Subject: f.prefix + ".dup", Timeout: 30 * time.Second})
 	m := message("dup-1")
 	for i := 0; i < 2; i++ {
 		m.Attempt = i
@@ -323,7 +323,7 @@ func TestCoreNATS(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	p := newPublisher(t, config.NATSDestination{Subject: subject, JetStream: false, TimeoutMs: 30000})
+	p := newPublisher(t, qbnats.Config{Subject: subject, Mode: qbnats.ModeCore, Timeout: 30 * time.Second})
 	m := message("core-1")
 	if err := publish(t, p, m); err != nil {
 		t.Fatalf("Publish: %v", err)

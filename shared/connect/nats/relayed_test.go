@@ -2,8 +2,9 @@ package nats_test
 
 import (
 	"testing"
+	"time"
 
-	"github.com/alternayte/queuebox/shared/config"
+	qbnats "github.com/alternayte/queuebox/shared/connect/nats"
 	"github.com/alternayte/queuebox/shared/outbox"
 )
 
@@ -14,7 +15,7 @@ import (
 // header of a standard name is a second value.
 func TestRelayedRowCannotForgeHeaders(t *testing.T) {
 	f := newFixture(t)
-	p := newPublisher(t, config.NATSDestination{Subject: f.prefix + ".{{ topic }}", JetStream: true, TimeoutMs: 30000})
+	p := newPublisher(t, qbnats.Config{Subject: f.prefix + ".{{ topic }}", Timeout: 30 * time.Second})
 
 	relayed := message("0b7f9a4e-1111-4c3a-9d55-000000000011")
 	relayed.Headers = map[string]string{
@@ -58,7 +59,7 @@ func TestRelayedRowCannotForgeHeaders(t *testing.T) {
 // a relayed row the received header is dropped and the static one stays.
 func TestStaticHeaders(t *testing.T) {
 	f := newFixture(t)
-	p := newPublisherWithHeaders(t, config.NATSDestination{Subject: f.prefix + ".{{ topic }}", JetStream: true, TimeoutMs: 30000},
+	p := newPublisherWithHeaders(t, qbnats.Config{Subject: f.prefix + ".{{ topic }}", Timeout: 30 * time.Second},
 		map[string]string{"X-Team": "orders", "X-Region": "eu"})
 
 	plain := message("0b7f9a4e-1111-4c3a-9d55-000000000021")

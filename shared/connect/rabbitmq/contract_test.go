@@ -5,7 +5,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/connect/publishtest"
 	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
 	"github.com/alternayte/queuebox/shared/outbox"
@@ -19,12 +18,12 @@ func TestPublisherContract(t *testing.T) {
 		Stalls: func(t *testing.T) []publishtest.Stall {
 			d := destination(unique("qb-test-ctx"))
 			addr, accepted := silentPeer(t)
-			d.URL = config.NewConnectionURL("amqp://guest:guest@" + addr + "/")
+			d.URL = "amqp://guest:guest@" + addr + "/"
 			return []publishtest.Stall{{Name: "silent broker", Publisher: newPublisher(t, d, nil), Reached: accepted}}
 		},
 		WithSecret: func(t *testing.T, secret string) []outbox.Publisher {
 			d := destination("x")
-			d.URL = config.NewConnectionURL("amqp://guest:" + secret + "@127.0.0.1:5672/")
+			d.URL = "amqp://guest:" + secret + "@127.0.0.1:5672/"
 			return []outbox.Publisher{newPublisher(t, d, nil)}
 		},
 		Break: func(t *testing.T, tg publishtest.Target) (func(), func()) {

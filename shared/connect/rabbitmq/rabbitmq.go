@@ -29,7 +29,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/redact"
@@ -114,61 +113,37 @@ type channel struct {
 
 type routingKeyID struct{ text, missing string }
 
-// New returns the publisher of the RabbitMQ destination name. headers are the static headers of
-// the destination (config.Destination.Headers), or nil. New checks the configuration (the URL,
-// the exchange template or column, the exchange type and the delivery mode; empty values take
-// their defaults) and does no network I/O: the first publish dials the broker. The error names
-// the key and never holds the URL. Call Close when the publisher is no longer used.
-func New(name string, d config.RabbitMQDestination, headers map[string]string) (*Publisher, error) {
-	if d.URL.IsEmpty() {
-		return nil, fmt.Errorf("destinations.%s.url: required", name)
+// New returns the publisher of the RabbitMQ destination name. New fills the defaults of c
+// (Config.WithDefaults), checks it (the URL, the exchange template or column, the exchange
+// type and the delivery mode) and does no network I/O: the first publish dials the broker. The
+// error names the configuration key and never holds the URL. Call Close when the publisher is
+// no longer used.
+func New(name string, c Config) (*Publisher, error) {
+	c = c.WithDefaults()
+	if err := c.validate(name); err != nil {
+		return nil, err
 	}
-	if _, err := amqp.ParseURI(d.URL.Reveal()); err != nil {
-		return nil, fmt.Errorf("destinations.%s.url: not an AMQP URI: %s", name, uriError(err, d.URL.Reveal()))
-	}
-	exchange, err := template.NewAddress(d.Exchange, string(d.ExchangeFrom))
+	exchange, err := c.exchange(name)
 	if err != nil {
-		key := "exchange"
-		if d.ExchangeFrom != "" {
-			key = "exchangeFrom"
-		}
-		return nil, fmt.Errorf("destinations.%s.%s: %w", name, key, err)
+		return nil, err
 	}
-	exchangeType := d.ExchangeType
-	if exchangeType == "" {
-		exchangeType = config.ExchangeTopic
-	}
-	switch exchangeType {
-	case config.ExchangeTopic, config.ExchangeDirect, config.ExchangeFanout:
-	default:
-		return nil, fmt.Errorf("destinations.%s.exchangeType: %q: use topic, direct or fanout", name, string(d.ExchangeType))
-	}
-	var mode uint8
-	switch d.DeliveryMode {
-	case config.DeliveryPersistent, "":
-		mode = amqp.Persistent
-	case config.DeliveryTransient:
-		mode = amqp.Transient
-	default:
-		return nil, fmt.Errorf("destinations.%s.deliveryMode: %q: use persistent or transient", name, string(d.DeliveryMode))
-	}
-	routingKey := d.RoutingKeyTemplate
-	if routingKey == "" {
-		routingKey = "{{ topic }}"
+	mode, err := c.amqpDeliveryMode(name)
+	if err != nil {
+		return nil, err
 	}
 	p := &Publisher{
 		name:         name,
-		url:          d.URL.Reveal(),
+		url:          c.URL,
 		exchange:     exchange,
-		exchangeType: string(exchangeType),
-		routingKey:   routingKey,
+		exchangeType: string(c.ExchangeType),
+		routingKey:   c.RoutingKeyTemplate,
 		deliveryMode: mode,
 		slots:        make(chan struct{}, maxChannels),
 	}
 	protected := []string{headerTopic, headerAttempt, "CC", "BCC"}
-	if len(headers) > 0 {
-		p.headers = make(amqp.Table, len(headers))
-		for k, v := range headers {
+	if len(c.Headers) > 0 {
+		p.headers = make(amqp.Table, len(c.Headers))
+		for k, v := range c.Headers {
 			p.headers[k] = v
 			protected = append(protected, k)
 		}

@@ -12,7 +12,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/route"
@@ -84,16 +83,16 @@ func deleteExchange(name string) {
 	}
 }
 
-func destination(exchange string) config.RabbitMQDestination {
-	d := config.NewDestination("events", config.DestinationRabbitMQ).RabbitMQ
-	d.URL = config.NewConnectionURL(brokerURL)
-	d.Exchange = exchange
-	return *d
+// destination is a destination on the machine's broker with every default.
+func destination(exchange string) rabbitmq.Config {
+	return rabbitmq.Config{URL: brokerURL, Exchange: exchange}
 }
 
-func newPublisher(t *testing.T, d config.RabbitMQDestination, headers map[string]string) *rabbitmq.Publisher {
+// newPublisher is the publisher of d with the static headers headers.
+func newPublisher(t *testing.T, d rabbitmq.Config, headers map[string]string) *rabbitmq.Publisher {
 	t.Helper()
-	p, err := rabbitmq.New("events", d, headers)
+	d.Headers = headers
+	p, err := rabbitmq.New("events", d)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -189,7 +188,7 @@ func TestTransientDeliveryMode(t *testing.T) {
 	exchange := unique("qb-test-transient")
 	deliveries := queueOn(t, ch, exchange, "topic", "#")
 	d := destination(exchange)
-	d.DeliveryMode = config.DeliveryTransient
+	d.DeliveryMode = rabbitmq.DeliveryTransient
 	p := newPublisher(t, d, nil)
 	publish(t, p, message("a.b"))
 	if got := receive(t, deliveries); got.DeliveryMode != 1 {
@@ -236,7 +235,7 @@ func TestExchangeFromColumnAndTemplate(t *testing.T) {
 	users := queueOn(t, ch, base+".user", "topic", "#")
 
 	d := destination("ignored-when-a-column-is-set")
-	d.ExchangeFrom = config.AddressColumn(template.ColumnAggregateType)
+	d.ExchangeFrom = template.ColumnAggregateType
 	fromColumn := newPublisher(t, d, nil)
 	tmpl := newPublisher(t, destination(base+".{{ payload.kind }}"), nil)
 
@@ -257,7 +256,7 @@ func TestExchangeFromColumnAndTemplate(t *testing.T) {
 
 func TestEmptyAddressFails(t *testing.T) {
 	d := destination("unused")
-	d.ExchangeFrom = config.AddressColumn(template.ColumnKey)
+	d.ExchangeFrom = template.ColumnKey
 	p := newPublisher(t, d, nil)
 	err := p.Publish(context.Background(), message("a.b")) // the row has no key
 	if !errors.Is(err, template.ErrEmptyAddress) {
@@ -299,7 +298,7 @@ func TestUnroutableMessageFailsThenSucceedsOnceBound(t *testing.T) {
 	// A routing key that the binding does not take is unroutable again.
 	bound := unique("qb-test-direct")
 	d := destination(bound)
-	d.ExchangeType = config.ExchangeDirect
+	d.ExchangeType = rabbitmq.ExchangeDirect
 	direct := newPublisher(t, d, nil)
 	dq := queueOn(t, ch, bound, "direct", "only.this")
 	if err := direct.Publish(context.Background(), message("other.key")); !errors.Is(err, rabbitmq.ErrUnroutable) {
@@ -332,23 +331,23 @@ func TestErrorsHoldNoSecret(t *testing.T) {
 	// (contract_test.go); New refuses a bad URL without repeating its password.
 	const password = "s3cr3t-pa55"
 	d := destination("x")
-	d.URL = config.NewConnectionURL("http://guest:" + password + "@host/")
-	if _, err := rabbitmq.New("events", d, nil); err == nil || strings.Contains(err.Error(), password) {
+	d.URL = "http://guest:" + password + "@host/"
+	if _, err := rabbitmq.New("events", d); err == nil || strings.Contains(err.Error(), password) {
 		t.Fatalf("New with a bad URL = %v, want an error without the password", err)
 	}
 }
 
 func TestNewRefusesBadConfiguration(t *testing.T) {
-	for name, mutate := range map[string]func(*config.RabbitMQDestination){
-		"unknown placeholder": func(d *config.RabbitMQDestination) { d.Exchange = "{{ nope }}" },
-		"unknown column":      func(d *config.RabbitMQDestination) { d.ExchangeFrom = "payload" },
-		"exchange type":       func(d *config.RabbitMQDestination) { d.ExchangeType = "headers" },
-		"delivery mode":       func(d *config.RabbitMQDestination) { d.DeliveryMode = "sometimes" },
-		"no url":              func(d *config.RabbitMQDestination) { d.URL = config.ConnectionURL{} },
+	for name, mutate := range map[string]func(*rabbitmq.Config){
+		"unknown placeholder": func(d *rabbitmq.Config) { d.Exchange = "{{ nope }}" },
+		"unknown column":      func(d *rabbitmq.Config) { d.ExchangeFrom = "payload" },
+		"exchange type":       func(d *rabbitmq.Config) { d.ExchangeType = "headers" },
+		"delivery mode":       func(d *rabbitmq.Config) { d.DeliveryMode = "sometimes" },
+		"no url":              func(d *rabbitmq.Config) { d.URL = "" },
 	} {
 		d := destination("x")
 		mutate(&d)
-		if _, err := rabbitmq.New("events", d, nil); err == nil || !strings.Contains(err.Error(), "destinations.events.") {
+		if _, err := rabbitmq.New("events", d); err == nil || !strings.Contains(err.Error(), "destinations.events.") {
 			t.Errorf("%s: New = %v, want an error naming the key", name, err)
 		}
 	}

@@ -1,4 +1,4 @@
-// Package capturetest gives capture tests a PostgreSQL server with wal_level = logical and a
+// Package logicaltest gives the tests of PostgreSQL logical capture a PostgreSQL server with wal_level = logical and a
 // fresh, migrated database per test on it.
 //
 // The machine's shared server usually runs with wal_level = replica, and a test must not
@@ -11,7 +11,7 @@
 // QUEUEBOX_TEST_LOGICAL_DATABASE_URL names an existing server with wal_level = logical
 // instead (a URL of a database where the user may CREATE DATABASE and CREATE ROLE); Start then
 // starts nothing.
-package capturetest
+package logicaltest
 
 import (
 	"bytes"
@@ -166,19 +166,19 @@ func (s *Server) Stop() error {
 }
 
 // Main starts the server, stores it in *srv, runs the tests and stops it. A package's
-// TestMain calls os.Exit(capturetest.Main(m, &server)).
+// TestMain calls os.Exit(logicaltest.Main(m, &server)).
 func Main(m *testing.M, srv **Server) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	s, err := Start(ctx)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "capturetest: no PostgreSQL server with wal_level = logical: %v\n", err)
+		fmt.Fprintf(os.Stderr, "logicaltest: no PostgreSQL server with wal_level = logical: %v\n", err)
 		return 1
 	}
 	*srv = s
 	code := m.Run()
 	if err := s.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "capturetest: %v\n", err)
+		fmt.Fprintf(os.Stderr, "logicaltest: %v\n", err)
 	}
 	return code
 }
@@ -201,7 +201,7 @@ func (l *Lazy) Get(t testing.TB) *Server {
 		l.s, l.err = Start(ctx)
 	})
 	if l.err != nil {
-		t.Fatalf("capturetest: no PostgreSQL server with wal_level = logical: %v", l.err)
+		t.Fatalf("logicaltest: no PostgreSQL server with wal_level = logical: %v", l.err)
 	}
 	return l.s
 }
@@ -226,16 +226,16 @@ func (s *Server) NewDatabase(t testing.TB) string {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
-		t.Fatalf("capturetest: connecting to %s: %v", redact(dbURL), err)
+		t.Fatalf("logicaltest: connecting to %s: %v", redact(dbURL), err)
 	}
 	defer conn.Close(ctx)
 	list, err := migrations.List(migrations.PostgreSQL)
 	if err != nil {
-		t.Fatalf("capturetest: %v", err)
+		t.Fatalf("logicaltest: %v", err)
 	}
 	for _, m := range list {
 		if _, err := conn.Exec(ctx, m.SQL); err != nil {
-			t.Fatalf("capturetest: applying %s: %v", m.Script, err)
+			t.Fatalf("logicaltest: applying %s: %v", m.Script, err)
 		}
 	}
 	return dbURL
@@ -250,7 +250,7 @@ func (s *Server) EmptyDatabase(t testing.TB) string {
 	defer cancel()
 	admin, err := pgx.Connect(ctx, s.URL)
 	if err != nil {
-		t.Fatalf("capturetest: connecting to %s: %v", redact(s.URL), err)
+		t.Fatalf("logicaltest: connecting to %s: %v", redact(s.URL), err)
 	}
 	defer admin.Close(ctx)
 	var suffix [4]byte
@@ -261,12 +261,12 @@ func (s *Server) EmptyDatabase(t testing.TB) string {
 	}
 	name += "_" + hex.EncodeToString(suffix[:])
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		t.Fatalf("capturetest: creating database %s: %v", name, err)
+		t.Fatalf("logicaltest: creating database %s: %v", name, err)
 	}
 	t.Cleanup(func() { s.dropDatabase(t, name) })
 	u, err := url.Parse(s.URL)
 	if err != nil {
-		t.Fatalf("capturetest: parsing %s: %v", redact(s.URL), err)
+		t.Fatalf("logicaltest: parsing %s: %v", redact(s.URL), err)
 	}
 	u.Path = "/" + name
 	return u.String()
@@ -278,7 +278,7 @@ func (s *Server) dropDatabase(t testing.TB, name string) {
 	defer cancel()
 	c, err := pgx.Connect(ctx, s.URL)
 	if err != nil {
-		t.Logf("capturetest: dropping database %s: %v", name, err)
+		t.Logf("logicaltest: dropping database %s: %v", name, err)
 		return
 	}
 	defer c.Close(ctx)
@@ -295,7 +295,7 @@ func (s *Server) dropDatabase(t testing.TB, name string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-		t.Logf("capturetest: dropping database %s: %v", name, err)
+		t.Logf("logicaltest: dropping database %s: %v", name, err)
 	}
 }
 
@@ -304,12 +304,12 @@ func Pool(t testing.TB, dbURL string) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
-		t.Fatalf("capturetest: parsing %s: %v", redact(dbURL), err)
+		t.Fatalf("logicaltest: parsing %s: %v", redact(dbURL), err)
 	}
 	cfg.MaxConns = 12
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
-		t.Fatalf("capturetest: opening a pool: %v", err)
+		t.Fatalf("logicaltest: opening a pool: %v", err)
 	}
 	t.Cleanup(pool.Close)
 	return pool
@@ -320,7 +320,7 @@ func WithUser(t testing.TB, dbURL, name string) string {
 	t.Helper()
 	u, err := url.Parse(dbURL)
 	if err != nil {
-		t.Fatalf("capturetest: parsing %s: %v", redact(dbURL), err)
+		t.Fatalf("logicaltest: parsing %s: %v", redact(dbURL), err)
 	}
 	u.User = url.User(name)
 	return u.String()
