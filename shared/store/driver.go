@@ -73,9 +73,9 @@ type PoolStats struct {
 type Driver struct {
 	// Store runs the statements of the dialect.
 	Store Store
-	// Migration is the connection handle on which package migrate runs the bundled
-	// migrations of this dialect (see migrate.New).
-	Migration any
+	// Migration is the backend on which package migrate runs the bundled migrations of this
+	// dialect (see migrate.New).
+	Migration MigrationBackend
 	// Ping checks that the database answers, opening a connection when the pool has none.
 	Ping func(ctx context.Context) error
 	// PoolStats returns a snapshot of the pool.

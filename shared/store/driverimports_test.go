@@ -26,9 +26,6 @@ var dialectFolders = []string{module + "/shared/store/postgres", module + "/shar
 // driver, each with its reason. The test fails when one of them no longer does, so the list
 // only shrinks.
 var driverExceptions = map[string]string{
-	// Not yet moved (issue 13 step 1 unfinished): the migration backends (pgSession,
-	// msSession) still live in package migrate; migrate.New takes the driver's handle.
-	module + "/shared/migrate": "migration backends not yet moved into the dialect folders",
 	// The logical-replication source itself: the pglogrepl stream on a pgx replication
 	// connection, PostgreSQL-only. Its capture-state statements live in
 	// shared/store/postgres (postgres.CaptureState); moving the stream is left for later.
