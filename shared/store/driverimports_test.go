@@ -30,14 +30,15 @@ var driverExceptions = map[string]string{
 	// connection, PostgreSQL-only. Its capture-state statements live in
 	// shared/store/postgres (postgres.CaptureState); moving the stream is left for later.
 	module + "/shared/capture": "PostgreSQL logical replication source (pglogrepl on a pgx connection)",
-	// Test-only helpers that create databases and run SQL on the real PostgreSQL.
-	module + "/shared/dbtest":              "test helper: creates a database per test package on the real PostgreSQL",
+	// A test-only helper that creates replication slots and rows on the real PostgreSQL. (The
+	// database-per-test helper is shared/store/postgres/dbtest, inside the dialect folder.)
 	module + "/shared/capture/capturetest": "test helper: replication slots and rows on the real PostgreSQL",
-	// Benchmarks and the chaos suite drive the real database directly; not part of a build.
-	module + "/bench/benchdb":     "benchmark: drives the real database directly",
-	module + "/bench/lambda":      "benchmark: drives the real database directly",
-	module + "/bench/outboxbench": "benchmark: drives the real database directly",
-	module + "/test/chaos":        "chaos suite: drives the real database directly",
+	// The benchmarks and the chaos suite are tools outside the product: they drive the real
+	// database directly, to load it, time it or break it, and no QueueBox binary links them.
+	module + "/bench/benchdb":     "tool outside the product (benchmark): drives the real database directly",
+	module + "/bench/lambda":      "tool outside the product (benchmark): drives the real database directly",
+	module + "/bench/outboxbench": "tool outside the product (benchmark): drives the real database directly",
+	module + "/test/chaos":        "tool outside the product (chaos suite): drives the real database directly",
 }
 
 type listedPackage struct {
