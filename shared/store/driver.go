@@ -32,7 +32,7 @@ func (e *OpenError) Unwrap() error { return e.Err }
 // open a database. The zero value of each optional field keeps the driver's default.
 type OpenConfig struct {
 	// ConnString is the connection string in the form that the dialect's driver takes
-	// (config.Database.PgxConnString or config.Database.SQLServerURL).
+	// (postgres.ConnString or sqlserver.ConnString of database.url).
 	ConnString string
 	// PoolSize is the maximum number of open connections (database.poolSize).
 	PoolSize int
