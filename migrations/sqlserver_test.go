@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/migrations"
-	"github.com/alternayte/queuebox/shared/migrate"
 )
 
 // No SQL Server runs on this machine, so these tests read the text of the SQL Server files:
@@ -83,7 +82,7 @@ func TestSQLServerFilesSplitIntoBatches(t *testing.T) {
 	for _, m := range list {
 		t.Run(m.Script, func(t *testing.T) {
 			t.Parallel()
-			batches := migrate.SplitBatches(m.SQL)
+			batches := migrations.SplitBatches(m.SQL)
 			require.GreaterOrEqual(t, len(batches), 2, "the SET batch and at least one change")
 			assert.Equal(t, "SET ANSI_NULLS ON;\nSET QUOTED_IDENTIFIER ON;", stripComments(batches[0]),
 				"the first batch sets what a filtered index needs, also without sqlcmd -I")
@@ -140,7 +139,7 @@ func TestSQLServerChangesAreGuarded(t *testing.T) {
 	for _, m := range list {
 		t.Run(m.Script, func(t *testing.T) {
 			t.Parallel()
-			for i, b := range migrate.SplitBatches(m.SQL)[1:] {
+			for i, b := range migrations.SplitBatches(m.SQL)[1:] {
 				b = stripComments(b)
 				matched := 0
 				rest := b
@@ -278,7 +277,7 @@ func TestSQLServerSchemaEqualsTheDocumentation(t *testing.T) {
 	tables := map[string]map[string]column{}
 	indexes := map[string]index{}
 	for _, m := range list {
-		for _, b := range migrate.SplitBatches(m.SQL) {
+		for _, b := range migrations.SplitBatches(m.SQL) {
 			b = stripComments(b)
 			if mm := createTable.FindStringSubmatch(b); mm != nil {
 				cols := map[string]column{}
@@ -366,7 +365,7 @@ func TestSplitBatchesMatchesSqlcmd(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			assert.Equal(t, tc.want, migrate.SplitBatches(tc.in))
+			assert.Equal(t, tc.want, migrations.SplitBatches(tc.in))
 		})
 	}
 }

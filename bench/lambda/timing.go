@@ -21,8 +21,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/alternayte/queuebox/functions/rietest"
-	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/lambdafn"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
 // InitTarget is the cold-start init time that a function should stay under.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
 // inboxNames returns the inbox table and its columns as (default, mapped) pairs.

@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/alternayte/queuebox/shared/dbtest"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
 // dbtx is what a contract statement runs on: the pool (autocommit) or a transaction.

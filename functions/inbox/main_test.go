@@ -28,10 +28,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
 // hmacSecret signed the x-signature headers of testdata/hmac-signed.json.

@@ -15,11 +15,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/alternayte/queuebox/shared/admin"
-	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/inboundauth"
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 	"github.com/alternayte/queuebox/shared/transform"
 )
 

@@ -21,7 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/alternayte/queuebox/shared/dbtest"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
 func TestParseArgs(t *testing.T) {

@@ -3,30 +3,27 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/alternayte/queuebox/shared/redact"
+	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/postgres"
+	"github.com/alternayte/queuebox/shared/store/sqlserver"
 )
 
-// Host is one host of a database URL.
-type Host struct {
-	// Name is the host name or address, without brackets.
-	Name string
-	// Port is the port: the one in the URL, or 5432 (PostgreSQL) or 1433 (SQL Server).
-	Port int
-}
+// The parsing of database.url and the connection strings of the drivers belong to the
+// dialect drivers (postgres.ParseURL and postgres.ConnString, sqlserver.ParseURL and
+// sqlserver.ConnString); this file checks database.url against database.type for the
+// validation and keeps the forms that the rest of the configuration reads.
 
-// String returns host:port, with brackets around an IPv6 address.
-func (h Host) String() string {
-	return net.JoinHostPort(h.Name, strconv.Itoa(h.Port))
-}
+// Host is one host of a database URL: Name is the host name or address, without brackets;
+// Port is the one in the URL, or 5432 (PostgreSQL) or 1433 (SQL Server).
+type Host = store.URLHost
 
 // Param is one parameter of a database URL.
-type Param struct {
-	Name  string
-	Value string
-}
+type Param = store.URLParam
 
 // DatabaseURL is database.url taken apart.
 type DatabaseURL struct {
@@ -59,277 +56,38 @@ func (u DatabaseURL) Param(name string) (string, bool) {
 	return "", false
 }
 
+// storeURL returns u in the form of the dialect drivers.
+func (u DatabaseURL) storeURL() store.DatabaseURL {
+	return store.DatabaseURL{Dialect: string(u.Type), Native: u.Native, Hosts: u.Hosts, Database: u.Database,
+		Instance: u.Instance, User: u.User, Password: u.Password.Reveal(), Params: u.Params}
+}
+
 // ParseDatabaseURL parses a JDBC URL (jdbc:postgresql://h1:5432,h2:5432/db?params,
 // jdbc:sqlserver://host:1433;databaseName=db;encrypt=true) or a native postgres://,
-// postgresql:// or sqlserver:// URL.
+// postgresql:// or sqlserver:// URL, with the parser of the dialect that its scheme names.
 func ParseDatabaseURL(raw string) (DatabaseURL, error) {
-	s := strings.TrimSpace(raw)
-	lower := strings.ToLower(s)
+	dialect, _, _, ok := store.URLScheme(raw)
+	var (
+		su  store.DatabaseURL
+		err error
+	)
 	switch {
-	case strings.HasPrefix(lower, "jdbc:postgresql://"):
-		return parsePostgresURL(s[len("jdbc:postgresql://"):], false)
-	case strings.HasPrefix(lower, "postgresql://"):
-		return parsePostgresURL(s[len("postgresql://"):], true)
-	case strings.HasPrefix(lower, "postgres://"):
-		return parsePostgresURL(s[len("postgres://"):], true)
-	case strings.HasPrefix(lower, "jdbc:sqlserver://"):
-		return parseJDBCSQLServerURL(s[len("jdbc:sqlserver://"):])
-	case strings.HasPrefix(lower, "sqlserver://"):
-		return parseNativeSQLServerURL(s)
-	}
-	return DatabaseURL{}, fmt.Errorf("must start with jdbc:postgresql:// or jdbc:sqlserver:// (or be a native postgres:// or sqlserver:// URL), not %q", MaskURL(raw))
-}
-
-// parsePostgresURL parses what follows the scheme of a PostgreSQL URL:
-// [user[:password]@]host[:port][,host[:port]...][/database][?params].
-func parsePostgresURL(rest string, native bool) (DatabaseURL, error) {
-	u := DatabaseURL{Type: PostgreSQL, Native: native}
-	authority, tail := rest, ""
-	if i := strings.IndexAny(rest, "/?"); i >= 0 {
-		authority, tail = rest[:i], rest[i:]
-	}
-	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
-		if err := u.setUserInfo(authority[:at]); err != nil {
-			return DatabaseURL{}, err
-		}
-		authority = authority[at+1:]
-	}
-	if authority == "" {
-		authority = "localhost"
-	}
-	for _, h := range strings.Split(authority, ",") {
-		host, err := parseHost(h, 5432)
-		if err != nil {
-			return DatabaseURL{}, err
-		}
-		u.Hosts = append(u.Hosts, host)
-	}
-	path, query, _ := strings.Cut(tail, "?")
-	db, err := url.PathUnescape(strings.TrimPrefix(path, "/"))
-	if err != nil {
-		return DatabaseURL{}, fmt.Errorf("has a badly escaped database name: %w", err)
-	}
-	u.Database = db
-	for _, kv := range strings.Split(query, "&") {
-		if kv == "" {
-			continue
-		}
-		k, v, _ := strings.Cut(kv, "=")
-		name, err1 := url.QueryUnescape(k)
-		value, err2 := url.QueryUnescape(v)
-		if err := errors.Join(err1, err2); err != nil {
-			return DatabaseURL{}, fmt.Errorf("has a badly escaped parameter: %w", err)
-		}
-		u.addParam(name, value)
-	}
-	return u, nil
-}
-
-func (u *DatabaseURL) setUserInfo(info string) error {
-	user, pass, hasPass := strings.Cut(info, ":")
-	var err error
-	if u.User, err = url.PathUnescape(user); err != nil {
-		return fmt.Errorf("has a badly escaped user name: %w", err)
-	}
-	if hasPass {
-		p, err := url.PathUnescape(pass)
-		if err != nil {
-			return errors.New("has a badly escaped password")
-		}
-		u.Password = NewSecret(p)
-	}
-	return nil
-}
-
-// addParam records a parameter; user and password go to User and Password.
-func (u *DatabaseURL) addParam(name, value string) {
-	switch strings.ToLower(name) {
-	case "user":
-		u.User = value
-	case "password":
-		u.Password = NewSecret(value)
+	case !ok:
+		return DatabaseURL{}, store.URLSchemeError(raw)
+	case dialect == store.DialectSQLServer:
+		su, err = sqlserver.ParseURL(raw)
 	default:
-		u.Params = append(u.Params, Param{Name: name, Value: value})
+		su, err = postgres.ParseURL(raw)
 	}
-}
-
-// errPort refuses a port that is not a number from 1 to 65535. It quotes no part of the URL:
-// the text where a port is expected can be a piece of a password that holds a /, ? or ;
-// (user:Pa55/word@db reads as host "user" and port "Pa55").
-var errPort = errors.New("has a port that is not a number from 1 to 65535 (a password that holds /, ?, ; or @ must be percent-encoded, or given in database.password)")
-
-// parseHost parses host, host:port, [v6] or [v6]:port.
-func parseHost(s string, defaultPort int) (Host, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return Host{}, errors.New("names an empty host")
-	}
-	name, port := s, ""
-	switch {
-	case strings.HasPrefix(s, "["):
-		end := strings.IndexByte(s, ']')
-		if end < 0 {
-			return Host{}, errors.New("has an unclosed [ in a host")
-		}
-		name, port = s[1:end], strings.TrimPrefix(s[end+1:], ":")
-	case strings.Count(s, ":") == 1:
-		name, port, _ = strings.Cut(s, ":")
-	}
-	h := Host{Name: name, Port: defaultPort}
-	if port != "" {
-		p, err := strconv.Atoi(port)
-		if err != nil || p < 1 || p > 65535 {
-			return Host{}, errPort
-		}
-		h.Port = p
-	}
-	if h.Name == "" {
-		return Host{}, errors.New("names an empty host")
-	}
-	return h, nil
-}
-
-// parseJDBCSQLServerURL parses what follows jdbc:sqlserver://:
-// [host[\instance][:port]][;property=value...]. A value in braces may hold a ;.
-func parseJDBCSQLServerURL(rest string) (DatabaseURL, error) {
-	u := DatabaseURL{Type: SQLServer}
-	hostPart, props, _ := strings.Cut(rest, ";")
-	var params []Param
-	for props != "" {
-		var kv string
-		kv, props = nextSQLServerProperty(props)
-		if strings.TrimSpace(kv) == "" {
-			continue
-		}
-		k, v, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(v, "{") && strings.HasSuffix(v, "}") {
-			v = strings.ReplaceAll(v[1:len(v)-1], "}}", "}")
-		}
-		params = append(params, Param{Name: strings.TrimSpace(k), Value: v})
-	}
-	port := 0
-	for _, p := range params {
-		switch strings.ToLower(p.Name) {
-		case "databasename", "database":
-			u.Database = p.Value
-		case "servername", "server":
-			if hostPart == "" {
-				hostPart = p.Value
-			}
-		case "instancename":
-			u.Instance = p.Value
-		case "portnumber", "port":
-			n, err := strconv.Atoi(p.Value)
-			if err != nil || n < 1 || n > 65535 {
-				return DatabaseURL{}, errPort
-			}
-			port = n
-		default:
-			u.addParam(p.Name, p.Value)
-		}
-	}
-	if strings.Contains(hostPart, "@") {
-		// No host name holds an @: this is user[:password]@host, which the JDBC SQL Server
-		// form does not take. Quoting the host or its "port" would quote the password.
-		return DatabaseURL{}, errors.New("has user:password@ before the host, which a jdbc:sqlserver:// URL does not take: " +
-			"set database.username and database.password (or the user and password properties)")
-	}
-	if hostPart == "" {
-		hostPart = "localhost"
-	}
-	if name, inst, ok := strings.Cut(hostPart, `\`); ok {
-		hostPart = name
-		instName, instPort, _ := strings.Cut(inst, ":")
-		u.Instance = instName
-		if instPort != "" {
-			hostPart += ":" + instPort
-		}
-	}
-	host, err := parseHost(hostPart, 1433)
 	if err != nil {
 		return DatabaseURL{}, err
 	}
-	if port != 0 {
-		host.Port = port
-	}
-	u.Hosts = []Host{host}
-	return u, nil
-}
-
-// nextSQLServerProperty returns the next property of a JDBC SQL Server URL and the rest, minding
-// values in braces.
-func nextSQLServerProperty(s string) (string, string) {
-	inBraces := false
-	for i := 0; i < len(s); i++ {
-		switch {
-		case s[i] == '{':
-			inBraces = true
-		case s[i] == '}' && inBraces:
-			if i+1 < len(s) && s[i+1] == '}' {
-				i++
-				continue
-			}
-			inBraces = false
-		case s[i] == ';' && !inBraces:
-			return s[:i], s[i+1:]
-		}
-	}
-	return s, ""
-}
-
-// parseNativeSQLServerURL parses sqlserver://user:pass@host:port/instance?database=db&....
-func parseNativeSQLServerURL(raw string) (DatabaseURL, error) {
-	pu, err := url.Parse(raw)
-	if err != nil {
-		return DatabaseURL{}, fmt.Errorf("is not a valid URL: %w", redactURLError(err))
-	}
-	u := DatabaseURL{Type: SQLServer, Native: true, Instance: strings.Trim(pu.Path, "/")}
-	if pu.User != nil {
-		u.User = pu.User.Username()
-		if p, ok := pu.User.Password(); ok {
-			u.Password = NewSecret(p)
-		}
-	}
-	host, err := parseHost(cmpOr(pu.Host, "localhost"), 1433)
-	if err != nil {
-		return DatabaseURL{}, err
-	}
-	u.Hosts = []Host{host}
-	for _, kv := range strings.Split(pu.RawQuery, "&") {
-		if kv == "" {
-			continue
-		}
-		k, v, _ := strings.Cut(kv, "=")
-		name, _ := url.QueryUnescape(k)
-		value, _ := url.QueryUnescape(v)
-		if strings.EqualFold(name, "database") {
-			u.Database = value
-			continue
-		}
-		u.addParam(name, value)
+	u := DatabaseURL{Type: DatabaseType(su.Dialect), Native: su.Native, Hosts: su.Hosts, Database: su.Database,
+		Instance: su.Instance, User: su.User, Params: su.Params}
+	if su.Password != "" {
+		u.Password = NewSecret(su.Password)
 	}
 	return u, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-// redactURLError drops the URL, which may hold a password, from a url.Parse error.
-func redactURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	// net/url quotes the port text ("invalid port \":Pa55\" after host"), which can be a
-	// piece of the password.
-	if strings.Contains(err.Error(), "port") {
-		return errPort
-	}
-	return err
 }
 
 // Parsed parses database.url and checks that it matches database.type.
@@ -339,7 +97,7 @@ func (d *Database) Parsed() (DatabaseURL, error) {
 		return DatabaseURL{}, err
 	}
 	if u.Type != d.Type {
-		return DatabaseURL{}, fmt.Errorf("names a %s database, but database.type is %s", u.Type, d.Type)
+		return DatabaseURL{}, store.URLDialectError(string(u.Type), string(d.Type))
 	}
 	return u, nil
 }
@@ -347,177 +105,43 @@ func (d *Database) Parsed() (DatabaseURL, error) {
 // credentials returns database.username and database.password, or those of the URL when the
 // keys are empty.
 func (d *Database) credentials(u DatabaseURL) (string, string) {
-	user, pass := d.Username, d.Password.Reveal()
-	if user == "" {
-		user = u.User
-	}
-	if pass == "" {
-		pass = u.Password.Reveal()
-	}
-	return user, pass
+	return u.storeURL().Credentials(d.Username, d.Password.Reveal())
 }
 
-// PgxConnString returns the connection string that pgx (pgxpool.ParseConfig) takes:
-// postgres://user:password@host:port[,host:port]/database?params, with database.username and
-// database.password URL-escaped. The JDBC parameters that libpq knows under another name are
-// renamed (ApplicationName, connectTimeout, currentSchema, ssl, targetServerType); those
-// without an equivalent are left out (see UnsupportedParams). The string holds the password:
+// PgxConnString returns the connection string that pgx takes (postgres.ConnString) for
+// database.url, database.username and database.password. The string holds the password:
 // never log it.
 func (d *Database) PgxConnString() (string, error) {
 	if d.Type != PostgreSQL {
 		return "", fmt.Errorf("database.type is %s, not postgresql", d.Type)
 	}
-	u, err := d.Parsed()
-	if err != nil {
+	if _, err := d.Parsed(); err != nil {
 		return "", fmt.Errorf("database.url %s", err)
 	}
-	user, pass := d.credentials(u)
-	hosts := make([]string, len(u.Hosts))
-	for i, h := range u.Hosts {
-		hosts[i] = h.String()
-	}
-	out := url.URL{Scheme: "postgres", User: url.UserPassword(user, pass), Host: strings.Join(hosts, ","), Path: "/" + u.Database}
-	params, _ := pgParams(u)
-	q := make([]string, 0, len(params))
-	for _, p := range params {
-		q = append(q, url.QueryEscape(p.Name)+"="+url.QueryEscape(p.Value))
-	}
-	out.RawQuery = strings.Join(q, "&")
-	return out.String(), nil
+	return postgres.ConnString(d.URL.Reveal(), d.Username, d.Password.Reveal())
 }
 
-// pgParams maps the parameters of a JDBC PostgreSQL URL to their libpq names. A native URL keeps
-// its parameters. It returns the kept parameters and the names of the dropped ones.
-func pgParams(u DatabaseURL) ([]Param, []string) {
-	if u.Native {
-		return u.Params, nil
-	}
-	var (
-		kept    []Param
-		dropped []string
-		sslMode string
-		ssl     string
-	)
-	for _, p := range u.Params {
-		switch strings.ToLower(p.Name) {
-		case "sslmode":
-			sslMode = p.Value
-		case "ssl":
-			ssl = p.Value
-		case "sslcert", "sslkey", "sslrootcert", "sslpassword", "options":
-			kept = append(kept, Param{Name: strings.ToLower(p.Name), Value: p.Value})
-		case "applicationname":
-			kept = append(kept, Param{Name: "application_name", Value: p.Value})
-		case "connecttimeout":
-			kept = append(kept, Param{Name: "connect_timeout", Value: p.Value})
-		case "currentschema":
-			kept = append(kept, Param{Name: "search_path", Value: p.Value})
-		case "targetservertype":
-			if v, ok := targetSessionAttrs[strings.ToLower(p.Value)]; ok {
-				kept = append(kept, Param{Name: "target_session_attrs", Value: v})
-			} else {
-				dropped = append(dropped, p.Name)
-			}
-		default:
-			dropped = append(dropped, p.Name)
-		}
-	}
-	switch {
-	case sslMode != "":
-		kept = append(kept, Param{Name: "sslmode", Value: sslMode})
-	case strings.EqualFold(ssl, "true"):
-		kept = append(kept, Param{Name: "sslmode", Value: "verify-full"}) // what pgjdbc does with ssl=true
-	case strings.EqualFold(ssl, "false"):
-		kept = append(kept, Param{Name: "sslmode", Value: "disable"})
-	}
-	return kept, dropped
-}
-
-var targetSessionAttrs = map[string]string{
-	"any":             "any",
-	"primary":         "primary",
-	"master":          "primary",
-	"secondary":       "standby",
-	"slave":           "standby",
-	"preferprimary":   "prefer-standby",
-	"prefersecondary": "prefer-standby",
-	"preferslave":     "prefer-standby",
-}
-
-// SQLServerURL returns the URL that go-mssqldb takes:
-// sqlserver://user:password@host:port/instance?database=db&encrypt=true&..., with
-// database.username and database.password. encrypt defaults to true, as with the JDBC driver.
-// The JDBC properties without an equivalent are left out (see UnsupportedParams). The URL holds
-// the password: never log it.
+// SQLServerURL returns the URL that go-mssqldb takes (sqlserver.ConnString) for database.url,
+// database.username and database.password. The URL holds the password: never log it.
 func (d *Database) SQLServerURL() (string, error) {
 	if d.Type != SQLServer {
 		return "", fmt.Errorf("database.type is %s, not sqlserver", d.Type)
 	}
-	u, err := d.Parsed()
-	if err != nil {
+	if _, err := d.Parsed(); err != nil {
 		return "", fmt.Errorf("database.url %s", err)
 	}
-	user, pass := d.credentials(u)
-	params, _ := sqlServerParams(u)
-	return sqlServerURL(u.Hosts[0], u.Instance, user, pass, u.Database, params), nil
-}
-
-func sqlServerURL(h Host, instance, user, pass, database string, params []Param) string {
-	q := url.Values{}
-	if database != "" {
-		q.Set("database", database)
-	}
-	for _, p := range params {
-		q.Set(p.Name, p.Value)
-	}
-	out := url.URL{Scheme: "sqlserver", User: url.UserPassword(user, pass), Host: h.String(), RawQuery: q.Encode()}
-	if instance != "" {
-		out.Path = "/" + instance
-	}
-	return out.String()
-}
-
-// sqlServerParams maps the properties of a JDBC SQL Server URL to go-mssqldb names. A native
-// URL keeps its parameters.
-func sqlServerParams(u DatabaseURL) ([]Param, []string) {
-	if u.Native {
-		return u.Params, nil
-	}
-	kept := []Param{}
-	var dropped []string
-	encrypt := "true"
-	for _, p := range u.Params {
-		switch strings.ToLower(p.Name) {
-		case "encrypt":
-			encrypt = p.Value
-		case "trustservercertificate":
-			kept = append(kept, Param{Name: "TrustServerCertificate", Value: p.Value})
-		case "hostnameincertificate":
-			kept = append(kept, Param{Name: "hostNameInCertificate", Value: p.Value})
-		case "logintimeout":
-			kept = append(kept, Param{Name: "connection timeout", Value: p.Value})
-		case "applicationname":
-			kept = append(kept, Param{Name: "app name", Value: p.Value})
-		case "applicationintent":
-			kept = append(kept, Param{Name: "ApplicationIntent", Value: p.Value})
-		case "multisubnetfailover":
-			kept = append(kept, Param{Name: "multisubnetfailover", Value: p.Value})
-		default:
-			dropped = append(dropped, p.Name)
-		}
-	}
-	kept = append(kept, Param{Name: "encrypt", Value: encrypt})
-	return kept, dropped
+	return sqlserver.ConnString(d.URL.Reveal(), d.Username, d.Password.Reveal())
 }
 
 // UnsupportedParams returns the names of the JDBC parameters of the URL that the Go drivers have
-// no equivalent for, and that PgxConnString and SQLServerURL leave out.
+// no equivalent for, and that PgxConnString and SQLServerURL leave out (postgres.Params,
+// sqlserver.Params).
 func (u DatabaseURL) UnsupportedParams() []string {
 	if u.Type == SQLServer {
-		_, dropped := sqlServerParams(u)
+		_, dropped := sqlserver.Params(u.storeURL())
 		return dropped
 	}
-	_, dropped := pgParams(u)
+	_, dropped := postgres.Params(u.storeURL())
 	return dropped
 }
 
@@ -558,10 +182,13 @@ func (c *Config) CaptureTarget() (CaptureTarget, error) {
 		Host:                   u.Hosts[0].Name,
 		Port:                   u.Hosts[0].Port,
 		Database:               u.Database,
-		Username:               cmpOr(conn.Username, user),
+		Username:               user,
 		Password:               conn.Password,
 		Encrypt:                conn.Encrypt,
 		TrustServerCertificate: conn.TrustServerCertificate,
+	}
+	if conn.Username != "" {
+		t.Username = conn.Username
 	}
 	if conn.Password.IsEmpty() {
 		t.Password = NewSecret(pass)
@@ -576,7 +203,7 @@ func (c *Config) CaptureTarget() (CaptureTarget, error) {
 		t.Database = conn.Database
 	}
 	if u.Type == PostgreSQL {
-		t.Params, _ = pgParams(u)
+		t.Params, _ = postgres.Params(u.storeURL())
 	}
 	return t, nil
 }
@@ -595,7 +222,7 @@ func (t CaptureTarget) PgxConnString() string {
 
 // SQLServerURL returns the go-mssqldb URL of the capture target.
 func (t CaptureTarget) SQLServerURL() string {
-	return sqlServerURL(Host{Name: t.Host, Port: t.Port}, "", t.Username, t.Password.Reveal(), t.Database, []Param{
+	return sqlserver.BuildURL(Host{Name: t.Host, Port: t.Port}, "", t.Username, t.Password.Reveal(), t.Database, []Param{
 		{Name: "encrypt", Value: strconv.FormatBool(t.Encrypt)},
 		{Name: "TrustServerCertificate", Value: strconv.FormatBool(t.TrustServerCertificate)},
 	})
@@ -617,15 +244,10 @@ func (c *Config) databaseURLWarnings() []Warning {
 	return out
 }
 
-var (
-	userInfoPattern = lazyRegexp(`(://[^/?#;@\s]*?:)([^/?#;\s]*)@`)
-	passwordParam   = lazyRegexp(`(?i)([?&;](?:password|pwd|passwd|sslpassword)=)(\{(?:[^}]|\}\})*\}|[^&;#\s]*)`)
-)
-
 // MaskURL returns raw with its password masked as ***: the password of the user info
 // (amqp://user:***@host) and the value of a password or pwd parameter (?password=***,
-// ;password=***). Text without a password stays as it is.
+// ;password=***). Text without a password stays as it is. It is redact.URL, which the dialect
+// drivers' URL errors use as well.
 func MaskURL(raw string) string {
-	s := userInfoPattern().ReplaceAllString(raw, "${1}***@")
-	return passwordParam().ReplaceAllString(s, "${1}***")
+	return redact.URL(raw)
 }

@@ -18,33 +18,33 @@ func TestParseDatabaseURL(t *testing.T) {
 		wantErr string
 	}{
 		{name: "jdbc postgresql", raw: "jdbc:postgresql://db:5432/queuebox",
-			want: DatabaseURL{Type: PostgreSQL, Hosts: []Host{{"db", 5432}}, Database: "queuebox"}},
+			want: DatabaseURL{Type: PostgreSQL, Hosts: []Host{{Name: "db", Port: 5432}}, Database: "queuebox"}},
 		{name: "default port and parameters", raw: "jdbc:postgresql://db.internal/app?sslmode=require&ApplicationName=qb%20one",
-			want: DatabaseURL{Type: PostgreSQL, Hosts: []Host{{"db.internal", 5432}}, Database: "app",
-				Params: []Param{{"sslmode", "require"}, {"ApplicationName", "qb one"}}}},
+			want: DatabaseURL{Type: PostgreSQL, Hosts: []Host{{Name: "db.internal", Port: 5432}}, Database: "app",
+				Params: []Param{{Name: "sslmode", Value: "require"}, {Name: "ApplicationName", Value: "qb one"}}}},
 		{name: "several hosts", raw: "jdbc:postgresql://h1:5432,h2:5433,[::1]/db?targetServerType=primary",
-			want: DatabaseURL{Type: PostgreSQL, Hosts: []Host{{"h1", 5432}, {"h2", 5433}, {"::1", 5432}}, Database: "db",
-				Params: []Param{{"targetServerType", "primary"}}}},
+			want: DatabaseURL{Type: PostgreSQL, Hosts: []Host{{Name: "h1", Port: 5432}, {Name: "h2", Port: 5433}, {Name: "::1", Port: 5432}}, Database: "db",
+				Params: []Param{{Name: "targetServerType", Value: "primary"}}}},
 		{name: "credentials in parameters", raw: "jdbc:postgresql://db:5432/q?user=app&password=pw",
-			want: DatabaseURL{Type: PostgreSQL, Hosts: []Host{{"db", 5432}}, Database: "q", User: "app", Password: NewSecret("pw")}},
+			want: DatabaseURL{Type: PostgreSQL, Hosts: []Host{{Name: "db", Port: 5432}}, Database: "q", User: "app", Password: NewSecret("pw")}},
 		{name: "no host", raw: "jdbc:postgresql:///q",
-			want: DatabaseURL{Type: PostgreSQL, Hosts: []Host{{"localhost", 5432}}, Database: "q"}},
+			want: DatabaseURL{Type: PostgreSQL, Hosts: []Host{{Name: "localhost", Port: 5432}}, Database: "q"}},
 		{name: "native postgres", raw: "postgres://app:p%40ss@db:6432/q?sslmode=disable",
-			want: DatabaseURL{Type: PostgreSQL, Native: true, Hosts: []Host{{"db", 6432}}, Database: "q", User: "app", Password: NewSecret("p@ss"),
-				Params: []Param{{"sslmode", "disable"}}}},
+			want: DatabaseURL{Type: PostgreSQL, Native: true, Hosts: []Host{{Name: "db", Port: 6432}}, Database: "q", User: "app", Password: NewSecret("p@ss"),
+				Params: []Param{{Name: "sslmode", Value: "disable"}}}},
 		{name: "native postgresql", raw: "postgresql://db/q",
-			want: DatabaseURL{Type: PostgreSQL, Native: true, Hosts: []Host{{"db", 5432}}, Database: "q"}},
+			want: DatabaseURL{Type: PostgreSQL, Native: true, Hosts: []Host{{Name: "db", Port: 5432}}, Database: "q"}},
 		{name: "jdbc sqlserver", raw: "jdbc:sqlserver://db.internal:1433;databaseName=queuebox;encrypt=true;trustServerCertificate=false",
-			want: DatabaseURL{Type: SQLServer, Hosts: []Host{{"db.internal", 1433}}, Database: "queuebox",
-				Params: []Param{{"encrypt", "true"}, {"trustServerCertificate", "false"}}}},
+			want: DatabaseURL{Type: SQLServer, Hosts: []Host{{Name: "db.internal", Port: 1433}}, Database: "queuebox",
+				Params: []Param{{Name: "encrypt", Value: "true"}, {Name: "trustServerCertificate", Value: "false"}}}},
 		{name: "sqlserver instance and braces", raw: `jdbc:sqlserver://db\SQLEXPRESS;database=q;user=sa;password={a;b}}c};loginTimeout=5`,
-			want: DatabaseURL{Type: SQLServer, Hosts: []Host{{"db", 1433}}, Database: "q", Instance: "SQLEXPRESS", User: "sa", Password: NewSecret("a;b}c"),
-				Params: []Param{{"loginTimeout", "5"}}}},
+			want: DatabaseURL{Type: SQLServer, Hosts: []Host{{Name: "db", Port: 1433}}, Database: "q", Instance: "SQLEXPRESS", User: "sa", Password: NewSecret("a;b}c"),
+				Params: []Param{{Name: "loginTimeout", Value: "5"}}}},
 		{name: "sqlserver host from properties", raw: "jdbc:sqlserver://;serverName=db;portNumber=1500;databaseName=q",
-			want: DatabaseURL{Type: SQLServer, Hosts: []Host{{"db", 1500}}, Database: "q"}},
+			want: DatabaseURL{Type: SQLServer, Hosts: []Host{{Name: "db", Port: 1500}}, Database: "q"}},
 		{name: "native sqlserver", raw: "sqlserver://sa:pw@db:1433/inst?database=q&encrypt=disable",
-			want: DatabaseURL{Type: SQLServer, Native: true, Hosts: []Host{{"db", 1433}}, Database: "q", Instance: "inst", User: "sa", Password: NewSecret("pw"),
-				Params: []Param{{"encrypt", "disable"}}}},
+			want: DatabaseURL{Type: SQLServer, Native: true, Hosts: []Host{{Name: "db", Port: 1433}}, Database: "q", Instance: "inst", User: "sa", Password: NewSecret("pw"),
+				Params: []Param{{Name: "encrypt", Value: "disable"}}}},
 		{name: "other scheme", raw: "jdbc:mysql://db/q", wantErr: `must start with jdbc:postgresql:// or jdbc:sqlserver:// (or be a native postgres:// or sqlserver:// URL), not "jdbc:mysql://db/q"`},
 		{name: "file reference", raw: "file:/run/secrets/url", wantErr: `must start with jdbc:postgresql:// or jdbc:sqlserver:// (or be a native postgres:// or sqlserver:// URL), not "file:/run/secrets/url"`},
 		{name: "bad port", raw: "jdbc:postgresql://db:x/q", wantErr: `has a port that is not a number from 1 to 65535 (a password that holds /, ?, ; or @ must be percent-encoded, or given in database.password)`},
@@ -66,61 +66,32 @@ func TestParseDatabaseURL(t *testing.T) {
 	}
 }
 
+// TestPgxConnString checks the wrapper of postgres.ConnString (whose cases are in
+// shared/store/postgres): the database.type check and the URL's own.
 func TestPgxConnString(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name, url, user, password, want string
-	}{
-		{name: "jdbc", url: "jdbc:postgresql://db:5432/queuebox", user: "queuebox", password: "secret",
-			want: "postgres://queuebox:secret@db:5432/queuebox"},
-		{name: "escaped credentials", url: "jdbc:postgresql://db/q", user: "app@corp", password: "p@ss:w/rd?#%",
-			want: "postgres://app%40corp:p%40ss%3Aw%2Frd%3F%23%25@db:5432/q"},
-		{name: "several hosts and mapped parameters", url: "jdbc:postgresql://h1:5432,[::1]:5433/q?ssl=true&ApplicationName=queue box&currentSchema=qb&connectTimeout=10&targetServerType=preferSecondary&socketTimeout=30&password=url-pw",
-			user: "u", password: "p",
-			want: "postgres://u:p@h1:5432,[::1]:5433/q?application_name=queue+box&search_path=qb&connect_timeout=10&target_session_attrs=prefer-standby&sslmode=verify-full"},
-		{name: "sslmode wins over ssl", url: "jdbc:postgresql://db/q?ssl=true&sslmode=require&sslrootcert=/ca.pem", user: "u", password: "p",
-			want: "postgres://u:p@db:5432/q?sslrootcert=%2Fca.pem&sslmode=require"},
-		{name: "native keeps its parameters, the keys win over its user info", url: "postgresql://old:old@db:6432/q?sslmode=disable&pool_max_conns=4", user: "u", password: "p",
-			want: "postgres://u:p@db:6432/q?sslmode=disable&pool_max_conns=4"},
-		{name: "credentials from the url when the keys are empty", url: "jdbc:postgresql://db/q?user=a&password=b",
-			want: "postgres://a:b@db:5432/q"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			d := Database{Type: PostgreSQL, URL: NewConnectionURL(tt.url), Username: tt.user, Password: NewSecret(tt.password)}
-			got, err := d.PgxConnString()
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, got)
-		})
-	}
-	_, err := (&Database{Type: SQLServer, URL: NewConnectionURL("jdbc:sqlserver://db")}).PgxConnString()
+	d := Database{Type: PostgreSQL, URL: NewConnectionURL("jdbc:postgresql://db:5432/queuebox"), Username: "queuebox", Password: NewSecret("secret")}
+	got, err := d.PgxConnString()
+	require.NoError(t, err)
+	assert.Equal(t, "postgres://queuebox:secret@db:5432/queuebox", got)
+	_, err = (&Database{Type: SQLServer, URL: NewConnectionURL("jdbc:sqlserver://db")}).PgxConnString()
 	assert.EqualError(t, err, "database.type is sqlserver, not postgresql")
 	_, err = (&Database{Type: PostgreSQL, URL: NewConnectionURL("jdbc:sqlserver://db")}).PgxConnString()
 	assert.EqualError(t, err, "database.url names a sqlserver database, but database.type is postgresql")
 }
 
+// TestSQLServerURL checks the wrapper of sqlserver.ConnString (whose cases are in
+// shared/store/sqlserver).
 func TestSQLServerURL(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name, url, want string
-	}{
-		{name: "jdbc, encrypt by default", url: "jdbc:sqlserver://db.internal:1433;databaseName=queuebox",
-			want: "sqlserver://sa:p%40ss@db.internal:1433?database=queuebox&encrypt=true"},
-		{name: "jdbc properties", url: `jdbc:sqlserver://db\inst:1500;databaseName=q;encrypt=false;trustServerCertificate=true;loginTimeout=15;applicationName=qb;socketTimeout=5`,
-			want: "sqlserver://sa:p%40ss@db:1500/inst?TrustServerCertificate=true&app+name=qb&connection+timeout=15&database=q&encrypt=false"},
-		{name: "native", url: "sqlserver://x:y@db:1433?database=q&encrypt=disable",
-			want: "sqlserver://sa:p%40ss@db:1433?database=q&encrypt=disable"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			d := Database{Type: SQLServer, URL: NewConnectionURL(tt.url), Username: "sa", Password: NewSecret("p@ss")}
-			got, err := d.SQLServerURL()
-			require.NoError(t, err)
-			assert.Equal(t, tt.want, got)
-		})
-	}
+	d := Database{Type: SQLServer, URL: NewConnectionURL("jdbc:sqlserver://db.internal:1433;databaseName=queuebox"), Username: "sa", Password: NewSecret("p@ss")}
+	got, err := d.SQLServerURL()
+	require.NoError(t, err)
+	assert.Equal(t, "sqlserver://sa:p%40ss@db.internal:1433?database=queuebox&encrypt=true", got)
+	_, err = (&Database{Type: PostgreSQL, URL: NewConnectionURL("jdbc:postgresql://db")}).SQLServerURL()
+	assert.EqualError(t, err, "database.type is postgresql, not sqlserver")
+	_, err = (&Database{Type: SQLServer, URL: NewConnectionURL("jdbc:postgresql://db")}).SQLServerURL()
+	assert.EqualError(t, err, "database.url names a postgresql database, but database.type is sqlserver")
 }
 
 func TestUnsupportedParamsAreWarnings(t *testing.T) {
@@ -143,7 +114,7 @@ func TestCaptureTarget(t *testing.T) {
 		wantErr string
 	}{
 		{name: "from database.url", env: map[string]string{"QUEUEBOX_DATABASE_URL": "jdbc:postgresql://db:5432/queuebox?sslmode=require"},
-			want:    CaptureTarget{Host: "db", Port: 5432, Database: "queuebox", Username: "queuebox", Password: NewSecret("secret"), Encrypt: true, Params: []Param{{"sslmode", "require"}}},
+			want:    CaptureTarget{Host: "db", Port: 5432, Database: "queuebox", Username: "queuebox", Password: NewSecret("secret"), Encrypt: true, Params: []Param{{Name: "sslmode", Value: "require"}}},
 			wantPgx: "postgres://queuebox:secret@db:5432/queuebox?sslmode=require"},
 		{name: "overrides", env: map[string]string{
 			"QUEUEBOX_OUTBOX_CAPTURE_CONNECTION_HOSTNAME": "replica", "QUEUEBOX_OUTBOX_CAPTURE_CONNECTION_PORT": "5433",

@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
 // gateStore is the real store with a gate: the single insert of the key gateKey waits until

@@ -20,11 +20,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/filter"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
 // countingMetrics records every measurement.

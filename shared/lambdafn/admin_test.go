@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/lambdafn"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
 // adminKey is the admin.auth key of the admin function in these tests.

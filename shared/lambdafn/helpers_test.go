@@ -19,10 +19,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
 // receiver is a real HTTP destination on loopback that records the X-Message-Id of every

@@ -16,10 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
 // relayFunction is a relay function built as functions/relay/main.go builds it, on a private

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
 func TestInitMigratesAnEmptyDatabaseWhenConfigured(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/dbtest"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
 // brokerConfig is the configuration of a local process on dbURL (migrated at start) whose

@@ -14,28 +14,30 @@
 // failed migration leaves neither a half-applied schema (as far as the database's DDL is
 // transactional) nor a history row; the next start tries it again.
 //
+// The runner knows no dialect: the statements of each database live in its driver, behind
+// store.MigrationBackend (shared/store/postgres and shared/store/sqlserver, each with
+// NewMigrationBackend; Open returns it as store.Driver.Migration). New takes that backend.
+//
 // What this package stores:
 //
 //   - installed_rank is the largest rank plus one; version is the file's version as a decimal
 //     number; description and script come from the file name as Flyway forms them; type is SQL.
 //   - checksum is Flyway's checksum of the embedded file: CRC-32 (IEEE) over the file's lines
 //     without their line terminators and without a leading byte order mark, as a signed 32-bit
-//     number (see Checksum). Checksums are written for the record and never compared.
+//     number (see migrations.Checksum). Checksums are written for the record and never compared.
 //   - installed_by is Options.InstalledBy, or the database user (current_user on PostgreSQL,
 //     SUSER_SNAME() on SQL Server); execution_time is in milliseconds; success is true.
 //   - Baseline writes one row per version 1..N with type BASELINE, checksum NULL and
 //     execution_time 0.
 //
-// SQL Server files are split into batches at lines that read GO (see SplitBatches), the same
+// SQL Server files are split into batches at lines that read GO (see migrations.SplitBatches), the same
 // rule that sqlcmd follows, so the files run unchanged with sqlcmd -b -I -i.
 package migrate
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"log/slog"
 	"slices"
@@ -43,15 +45,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/alternayte/queuebox/migrations"
 	"github.com/alternayte/queuebox/shared/store"
 )
 
 // HistoryTable is the name of the history table, Flyway's default. On SQL Server it lives in the
 // dbo schema; on PostgreSQL in the first schema of the search path.
-const HistoryTable = "flyway_schema_history"
+const HistoryTable = store.MigrationHistoryTable
 
 // DefaultLockTimeout is the default of Options.LockTimeout.
 const DefaultLockTimeout = 10 * time.Minute
@@ -72,7 +72,8 @@ var (
 	ErrHistoryExists = errors.New("migrate: the database already has a migration history")
 	// ErrLockTimeout: another process held the migration lock for longer than
 	// Options.LockTimeout.
-	ErrLockTimeout = errors.New("migrate: timed out waiting for the migration lock")
+	// It is store.ErrMigrationLockTimeout, which the dialect backends return.
+	ErrLockTimeout = store.ErrMigrationLockTimeout
 	// ErrInvalidVersion: Baseline or Options.Target names a version that this release does not
 	// ship.
 	ErrInvalidVersion = errors.New("migrate: no such migration version")
@@ -198,19 +199,8 @@ type Status struct {
 	// Tables lists the QueueBox tables (Options.Names) that exist.
 	Tables []string
 
-	failed     *historyEntry
+	failed     *store.HistoryRow
 	outOfOrder int // a pending version below an applied one; 0 when none
-}
-
-// historyEntry is one row of flyway_schema_history.
-type historyEntry struct {
-	InstalledRank int
-	// Version is empty for a row without a version (Flyway's SCHEMA row, repeatable migrations).
-	Version     string
-	Description string
-	Type        string
-	Script      string
-	Success     bool
 }
 
 // Level says how the start reports a StartResult.
@@ -250,51 +240,18 @@ type StartResult struct {
 // Runner applies the migrations of one dialect to one database. Its methods are safe to call
 // from several goroutines and processes at once: each run takes the database lock.
 type Runner struct {
-	d    backend
+	d    store.MigrationBackend
 	opts Options
 }
 
-// NewPostgres returns a Runner for a PostgreSQL database.
-func NewPostgres(pool *pgxpool.Pool, opts Options) *Runner {
-	return &Runner{d: &pgDriver{pool: pool}, opts: opts.WithDefaults()}
-}
-
-// NewSQLServer returns a Runner for a SQL Server database (database/sql with go-mssqldb).
-func NewSQLServer(db *sql.DB, opts Options) *Runner {
-	return &Runner{d: &msDriver{db: db}, opts: opts.WithDefaults()}
-}
-
-// New returns the Runner of a dialect driver's migration handle (store.Driver.Migration): a
-// *pgxpool.Pool runs the PostgreSQL migrations and a *sql.DB the SQL Server ones.
-func New(handle any, opts Options) (*Runner, error) {
-	switch h := handle.(type) {
-	case *pgxpool.Pool:
-		return NewPostgres(h, opts), nil
-	case *sql.DB:
-		return NewSQLServer(h, opts), nil
-	default:
-		return nil, fmt.Errorf("creating the migration runner: unsupported handle %T", handle)
+// New returns the Runner that applies the migrations of backend's dialect: the
+// Driver.Migration of a dialect driver's Open (shared/store/postgres, shared/store/sqlserver),
+// or the NewMigrationBackend of one of those packages.
+func New(backend store.MigrationBackend, opts Options) (*Runner, error) {
+	if backend == nil {
+		return nil, errors.New("creating the migration runner: the driver has no migration backend")
 	}
-}
-
-// Postgres applies the pending PostgreSQL migrations; see Runner.Migrate.
-func Postgres(ctx context.Context, pool *pgxpool.Pool, opts Options) (Result, error) {
-	return NewPostgres(pool, opts).Migrate(ctx)
-}
-
-// Baseline records versions 1..version of PostgreSQL as applied; see Runner.Baseline.
-func Baseline(ctx context.Context, pool *pgxpool.Pool, version int, opts Options) (Result, error) {
-	return NewPostgres(pool, opts).Baseline(ctx, version)
-}
-
-// CheckStart runs the start check on PostgreSQL; see Runner.CheckStart.
-func CheckStart(ctx context.Context, pool *pgxpool.Pool, migrate bool, opts Options) (StartResult, error) {
-	return NewPostgres(pool, opts).CheckStart(ctx, migrate)
-}
-
-// SQLServer applies the pending SQL Server migrations; see Runner.Migrate.
-func SQLServer(ctx context.Context, db *sql.DB, opts Options) (Result, error) {
-	return NewSQLServer(db, opts).Migrate(ctx)
+	return &Runner{d: backend, opts: opts.WithDefaults()}, nil
 }
 
 // Migrate applies every pending migration up to Options.Target in version order, each in its
@@ -303,11 +260,11 @@ func SQLServer(ctx context.Context, db *sql.DB, opts Options) (Result, error) {
 // history records a failed migration and ErrOutOfOrder when a version is missing below an
 // applied one. A second run applies nothing.
 func (r *Runner) Migrate(ctx context.Context) (Result, error) {
-	res := Result{Dialect: r.d.dialect()}
+	res := Result{Dialect: r.d.Dialect()}
 	if err := r.opts.validate(); err != nil {
 		return res, err
 	}
-	list, err := migrations.List(r.d.dialect())
+	list, err := migrations.List(r.d.Dialect())
 	if err != nil {
 		return res, err
 	}
@@ -319,11 +276,11 @@ func (r *Runner) Migrate(ctx context.Context) (Result, error) {
 		target = r.opts.Target
 	}
 
-	s, err := r.d.open(ctx, r.opts.LockTimeout)
+	s, err := r.d.Open(ctx, r.opts.LockTimeout)
 	if err != nil {
 		return res, err
 	}
-	defer s.close(ctx)
+	defer s.Close(ctx)
 
 	st, rows, err := r.status(ctx, s, list)
 	if err != nil {
@@ -331,11 +288,11 @@ func (r *Runner) Migrate(ctx context.Context) (Result, error) {
 	}
 	res.Unknown = st.Unknown
 	res.Current = st.Current
-	if err := st.err(r.d.dialect()); err != nil {
+	if err := st.err(r.d.Dialect()); err != nil {
 		return res, err
 	}
 	if rows == nil {
-		if err := s.createHistory(ctx); err != nil {
+		if err := s.CreateHistory(ctx); err != nil {
 			return res, fmt.Errorf("creating %s: %w", HistoryTable, err)
 		}
 	}
@@ -351,10 +308,10 @@ func (r *Runner) Migrate(ctx context.Context) (Result, error) {
 		m := list[v-1]
 		rank++
 		start := time.Now()
-		if err := s.apply(ctx, m, rank, installedBy); err != nil {
+		if err := s.Apply(ctx, m, rank, installedBy); err != nil {
 			return res, fmt.Errorf("applying migration %s: %w", m.Script, err)
 		}
-		r.opts.Logger.InfoContext(ctx, "applied migration", "dialect", string(r.d.dialect()),
+		r.opts.Logger.InfoContext(ctx, "applied migration", "dialect", string(r.d.Dialect()),
 			"version", v, "script", m.Script, "duration_ms", time.Since(start).Milliseconds())
 		res.Applied = append(res.Applied, v)
 		res.Current = max(res.Current, v)
@@ -366,19 +323,19 @@ func (r *Runner) Migrate(ctx context.Context) (Result, error) {
 // hand (for example with psql or sqlcmd from the same files). It refuses, with
 // ErrHistoryExists, a database whose history holds any row.
 func (r *Runner) Baseline(ctx context.Context, version int) (Result, error) {
-	res := Result{Dialect: r.d.dialect(), Baseline: true}
-	list, err := migrations.List(r.d.dialect())
+	res := Result{Dialect: r.d.Dialect(), Baseline: true}
+	list, err := migrations.List(r.d.Dialect())
 	if err != nil {
 		return res, err
 	}
 	if version < 1 || version > len(list) {
 		return res, fmt.Errorf("%w: --baseline %d, this release ships V1..V%d", ErrInvalidVersion, version, len(list))
 	}
-	s, err := r.d.open(ctx, r.opts.LockTimeout)
+	s, err := r.d.Open(ctx, r.opts.LockTimeout)
 	if err != nil {
 		return res, err
 	}
-	defer s.close(ctx)
+	defer s.Close(ctx)
 
 	rows, err := r.readHistory(ctx, s)
 	if err != nil {
@@ -391,11 +348,11 @@ func (r *Runner) Baseline(ctx context.Context, version int) (Result, error) {
 			ErrHistoryExists, HistoryTable, len(rows), st.Current)
 	}
 	if rows == nil {
-		if err := s.createHistory(ctx); err != nil {
+		if err := s.CreateHistory(ctx); err != nil {
 			return res, fmt.Errorf("creating %s: %w", HistoryTable, err)
 		}
 	}
-	if err := s.baseline(ctx, list[:version], r.opts.InstalledBy); err != nil {
+	if err := s.Baseline(ctx, list[:version], r.opts.InstalledBy); err != nil {
 		return res, fmt.Errorf("recording baseline V%d: %w", version, err)
 	}
 	for v := 1; v <= version; v++ {
@@ -409,17 +366,17 @@ func (r *Runner) Baseline(ctx context.Context, version int) (Result, error) {
 // without writing.
 func (r *Runner) Status(ctx context.Context) (Status, error) {
 	if err := r.opts.validate(); err != nil {
-		return Status{Dialect: r.d.dialect()}, err
+		return Status{Dialect: r.d.Dialect()}, err
 	}
-	list, err := migrations.List(r.d.dialect())
+	list, err := migrations.List(r.d.Dialect())
 	if err != nil {
-		return Status{Dialect: r.d.dialect()}, err
+		return Status{Dialect: r.d.Dialect()}, err
 	}
-	s, err := r.d.open(ctx, 0)
+	s, err := r.d.Open(ctx, 0)
 	if err != nil {
-		return Status{Dialect: r.d.dialect()}, err
+		return Status{Dialect: r.d.Dialect()}, err
 	}
-	defer s.close(ctx)
+	defer s.Close(ctx)
 	st, _, err := r.status(ctx, s, list)
 	return st, err
 }
@@ -455,7 +412,7 @@ func (r *Runner) CheckStart(ctx context.Context, migrate bool) (StartResult, err
 		return StartResult{}, err
 	}
 	if st.failed != nil {
-		return StartResult{}, st.err(r.d.dialect())
+		return StartResult{}, st.err(r.d.Dialect())
 	}
 	out := StartResult{Level: LevelInfo, Unknown: st.Unknown}
 	switch {
@@ -485,21 +442,21 @@ func (r *Runner) CheckStart(ctx context.Context, migrate bool) (StartResult, err
 // could not change that answer. In every other case (and on any error) it returns false and
 // CheckStart runs Migrate, under the lock, which reports the error or applies what is pending.
 func (r *Runner) upToDate(ctx context.Context) (Result, bool) {
-	res := Result{Dialect: r.d.dialect()}
+	res := Result{Dialect: r.d.Dialect()}
 	if r.opts.validate() != nil {
 		return res, false
 	}
-	list, err := migrations.List(r.d.dialect())
+	list, err := migrations.List(r.d.Dialect())
 	if err != nil || r.opts.Target > len(list) {
 		return res, false
 	}
-	s, err := r.d.open(ctx, 0)
+	s, err := r.d.Open(ctx, 0)
 	if err != nil {
 		return res, false
 	}
-	defer s.close(ctx)
+	defer s.Close(ctx)
 	st, rows, err := r.status(ctx, s, list)
-	if err != nil || rows == nil || len(st.Pending) > 0 || st.err(r.d.dialect()) != nil {
+	if err != nil || rows == nil || len(st.Pending) > 0 || st.err(r.d.Dialect()) != nil {
 		return res, false
 	}
 	res.Current, res.Unknown = st.Current, st.Unknown
@@ -512,18 +469,18 @@ func unknownSentence(vs []string) string {
 }
 
 // status reads the history and the tables. rows is nil when the history table does not exist.
-func (r *Runner) status(ctx context.Context, s session, list []migrations.Migration) (Status, []historyEntry, error) {
+func (r *Runner) status(ctx context.Context, s store.MigrationSession, list []migrations.Migration) (Status, []store.HistoryRow, error) {
 	names := []string{r.opts.Names.OutboxTable, r.opts.Names.InboxTable}
-	if p, ok := s.(prober); ok {
+	if p, ok := s.(store.MigrationProber); ok {
 		return r.probeStatus(ctx, p, list, names)
 	}
 	rows, err := r.readHistory(ctx, s)
 	if err != nil {
-		return Status{Dialect: r.d.dialect()}, nil, err
+		return Status{Dialect: r.d.Dialect()}, nil, err
 	}
 	st := interpret(list, rows)
-	st.Dialect = r.d.dialect()
-	st.Tables, err = s.tablesPresent(ctx, names)
+	st.Dialect = r.d.Dialect()
+	st.Tables, err = s.TablesPresent(ctx, names)
 	if err != nil {
 		return st, rows, fmt.Errorf("looking for the tables %s: %w", strings.Join(names, ", "), err)
 	}
@@ -533,40 +490,40 @@ func (r *Runner) status(ctx context.Context, s session, list []migrations.Migrat
 // probeStatus is status on a session that looks for the history table and the tables in one
 // statement; it reads the history only when the table exists. Its errors read as those of
 // status.
-func (r *Runner) probeStatus(ctx context.Context, p prober, list []migrations.Migration, names []string) (Status, []historyEntry, error) {
-	exists, tables, err := p.probe(ctx, names)
+func (r *Runner) probeStatus(ctx context.Context, p store.MigrationProber, list []migrations.Migration, names []string) (Status, []store.HistoryRow, error) {
+	exists, tables, err := p.Probe(ctx, names)
 	if err != nil {
-		return Status{Dialect: r.d.dialect()}, nil, fmt.Errorf("looking for %s: %w", HistoryTable, err)
+		return Status{Dialect: r.d.Dialect()}, nil, fmt.Errorf("looking for %s: %w", HistoryTable, err)
 	}
-	var rows []historyEntry
+	var rows []store.HistoryRow
 	if exists {
-		if rows, err = p.readHistory(ctx); err != nil {
-			return Status{Dialect: r.d.dialect()}, nil, fmt.Errorf("reading %s: %w", HistoryTable, err)
+		if rows, err = p.ReadHistory(ctx); err != nil {
+			return Status{Dialect: r.d.Dialect()}, nil, fmt.Errorf("reading %s: %w", HistoryTable, err)
 		}
 		if rows == nil {
-			rows = []historyEntry{}
+			rows = []store.HistoryRow{}
 		}
 	}
 	st := interpret(list, rows)
-	st.Dialect = r.d.dialect()
+	st.Dialect = r.d.Dialect()
 	st.Tables = tables
 	return st, rows, nil
 }
 
-func (r *Runner) readHistory(ctx context.Context, s session) ([]historyEntry, error) {
-	exists, err := s.historyExists(ctx)
+func (r *Runner) readHistory(ctx context.Context, s store.MigrationSession) ([]store.HistoryRow, error) {
+	exists, err := s.HistoryExists(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("looking for %s: %w", HistoryTable, err)
 	}
 	if !exists {
 		return nil, nil
 	}
-	rows, err := s.readHistory(ctx)
+	rows, err := s.ReadHistory(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", HistoryTable, err)
 	}
 	if rows == nil {
-		rows = []historyEntry{}
+		rows = []store.HistoryRow{}
 	}
 	return rows, nil
 }
@@ -597,10 +554,10 @@ func (st Status) err(d migrations.Dialect) error {
 // table: rows in installed_rank order; a successful row applies its version; a successful
 // BASELINE row applies every version up to its own; a DELETE or UNDO row takes its version
 // back; a row without a version (SCHEMA, repeatable migrations) counts for nothing.
-func interpret(list []migrations.Migration, rows []historyEntry) Status {
+func interpret(list []migrations.Migration, rows []store.HistoryRow) Status {
 	st := Status{HasHistory: len(rows) > 0}
 	sorted := slices.Clone(rows)
-	slices.SortFunc(sorted, func(a, b historyEntry) int { return a.InstalledRank - b.InstalledRank })
+	slices.SortFunc(sorted, func(a, b store.HistoryRow) int { return a.InstalledRank - b.InstalledRank })
 	applied := map[int]bool{}
 	unknown := map[string]bool{}
 	baseline := 0
@@ -664,104 +621,4 @@ func parseVersion(s string) (int, bool) {
 		}
 	}
 	return v, true
-}
-
-// Checksum returns Flyway's checksum of a migration file: CRC-32 (IEEE) over the file's lines
-// without their line terminators ("\n", "\r\n" or "\r"), after dropping a leading UTF-8 byte
-// order mark, as a signed 32-bit number. It equals the CRC-32 of the text with every "\r" and
-// "\n" removed.
-func Checksum(sql string) int32 {
-	s := strings.TrimPrefix(sql, "\uFEFF")
-	h := crc32.NewIEEE()
-	for len(s) > 0 {
-		i := strings.IndexAny(s, "\r\n")
-		if i < 0 {
-			_, _ = io.WriteString(h, s)
-			break
-		}
-		_, _ = io.WriteString(h, s[:i])
-		s = s[i+1:]
-	}
-	return int32(h.Sum32())
-}
-
-// SplitBatches splits a SQL Server file into the batches that sqlcmd would send: a line whose
-// only content, apart from blanks, is GO (in any letter case) ends a batch, and the text after
-// the last such line is the last batch. Batches that hold only blanks and -- comments are
-// dropped. The files hold no GO with a count, no block comment and no string that spans a GO
-// line; the tests of package migrations check this.
-func SplitBatches(sql string) []string {
-	var out []string
-	var cur strings.Builder
-	flush := func() {
-		b := cur.String()
-		cur.Reset()
-		if hasStatement(b) {
-			out = append(out, strings.TrimSpace(b))
-		}
-	}
-	for _, line := range strings.SplitAfter(strings.TrimPrefix(sql, "\uFEFF"), "\n") {
-		if strings.EqualFold(strings.TrimSpace(line), "GO") {
-			flush()
-			continue
-		}
-		cur.WriteString(line)
-	}
-	flush()
-	return out
-}
-
-// hasStatement reports whether a batch holds more than blanks and -- comments.
-func hasStatement(b string) bool {
-	for _, line := range strings.Split(b, "\n") {
-		t := strings.TrimSpace(line)
-		if t != "" && !strings.HasPrefix(t, "--") {
-			return true
-		}
-	}
-	return false
-}
-
-// backend opens sessions on one dialect.
-type backend interface {
-	dialect() migrations.Dialect
-	// open returns a session on one connection. With lockTimeout > 0 the session holds the
-	// migration lock until close; with 0 it takes no lock.
-	open(ctx context.Context, lockTimeout time.Duration) (session, error)
-}
-
-// session is one connection, holding the migration lock when the run writes.
-type session interface {
-	historyExists(ctx context.Context) (bool, error)
-	createHistory(ctx context.Context) error
-	readHistory(ctx context.Context) ([]historyEntry, error)
-	// apply runs m and inserts its history row in one transaction.
-	apply(ctx context.Context, m migrations.Migration, rank int, installedBy string) error
-	// baseline inserts one BASELINE row per migration, ranks 1..n, in one transaction.
-	baseline(ctx context.Context, ms []migrations.Migration, installedBy string) error
-	// tablesPresent returns the names of the tables that exist, in the order given.
-	tablesPresent(ctx context.Context, names []string) ([]string, error)
-	// close releases the lock and the connection.
-	close(ctx context.Context)
-}
-
-// prober is a session that answers historyExists and tablesPresent in one round trip.
-type prober interface {
-	session
-	// probe reports whether the history table exists and returns the names of the tables
-	// that exist, in the order given.
-	probe(ctx context.Context, names []string) (historyExists bool, tables []string, err error)
-}
-
-// historyDescription cuts a description to the width of the column.
-func historyDescription(s string) string {
-	if len(s) > 200 {
-		return s[:200]
-	}
-	return s
-}
-
-// releaseContext returns a context for releasing a lock after ctx may have ended.
-func releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 }

@@ -1,7 +1,6 @@
 package migrate
 
 import (
-	"hash/crc32"
 	"strconv"
 	"testing"
 	"time"
@@ -10,46 +9,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/migrations"
+	"github.com/alternayte/queuebox/shared/store"
 )
-
-func TestChecksumIsFlywaysLineChecksum(t *testing.T) {
-	t.Parallel()
-	fox := "The quick brown fox jumps over the lazy dog"
-	require.Equal(t, uint32(0x414FA339), crc32.ChecksumIEEE([]byte(fox)), "the IEEE table")
-	tests := []struct {
-		name string
-		in   string
-		want int32
-	}{
-		{"empty", "", 0},
-		{"one line", fox, int32(0x414FA339)},
-		{"line ends are not counted", "The quick brown fox\njumps over the lazy dog\n", int32(crc32.ChecksumIEEE([]byte("The quick brown foxjumps over the lazy dog")))},
-		{"CRLF and CR count like LF", "The quick brown fox\r\njumps over the lazy dog\r", int32(crc32.ChecksumIEEE([]byte("The quick brown foxjumps over the lazy dog")))},
-		{"byte order mark is dropped", "\uFEFF" + fox, int32(0x414FA339)},
-		{"signed like a Java int", "SELECT 1;", int32(crc32.ChecksumIEEE([]byte("SELECT 1;")))},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			assert.Equal(t, tc.want, Checksum(tc.in))
-		})
-	}
-}
 
 func TestInterpretReadsTheHistoryAsFlywayDoes(t *testing.T) {
 	t.Parallel()
 	list, err := migrations.List(migrations.PostgreSQL)
 	require.NoError(t, err)
-	sqlRows := func(from, to int) []historyEntry {
-		var out []historyEntry
+	sqlRows := func(from, to int) []store.HistoryRow {
+		var out []store.HistoryRow
 		for v := from; v <= to; v++ {
-			out = append(out, historyEntry{InstalledRank: v, Version: strconv.Itoa(v), Type: "SQL", Success: true})
+			out = append(out, store.HistoryRow{InstalledRank: v, Version: strconv.Itoa(v), Type: "SQL", Success: true})
 		}
 		return out
 	}
 	tests := []struct {
 		name        string
-		rows        []historyEntry
+		rows        []store.HistoryRow
 		wantPending []int
 		wantCurrent int
 		wantUnknown []string
@@ -58,27 +34,27 @@ func TestInterpretReadsTheHistoryAsFlywayDoes(t *testing.T) {
 		{name: "no history", rows: nil, wantPending: seq(1, 11)},
 		{name: "JVM history up to V10", rows: sqlRows(1, 10), wantPending: []int{11}, wantCurrent: 10},
 		{name: "complete", rows: sqlRows(1, 11), wantCurrent: 11},
-		{name: "Flyway schema row and baseline row", rows: []historyEntry{
+		{name: "Flyway schema row and baseline row", rows: []store.HistoryRow{
 			{InstalledRank: 0, Version: "", Type: "SCHEMA", Success: true},
 			{InstalledRank: 1, Version: "9", Type: "BASELINE", Success: true},
 		}, wantPending: []int{10, 11}, wantCurrent: 9},
-		{name: "per-version baseline rows", rows: []historyEntry{
+		{name: "per-version baseline rows", rows: []store.HistoryRow{
 			{InstalledRank: 1, Version: "1", Type: "BASELINE", Success: true},
 			{InstalledRank: 2, Version: "2", Type: "BASELINE", Success: true},
 		}, wantPending: seq(3, 11), wantCurrent: 2},
-		{name: "versions written as 1.0 and 002", rows: []historyEntry{
+		{name: "versions written as 1.0 and 002", rows: []store.HistoryRow{
 			{InstalledRank: 1, Version: "1.0", Type: "SQL", Success: true},
 			{InstalledRank: 2, Version: "002", Type: "SQL", Success: true},
 		}, wantPending: seq(3, 11), wantCurrent: 2},
-		{name: "a newer release's version", rows: append(sqlRows(1, 11), historyEntry{InstalledRank: 12, Version: "12", Type: "SQL", Success: true}),
+		{name: "a newer release's version", rows: append(sqlRows(1, 11), store.HistoryRow{InstalledRank: 12, Version: "12", Type: "SQL", Success: true}),
 			wantCurrent: 11, wantUnknown: []string{"12"}},
-		{name: "a version that is not a whole number", rows: append(sqlRows(1, 11), historyEntry{InstalledRank: 12, Version: "11.1", Type: "SQL", Success: true}),
+		{name: "a version that is not a whole number", rows: append(sqlRows(1, 11), store.HistoryRow{InstalledRank: 12, Version: "11.1", Type: "SQL", Success: true}),
 			wantCurrent: 11, wantUnknown: []string{"11.1"}},
-		{name: "a deleted version is pending again", rows: append(sqlRows(1, 11), historyEntry{InstalledRank: 12, Version: "11", Type: "DELETE", Success: true}),
+		{name: "a deleted version is pending again", rows: append(sqlRows(1, 11), store.HistoryRow{InstalledRank: 12, Version: "11", Type: "DELETE", Success: true}),
 			wantPending: []int{11}, wantCurrent: 10},
-		{name: "failed migration", rows: append(sqlRows(1, 2), historyEntry{InstalledRank: 3, Version: "3", Description: "add claimed at", Type: "SQL", Script: "V3__add_claimed_at.sql", Success: false}),
+		{name: "failed migration", rows: append(sqlRows(1, 2), store.HistoryRow{InstalledRank: 3, Version: "3", Description: "add claimed at", Type: "SQL", Script: "V3__add_claimed_at.sql", Success: false}),
 			wantErr: ErrFailedMigration},
-		{name: "gap below an applied version", rows: append(sqlRows(1, 5), historyEntry{InstalledRank: 6, Version: "7", Type: "SQL", Success: true}),
+		{name: "gap below an applied version", rows: append(sqlRows(1, 5), store.HistoryRow{InstalledRank: 6, Version: "7", Type: "SQL", Success: true}),
 			wantErr: ErrOutOfOrder},
 	}
 	for _, tc := range tests {
@@ -109,7 +85,7 @@ func TestStatusErrNamesTheRemedy(t *testing.T) {
 	}{
 		{"tables without history", Status{Tables: []string{"outbox", "inbox"}}, ErrNoHistory,
 			[]string{"`queuebox migrate --baseline <version>`", "outbox, inbox", "flyway_schema_history", "database.migrate"}},
-		{"failed row", Status{HasHistory: true, failed: &historyEntry{InstalledRank: 3, Version: "3", Description: "add claimed at", Script: "V3__add_claimed_at.sql"}},
+		{"failed row", Status{HasHistory: true, failed: &store.HistoryRow{InstalledRank: 3, Version: "3", Description: "add claimed at", Script: "V3__add_claimed_at.sql"}},
 			ErrFailedMigration, []string{"V3 (add claimed at)", "installed_rank 3", "V3__add_claimed_at.sql", "delete that row"}},
 		{"gap", Status{HasHistory: true, Current: 7, outOfOrder: 6}, ErrOutOfOrder, []string{"does not record V6", "later V7"}},
 		{"no tables and no history", Status{}, nil, nil},

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/dbtest"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
 // closedPort returns a port on 127.0.0.1 that nothing listens on.

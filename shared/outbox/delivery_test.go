@@ -20,11 +20,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/alternayte/queuebox/shared/connect/webhook"
-	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
 // request is one request that a test receiver recorded.

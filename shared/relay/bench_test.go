@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/relay"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
 // BenchmarkForward measures forwarded rows per second of one relay draining b.N pending push

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/relay"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
 // TestOrderPerAggregateUnderThreeRelays runs three relays, each on its own pool as three

@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/retention"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
 // db is a private migrated database with a postgres store on it, seen through a

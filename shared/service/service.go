@@ -139,14 +139,18 @@ func OpenDriver(ctx context.Context, cfg *config.Config, log *slog.Logger, o Con
 		Tracer:          o.Tracer,
 		Logger:          log,
 	}
-	open := postgres.Open
+	// Each dialect parses database.url into its driver's connection string.
+	open, connString := postgres.Open, postgres.ConnString
 	var err error
 	switch cfg.Database.Type {
 	case config.SQLServer:
-		open = sqlserver.Open
-		ocfg.ConnString, err = cfg.Database.SQLServerURL()
+		open, connString = sqlserver.Open, sqlserver.ConnString
+	case config.PostgreSQL:
 	default:
-		ocfg.ConnString, err = cfg.Database.PgxConnString()
+		err = fmt.Errorf("database.type is %s, not postgresql", cfg.Database.Type)
+	}
+	if err == nil {
+		ocfg.ConnString, err = connString(cfg.Database.URL.Reveal(), cfg.Database.Username, cfg.Database.Password.Reveal())
 	}
 	if err != nil {
 		return nil, startError("connect to the database", err)

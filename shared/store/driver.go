@@ -32,7 +32,7 @@ func (e *OpenError) Unwrap() error { return e.Err }
 // open a database. The zero value of each optional field keeps the driver's default.
 type OpenConfig struct {
 	// ConnString is the connection string in the form that the dialect's driver takes
-	// (config.Database.PgxConnString or config.Database.SQLServerURL).
+	// (postgres.ConnString or sqlserver.ConnString of database.url).
 	ConnString string
 	// PoolSize is the maximum number of open connections (database.poolSize).
 	PoolSize int
@@ -73,9 +73,9 @@ type PoolStats struct {
 type Driver struct {
 	// Store runs the statements of the dialect.
 	Store Store
-	// Migration is the connection handle on which package migrate runs the bundled
-	// migrations of this dialect (see migrate.New).
-	Migration any
+	// Migration is the backend on which package migrate runs the bundled migrations of this
+	// dialect (see migrate.New).
+	Migration MigrationBackend
 	// Ping checks that the database answers, opening a connection when the pool has none.
 	Ping func(ctx context.Context) error
 	// PoolStats returns a snapshot of the pool.

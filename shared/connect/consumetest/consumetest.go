@@ -1,7 +1,7 @@
 // Package consumetest is the behaviour suite that every broker source (inbox consumer) of
 // shared/connect will pass, as every destination passes shared/connect/publishtest. A
 // source's test calls Run with its Features and a constructor of fresh targets on its real
-// system and a real inbox store (shared/dbtest):
+// system and a real inbox store (shared/store/postgres/dbtest):
 //
 //	func TestSourceContract(t *testing.T) {
 //		consumetest.Run(t, consumetest.Features{RedeliveryWait: 30 * time.Second}, newTarget)

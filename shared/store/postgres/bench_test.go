@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 	"github.com/alternayte/queuebox/shared/store/storetest"
 )
 

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 	"github.com/alternayte/queuebox/shared/store/storetest"
 )
 

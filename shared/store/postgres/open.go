@@ -47,7 +47,7 @@ func Open(ctx context.Context, cfg store.OpenConfig) (*store.Driver, error) {
 	}
 	return &store.Driver{
 		Store:     st,
-		Migration: pool,
+		Migration: NewMigrationBackend(pool),
 		Ping:      connectOnce(pool),
 		PoolStats: poolStats(pool),
 	}, nil

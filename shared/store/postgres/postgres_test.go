@@ -12,14 +12,31 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/alternayte/queuebox/migrations"
-	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 	"github.com/alternayte/queuebox/shared/store/storetest"
 )
 
 // TestStore runs the dialect-neutral behaviour suite against PostgreSQL.
 func TestStore(t *testing.T) {
-	storetest.Run(t, storetest.Harness{Open: openStore})
+	storetest.Run(t, storetest.Harness{Open: openStore, OpenEmpty: openEmpty})
+}
+
+// openEmpty is the OpenEmpty of the harness: the driver of Open on a new private database
+// without tables.
+func openEmpty(t testing.TB) *store.Driver {
+	t.Helper()
+	d, err := Open(context.Background(), store.OpenConfig{
+		ConnString:     dbtest.NewDatabase(t),
+		PoolSize:       4,
+		StartupTimeout: 30 * time.Second,
+		Names:          store.DefaultNames(),
+	})
+	if err != nil {
+		t.Fatalf("opening the driver: %v", err)
+	}
+	t.Cleanup(d.Close)
+	return d
 }
 
 // poolSize leaves room for the 50 concurrent inserts of the duplicate storm.

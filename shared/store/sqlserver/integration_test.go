@@ -32,9 +32,12 @@ func TestStore(t *testing.T) {
 	if serverURL == "" {
 		t.Skip("SQL Server cannot run on this machine; set QUEUEBOX_TEST_SQLSERVER_URL to run")
 	}
-	storetest.Run(t, storetest.Harness{Open: func(t testing.TB, schema storetest.Schema) (store.Store, storetest.Hooks) {
-		return openStore(t, serverURL, schema)
-	}})
+	storetest.Run(t, storetest.Harness{
+		Open: func(t testing.TB, schema storetest.Schema) (store.Store, storetest.Hooks) {
+			return openStore(t, serverURL, schema)
+		},
+		OpenEmpty: func(t testing.TB) *store.Driver { return openEmpty(t, serverURL) },
+	})
 }
 
 // customDDL is the SQL Server "Create the tables" statement of spec/15-use-custom-tables.md.
@@ -142,39 +145,32 @@ func splitBatches(sqlText string) []string {
 	return out
 }
 
+// openEmpty is the OpenEmpty of the harness: the driver of Open on a new private database
+// without tables.
+func openEmpty(t testing.TB, serverURL string) *store.Driver {
+	t.Helper()
+	d, err := Open(context.Background(), store.OpenConfig{
+		ConnString: newDatabase(t, serverURL),
+		PoolSize:   4,
+		Names:      store.DefaultNames(),
+	})
+	if err != nil {
+		t.Fatalf("opening the driver: %v", err)
+	}
+	t.Cleanup(d.Close)
+	return d
+}
+
 // openStore creates a private database on the server, applies the schema, and returns a store
 // on it with its hooks. The database is dropped when the test ends.
 func openStore(t testing.TB, serverURL string, schema storetest.Schema) (store.Store, storetest.Hooks) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-
-	admin, err := sql.Open("sqlserver", serverURL)
+	dbURL := newDatabase(t, serverURL)
+	db, err := sql.Open("sqlserver", dbURL)
 	if err != nil {
-		t.Fatalf("opening %s: %v", serverURLVariable, err)
-	}
-	defer admin.Close()
-	if err := admin.PingContext(ctx); err != nil {
-		t.Fatalf("SQL Server at %s does not answer: %v", serverURLVariable, err)
-	}
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	dbName := "queuebox_test_" + hex.EncodeToString(suffix)
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+quote(dbName)); err != nil {
-		t.Fatalf("creating database %s: %v", dbName, err)
-	}
-	t.Cleanup(func() { dropDatabase(t, serverURL, dbName) })
-
-	u, err := url.Parse(serverURL)
-	if err != nil {
-		t.Fatalf("parsing %s: %v", serverURLVariable, err)
-	}
-	q := u.Query()
-	q.Set("database", dbName)
-	u.RawQuery = q.Encode()
-	db, err := sql.Open("sqlserver", u.String())
-	if err != nil {
-		t.Fatalf("opening database %s: %v", dbName, err)
+		t.Fatalf("opening the test database: %v", err)
 	}
 
 	names := store.DefaultNames()
@@ -222,6 +218,39 @@ func openStore(t testing.TB, serverURL string, schema storetest.Schema) (store.S
 		t.Fatalf("building hooks: %v", err)
 	}
 	return s, h
+}
+
+// newDatabase creates a private database on the server and returns its URL. The database is
+// dropped when the test ends.
+func newDatabase(t testing.TB, serverURL string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	admin, err := sql.Open("sqlserver", serverURL)
+	if err != nil {
+		t.Fatalf("opening %s: %v", serverURLVariable, err)
+	}
+	defer admin.Close()
+	if err := admin.PingContext(ctx); err != nil {
+		t.Fatalf("SQL Server at %s does not answer: %v", serverURLVariable, err)
+	}
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	dbName := "queuebox_test_" + hex.EncodeToString(suffix)
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+quote(dbName)); err != nil {
+		t.Fatalf("creating database %s: %v", dbName, err)
+	}
+	t.Cleanup(func() { dropDatabase(t, serverURL, dbName) })
+
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		t.Fatalf("parsing %s: %v", serverURLVariable, err)
+	}
+	q := u.Query()
+	q.Set("database", dbName)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 func dropDatabase(t testing.TB, serverURL, dbName string) {

@@ -30,7 +30,7 @@ func Open(ctx context.Context, cfg store.OpenConfig) (*store.Driver, error) {
 	}
 	return &store.Driver{
 		Store:     st,
-		Migration: db,
+		Migration: NewMigrationBackend(db),
 		Ping:      db.PingContext,
 		PoolStats: func() store.PoolStats {
 			s := db.Stats()

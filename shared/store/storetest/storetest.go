@@ -8,7 +8,9 @@
 // never on sleeps.
 //
 // A dialect provides only what the Store interface cannot do: open a database with a given
-// schema, and a few Hooks that read rows and move the clock of a row (see Hooks).
+// schema, a few Hooks that read rows and move the clock of a row (see Hooks), and its driver
+// (store.Driver from its Open) on an empty database, on which the Migrations part runs the
+// bundled migrations through the driver's backend and the schema check.
 package storetest
 
 import (
@@ -70,6 +72,11 @@ type Harness struct {
 	// registers the cleanup of both with t. The store's connection pool must allow at least
 	// 50 connections: the duplicate storm runs 50 inserts at once.
 	Open func(t testing.TB, schema Schema) (store.Store, Hooks)
+	// OpenEmpty returns the dialect's driver, from its Open (store.Driver with the Store and
+	// the Migration backend), on a new private database without any table, and registers its
+	// Close with t. The migration part of the suite runs the bundled migrations through
+	// Driver.Migration and checks the schema with Driver.Store.
+	OpenEmpty func(t testing.TB) *store.Driver
 }
 
 // Hooks are the dialect-specific statements that the suite needs to observe and arrange rows.
@@ -158,10 +165,11 @@ type testCase struct {
 }
 
 // Run runs the whole suite. Every test opens its own database through h and runs in parallel
-// with the others.
+// with the others. The Migrations part runs the migration runner of package migrate on the
+// driver of Harness.OpenEmpty.
 func Run(t *testing.T, h Harness) {
-	if h.Open == nil {
-		t.Fatal("storetest: Harness.Open is nil")
+	if h.Open == nil || h.OpenEmpty == nil {
+		t.Fatal("storetest: Harness.Open or Harness.OpenEmpty is nil")
 	}
 	tests := slices.Concat(outboxTests(), inboxTests(), schemaTests())
 	for _, tc := range tests {
@@ -187,6 +195,10 @@ func Run(t *testing.T, h Harness) {
 				tc.run(t, openEnv(t, h, SchemaCustom))
 			})
 		}
+	})
+	t.Run("Migrations", func(t *testing.T) {
+		t.Parallel()
+		runMigrationTests(t, h)
 	})
 }
 

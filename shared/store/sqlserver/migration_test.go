@@ -1,4 +1,4 @@
-package migrate
+package sqlserver_test
 
 import (
 	"context"
@@ -16,13 +16,54 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/migrations"
+	"github.com/alternayte/queuebox/shared/migrate"
+	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/sqlserver"
 )
 
-// No SQL Server runs on this machine. These tests run the SQL Server runner against a fake
-// database/sql driver that records every statement and keeps the little state the runner reads
-// (the history table, its rows, the tables that exist), so they check the statements, their
-// order, their transactions and their parameters. sqlserver_integration_test.go runs the same
-// runner against a real server when QUEUEBOX_TEST_SQLSERVER_URL names one.
+// No SQL Server runs on this machine. These tests run the migration runner of package migrate
+// through this driver's backend (sqlserver.NewMigrationBackend) against a fake database/sql
+// driver that records every statement and keeps the little state the runner reads (the
+// history table, its rows, the tables that exist), so they check the statements, their order,
+// their transactions and their parameters. migration_integration_test.go runs the same runner
+// against a real server when QUEUEBOX_TEST_SQLSERVER_URL names one.
+
+// The statements and the lock rule of the migration backend (export_test.go).
+const (
+	msSessionSettings    = sqlserver.MSSessionSettings
+	msGetLock            = sqlserver.MSGetLock
+	msReleaseLock        = sqlserver.MSReleaseLock
+	msHistoryExists      = sqlserver.MSHistoryExists
+	msCreateHistory      = sqlserver.MSCreateHistory
+	msCreateHistoryIndex = sqlserver.MSCreateHistoryIndex
+	msReadHistory        = sqlserver.MSReadHistory
+	msInsertHistory      = sqlserver.MSInsertHistory
+	msTableExists        = sqlserver.MSTableExists
+)
+
+var lockResult = sqlserver.LockResult
+
+// msRunner returns the runner of package migrate on db, through the driver's backend.
+func msRunner(db *sql.DB, opts migrate.Options) *migrate.Runner {
+	r, err := migrate.New(sqlserver.NewMigrationBackend(db), opts)
+	if err != nil {
+		panic("migrate.New refused the SQL Server backend: " + err.Error())
+	}
+	return r
+}
+
+// msMigrate applies the pending migrations; see migrate.Runner.Migrate.
+func msMigrate(ctx context.Context, db *sql.DB, opts migrate.Options) (migrate.Result, error) {
+	return msRunner(db, opts).Migrate(ctx)
+}
+
+func seq(from, to int) []int {
+	var out []int
+	for v := from; v <= to; v++ {
+		out = append(out, v)
+	}
+	return out
+}
 
 // fakeServer is the state behind the fake driver.
 type fakeServer struct {
@@ -30,7 +71,7 @@ type fakeServer struct {
 	log      []string
 	args     [][]driver.NamedValue
 	history  bool
-	rows     []historyEntry
+	rows     []store.HistoryRow
 	checksum []driver.Value
 	tables   map[string]bool
 	lockCode int64
@@ -118,7 +159,7 @@ func (c *fakeConn) ExecContext(_ context.Context, q string, args []driver.NamedV
 			named[a.Name] = a.Value
 		}
 		c.pending = append(c.pending, func() {
-			s.rows = append(s.rows, historyEntry{
+			s.rows = append(s.rows, store.HistoryRow{
 				InstalledRank: int(named["installed_rank"].(int64)),
 				Version:       named["version"].(string),
 				Description:   named["description"].(string),
@@ -198,7 +239,7 @@ func wantMigrationStatements(t *testing.T, from, to int) []string {
 	var out []string
 	for _, m := range list[from-1 : to] {
 		out = append(out, "BEGIN")
-		out = append(out, SplitBatches(m.SQL)...)
+		out = append(out, migrations.SplitBatches(m.SQL)...)
 		out = append(out, msInsertHistory, "COMMIT")
 	}
 	return out
@@ -209,7 +250,7 @@ func TestSQLServerMigratesAFreshDatabaseOnce(t *testing.T) {
 	s, db := newFakeSQLServer(t)
 	ctx := context.Background()
 
-	res, err := SQLServer(ctx, db, Options{})
+	res, err := msMigrate(ctx, db, migrate.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, "applied V1..V11", res.String())
 	assert.Equal(t, migrations.SQLServer, res.Dialect)
@@ -225,13 +266,13 @@ func TestSQLServerMigratesAFreshDatabaseOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, s.rows, 11)
 	for i, m := range list {
-		assert.Equal(t, historyEntry{InstalledRank: i + 1, Version: fmt.Sprint(m.Version), Description: m.Description,
+		assert.Equal(t, store.HistoryRow{InstalledRank: i + 1, Version: fmt.Sprint(m.Version), Description: m.Description,
 			Type: "SQL", Script: m.Script, Success: true}, s.rows[i])
-		assert.Equal(t, int64(Checksum(m.SQL)), s.checksum[i], m.Script)
+		assert.Equal(t, int64(migrations.Checksum(m.SQL)), s.checksum[i], m.Script)
 	}
 
 	n := len(s.statements())
-	again, err := SQLServer(ctx, db, Options{})
+	again, err := msMigrate(ctx, db, migrate.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, "schema is up to date at V11", again.String())
 	assert.Equal(t, []string{msSessionSettings, msGetLock, msHistoryExists, msReadHistory, msTableExists, msTableExists, msReleaseLock},
@@ -243,7 +284,7 @@ func TestSQLServerFailedBatchRollsBack(t *testing.T) {
 	s, db := newFakeSQLServer(t)
 	s.failOn = "ADD CONSTRAINT ck_inbox_consumption"
 
-	_, err := SQLServer(context.Background(), db, Options{})
+	_, err := msMigrate(context.Background(), db, migrate.Options{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "applying migration V6__add_consumption_and_leases.sql: batch 10:")
 	assert.Len(t, s.rows, 5, "V1..V5 committed, V6 not recorded")
@@ -256,8 +297,8 @@ func TestSQLServerLockTimeout(t *testing.T) {
 	s, db := newFakeSQLServer(t)
 	s.lockCode = -1
 
-	_, err := SQLServer(context.Background(), db, Options{LockTimeout: 2 * time.Second})
-	require.ErrorIs(t, err, ErrLockTimeout)
+	_, err := msMigrate(context.Background(), db, migrate.Options{LockTimeout: 2 * time.Second})
+	require.ErrorIs(t, err, migrate.ErrLockTimeout)
 	assert.Contains(t, err.Error(), "queuebox:migrate")
 	assert.Equal(t, []string{msSessionSettings, msGetLock}, s.statements(), "nothing ran without the lock")
 	assert.Equal(t, 1, s.closed, "the connection is dropped, not returned to the pool")
@@ -273,7 +314,7 @@ func TestSQLServerLockResult(t *testing.T) {
 	}{
 		{0, nil, ""},
 		{1, nil, ""},
-		{-1, ErrLockTimeout, "for more than 1s"},
+		{-1, migrate.ErrLockTimeout, "for more than 1s"},
 		{-2, nil, "cancelled"},
 		{-3, nil, "deadlock victim"},
 		{-999, nil, "returned -999"},
@@ -298,16 +339,16 @@ func TestSQLServerBaselineAndStartCheck(t *testing.T) {
 	t.Parallel()
 	s, db := newFakeSQLServer(t)
 	s.tables["outbox"], s.tables["inbox"] = true, true
-	r := NewSQLServer(db, Options{})
+	r := msRunner(db, migrate.Options{})
 	ctx := context.Background()
 
 	_, err := r.CheckStart(ctx, true)
-	require.ErrorIs(t, err, ErrNoHistory)
+	require.ErrorIs(t, err, migrate.ErrNoHistory)
 	assert.Contains(t, err.Error(), "queuebox migrate --baseline")
 
 	start, err := r.CheckStart(ctx, false)
 	require.NoError(t, err)
-	assert.Equal(t, LevelInfo, start.Level)
+	assert.Equal(t, migrate.LevelInfo, start.Level)
 
 	res, err := r.Baseline(ctx, 10)
 	require.NoError(t, err)
@@ -321,7 +362,7 @@ func TestSQLServerBaselineAndStartCheck(t *testing.T) {
 
 	start, err = r.CheckStart(ctx, false)
 	require.NoError(t, err)
-	assert.Equal(t, LevelWarning, start.Level)
+	assert.Equal(t, migrate.LevelWarning, start.Level)
 	assert.Equal(t, []int{11}, start.Pending)
 
 	start, err = r.CheckStart(ctx, true)
@@ -330,7 +371,7 @@ func TestSQLServerBaselineAndStartCheck(t *testing.T) {
 	assert.Equal(t, 11, s.rows[10].InstalledRank)
 
 	_, err = r.Baseline(ctx, 11)
-	require.ErrorIs(t, err, ErrHistoryExists)
+	require.ErrorIs(t, err, migrate.ErrHistoryExists)
 }
 
 func TestSQLServerStatementText(t *testing.T) {
@@ -349,6 +390,6 @@ func TestSQLServerStatementText(t *testing.T) {
 	assert.True(t, strings.HasPrefix(msCreateHistory, "IF OBJECT_ID(N'dbo.flyway_schema_history', N'U') IS NULL"))
 	for _, q := range []string{msSessionSettings, msCreateHistory, msCreateHistoryIndex, msReadHistory, msHistoryExists, msReleaseLock} {
 		assert.NotContains(t, q, "@p", "a statement without parameters is sent as a plain batch")
-		assert.Len(t, SplitBatches(q), 1)
+		assert.Len(t, migrations.SplitBatches(q), 1)
 	}
 }

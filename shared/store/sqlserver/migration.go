@@ -1,4 +1,4 @@
-package migrate
+package sqlserver
 
 import (
 	"context"
@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/migrations"
+	"github.com/alternayte/queuebox/shared/store"
 )
 
-// SQLServerLockResource is the resource name of the application lock that a run holds on SQL
-// Server (sp_getapplock, Exclusive, Session owner).
-const SQLServerLockResource = "queuebox:migrate"
+// MigrationLockResource is the resource name of the application lock that a migration run
+// holds on SQL Server (sp_getapplock, Exclusive, Session owner).
+const MigrationLockResource = "queuebox:migrate"
 
 const (
 	// msSessionSettings are the SET options that a filtered index needs, plus XACT_ABORT so
@@ -31,10 +32,10 @@ SET XACT_ABORT ON;`
 	// msGetLock takes the application lock. @lock_result is a local variable; the one bound
 	// parameter is @lock_timeout_ms (a local variable must not share a bound parameter's name).
 	msGetLock = `DECLARE @lock_result INT;
-EXEC @lock_result = sp_getapplock @Resource = N'` + SQLServerLockResource + `', @LockMode = N'Exclusive', @LockOwner = N'Session', @LockTimeout = @lock_timeout_ms;
+EXEC @lock_result = sp_getapplock @Resource = N'` + MigrationLockResource + `', @LockMode = N'Exclusive', @LockOwner = N'Session', @LockTimeout = @lock_timeout_ms;
 SELECT @lock_result;`
 
-	msReleaseLock = `EXEC sp_releaseapplock @Resource = N'` + SQLServerLockResource + `', @LockOwner = N'Session';`
+	msReleaseLock = `EXEC sp_releaseapplock @Resource = N'` + MigrationLockResource + `', @LockOwner = N'Session';`
 
 	msHistoryExists = `SELECT CASE WHEN OBJECT_ID(N'dbo.flyway_schema_history', N'U') IS NULL THEN 0 ELSE 1 END;`
 
@@ -67,16 +68,27 @@ VALUES (@installed_rank, @version, @description, @type, @script, @checksum,
 	msTableExists = `SELECT CASE WHEN OBJECT_ID(QUOTENAME(@table_name), N'U') IS NULL THEN 0 ELSE 1 END;`
 )
 
-type msDriver struct{ db *sql.DB }
+// NewMigrationBackend returns the SQL Server backend of the migration runner (shared/migrate)
+// on db (database/sql with go-mssqldb): each session is one connection of the pool, with the
+// SET options that the files need, and the migration lock is the Session-owned application
+// lock MigrationLockResource. Open returns it as store.Driver.Migration.
+func NewMigrationBackend(db *sql.DB) store.MigrationBackend {
+	return &migrationBackend{db: db}
+}
 
-func (d *msDriver) dialect() migrations.Dialect { return migrations.SQLServer }
+type migrationBackend struct{ db *sql.DB }
 
-func (d *msDriver) open(ctx context.Context, lockTimeout time.Duration) (session, error) {
+// Dialect returns migrations.SQLServer.
+func (d *migrationBackend) Dialect() migrations.Dialect { return migrations.SQLServer }
+
+// Open takes a connection of the pool, sets its session options and, with lockTimeout > 0,
+// takes the migration lock.
+func (d *migrationBackend) Open(ctx context.Context, lockTimeout time.Duration) (store.MigrationSession, error) {
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("acquiring a connection for migrations: %w", err)
 	}
-	s := &msSession{conn: conn}
+	s := &migrationSession{conn: conn}
 	if _, err := conn.ExecContext(ctx, msSessionSettings); err != nil {
 		_ = conn.Close()
 		return nil, fmt.Errorf("setting the session options of the migrations: %w", err)
@@ -91,13 +103,13 @@ func (d *msDriver) open(ctx context.Context, lockTimeout time.Duration) (session
 	return s, nil
 }
 
-// msSession is one connection of the pool; the application lock belongs to its session.
-type msSession struct {
+// migrationSession is one connection of the pool; the application lock belongs to its session.
+type migrationSession struct {
 	conn   *sql.Conn
 	locked bool
 }
 
-func (s *msSession) lock(ctx context.Context, timeout time.Duration) error {
+func (s *migrationSession) lock(ctx context.Context, timeout time.Duration) error {
 	ms := min(timeout.Milliseconds(), 1<<31-1)
 	var result int
 	if err := s.conn.QueryRowContext(ctx, msGetLock, sql.Named("lock_timeout_ms", int32(ms))).Scan(&result); err != nil {
@@ -113,7 +125,7 @@ func lockResult(code int, timeout time.Duration) error {
 		return nil
 	case code == -1:
 		return fmt.Errorf("%w: another process held the SQL Server application lock %s for more than %s",
-			ErrLockTimeout, SQLServerLockResource, timeout)
+			store.ErrMigrationLockTimeout, MigrationLockResource, timeout)
 	case code == -2:
 		return fmt.Errorf("taking the migration lock: sp_getapplock was cancelled (%d)", code)
 	case code == -3:
@@ -123,7 +135,8 @@ func lockResult(code int, timeout time.Duration) error {
 	}
 }
 
-func (s *msSession) close(ctx context.Context) {
+// Close releases the lock, if held, and the connection.
+func (s *migrationSession) Close(ctx context.Context) {
 	if !s.locked {
 		_ = s.conn.Close()
 		return
@@ -140,18 +153,20 @@ func (s *msSession) close(ctx context.Context) {
 
 // discard closes the connection instead of returning it to the pool, which ends its session
 // and every Session-owned lock with it.
-func (s *msSession) discard() {
+func (s *migrationSession) discard() {
 	_ = s.conn.Raw(func(any) error { return driver.ErrBadConn })
 	_ = s.conn.Close()
 }
 
-func (s *msSession) historyExists(ctx context.Context) (bool, error) {
+// HistoryExists reports whether dbo.flyway_schema_history exists.
+func (s *migrationSession) HistoryExists(ctx context.Context) (bool, error) {
 	var n int
 	err := s.conn.QueryRowContext(ctx, msHistoryExists).Scan(&n)
 	return n == 1, err
 }
 
-func (s *msSession) createHistory(ctx context.Context) error {
+// CreateHistory creates dbo.flyway_schema_history and its index unless they exist.
+func (s *migrationSession) CreateHistory(ctx context.Context) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		for _, q := range []string{msCreateHistory, msCreateHistoryIndex} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {
@@ -162,15 +177,16 @@ func (s *msSession) createHistory(ctx context.Context) error {
 	})
 }
 
-func (s *msSession) readHistory(ctx context.Context) ([]historyEntry, error) {
+// ReadHistory returns the rows of dbo.flyway_schema_history.
+func (s *migrationSession) ReadHistory(ctx context.Context) ([]store.HistoryRow, error) {
 	rows, err := s.conn.QueryContext(ctx, msReadHistory)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []historyEntry
+	var out []store.HistoryRow
 	for rows.Next() {
-		var h historyEntry
+		var h store.HistoryRow
 		if err := rows.Scan(&h.InstalledRank, &h.Version, &h.Description, &h.Type, &h.Script, &h.Success); err != nil {
 			return nil, err
 		}
@@ -179,25 +195,27 @@ func (s *msSession) readHistory(ctx context.Context) ([]historyEntry, error) {
 	return out, rows.Err()
 }
 
-func (s *msSession) apply(ctx context.Context, m migrations.Migration, rank int, installedBy string) error {
+// Apply runs the batches of m and inserts its history row in one transaction.
+func (s *migrationSession) Apply(ctx context.Context, m migrations.Migration, rank int, installedBy string) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		start := time.Now()
-		for i, b := range SplitBatches(m.SQL) {
+		for i, b := range migrations.SplitBatches(m.SQL) {
 			if _, err := tx.ExecContext(ctx, b); err != nil {
 				return fmt.Errorf("batch %d: %w", i+1, err)
 			}
 		}
 		elapsed := time.Since(start).Milliseconds()
-		err := insertMSHistory(ctx, tx, rank, m, "SQL", sql.NullInt32{Int32: Checksum(m.SQL), Valid: true},
+		err := insertMSHistory(ctx, tx, rank, m, "SQL", sql.NullInt32{Int32: migrations.Checksum(m.SQL), Valid: true},
 			installedBy, int32(min(elapsed, 1<<31-1)))
 		if err != nil {
-			return fmt.Errorf("recording V%d in %s: %w", m.Version, HistoryTable, err)
+			return fmt.Errorf("recording V%d in %s: %w", m.Version, store.MigrationHistoryTable, err)
 		}
 		return nil
 	})
 }
 
-func (s *msSession) baseline(ctx context.Context, ms []migrations.Migration, installedBy string) error {
+// Baseline inserts one BASELINE row per migration in one transaction.
+func (s *migrationSession) Baseline(ctx context.Context, ms []migrations.Migration, installedBy string) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		for i, m := range ms {
 			if err := insertMSHistory(ctx, tx, i+1, m, "BASELINE", sql.NullInt32{}, installedBy, 0); err != nil {
@@ -213,7 +231,7 @@ func insertMSHistory(ctx context.Context, tx *sql.Tx, rank int, m migrations.Mig
 	_, err := tx.ExecContext(ctx, msInsertHistory,
 		sql.Named("installed_rank", int32(rank)),
 		sql.Named("version", strconv.Itoa(m.Version)),
-		sql.Named("description", historyDescription(m.Description)),
+		sql.Named("description", store.HistoryDescription(m.Description)),
 		sql.Named("type", typ),
 		sql.Named("script", m.Script),
 		sql.Named("checksum", checksum),
@@ -223,7 +241,8 @@ func insertMSHistory(ctx context.Context, tx *sql.Tx, rank int, m migrations.Mig
 	return err
 }
 
-func (s *msSession) tablesPresent(ctx context.Context, names []string) ([]string, error) {
+// TablesPresent returns the names of the tables that exist, in the order given.
+func (s *migrationSession) TablesPresent(ctx context.Context, names []string) ([]string, error) {
 	var out []string
 	for _, n := range names {
 		var ok int
@@ -237,7 +256,7 @@ func (s *msSession) tablesPresent(ctx context.Context, names []string) ([]string
 	return out, nil
 }
 
-func (s *msSession) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+func (s *migrationSession) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := s.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -249,4 +268,9 @@ func (s *msSession) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// releaseContext returns a context for releasing a lock after ctx may have ended.
+func releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 }

@@ -1,4 +1,4 @@
-package migrate
+package postgres
 
 import (
 	"context"
@@ -11,11 +11,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/alternayte/queuebox/migrations"
+	"github.com/alternayte/queuebox/shared/store"
 )
 
-// PostgresLockKey is the key of the session-level PostgreSQL advisory lock that a run holds: the
-// bytes of "QueueBox" read as a big-endian 64-bit number.
-const PostgresLockKey int64 = 0x5175657565426f78
+// MigrationLockKey is the key of the session-level PostgreSQL advisory lock that a migration
+// run holds: the bytes of "QueueBox" read as a big-endian 64-bit number.
+const MigrationLockKey int64 = 0x5175657565426f78
 
 const (
 	pgHistoryExists = `SELECT to_regclass('flyway_schema_history') IS NOT NULL`
@@ -56,18 +57,27 @@ VALUES ($1, $2, $3, $4, $5, $6, COALESCE(NULLIF($7::text, ''), left(current_user
 	pgTableExists = `SELECT to_regclass(quote_ident($1)) IS NOT NULL`
 )
 
-type pgDriver struct{ pool *pgxpool.Pool }
+// NewMigrationBackend returns the PostgreSQL backend of the migration runner (shared/migrate)
+// on pool: each session is one pooled connection, and the migration lock is the advisory lock
+// MigrationLockKey of its database session. Open returns it as store.Driver.Migration.
+func NewMigrationBackend(pool *pgxpool.Pool) store.MigrationBackend {
+	return &migrationBackend{pool: pool}
+}
 
-var _ prober = (*pgSession)(nil)
+type migrationBackend struct{ pool *pgxpool.Pool }
 
-func (d *pgDriver) dialect() migrations.Dialect { return migrations.PostgreSQL }
+var _ store.MigrationProber = (*migrationSession)(nil)
 
-func (d *pgDriver) open(ctx context.Context, lockTimeout time.Duration) (session, error) {
+// Dialect returns migrations.PostgreSQL.
+func (d *migrationBackend) Dialect() migrations.Dialect { return migrations.PostgreSQL }
+
+// Open acquires a connection of the pool and, with lockTimeout > 0, takes the migration lock.
+func (d *migrationBackend) Open(ctx context.Context, lockTimeout time.Duration) (store.MigrationSession, error) {
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("acquiring a connection for migrations: %w", err)
 	}
-	s := &pgSession{conn: conn}
+	s := &migrationSession{conn: conn}
 	if lockTimeout > 0 {
 		if err := s.lock(ctx, lockTimeout); err != nil {
 			conn.Release()
@@ -78,20 +88,20 @@ func (d *pgDriver) open(ctx context.Context, lockTimeout time.Duration) (session
 	return s, nil
 }
 
-// pgSession is one pooled connection; the advisory lock belongs to its database session.
-type pgSession struct {
+// migrationSession is one pooled connection; the advisory lock belongs to its database session.
+type migrationSession struct {
 	conn   *pgxpool.Conn
 	locked bool
 }
 
 // lock polls pg_try_advisory_lock with backoff, so that a waiting process never sits in a
 // blocked query that it cannot take back.
-func (s *pgSession) lock(ctx context.Context, timeout time.Duration) error {
+func (s *migrationSession) lock(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	wait := 20 * time.Millisecond
 	for {
 		var ok bool
-		if err := s.conn.QueryRow(ctx, pgTryLock, PostgresLockKey).Scan(&ok); err != nil {
+		if err := s.conn.QueryRow(ctx, pgTryLock, MigrationLockKey).Scan(&ok); err != nil {
 			return fmt.Errorf("taking the migration lock: %w", err)
 		}
 		if ok {
@@ -100,7 +110,7 @@ func (s *pgSession) lock(ctx context.Context, timeout time.Duration) error {
 		left := time.Until(deadline)
 		if left <= 0 {
 			return fmt.Errorf("%w: another process held the PostgreSQL advisory lock %d for more than %s",
-				ErrLockTimeout, PostgresLockKey, timeout)
+				store.ErrMigrationLockTimeout, MigrationLockKey, timeout)
 		}
 		t := time.NewTimer(min(wait, left))
 		select {
@@ -113,7 +123,8 @@ func (s *pgSession) lock(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-func (s *pgSession) close(ctx context.Context) {
+// Close releases the lock, if held, and gives the connection back to the pool.
+func (s *migrationSession) Close(ctx context.Context) {
 	defer s.conn.Release()
 	if !s.locked {
 		return
@@ -121,23 +132,24 @@ func (s *pgSession) close(ctx context.Context) {
 	rctx, cancel := releaseContext(ctx)
 	defer cancel()
 	var released bool
-	if err := s.conn.QueryRow(rctx, pgUnlock, PostgresLockKey).Scan(&released); err != nil || !released {
+	if err := s.conn.QueryRow(rctx, pgUnlock, MigrationLockKey).Scan(&released); err != nil || !released {
 		// The session may still hold the lock: ending the session releases it, and the pool
 		// drops a closed connection on Release.
 		_ = s.conn.Conn().Close(rctx)
 	}
 }
 
-func (s *pgSession) historyExists(ctx context.Context) (bool, error) {
+// HistoryExists reports whether flyway_schema_history exists.
+func (s *migrationSession) HistoryExists(ctx context.Context) (bool, error) {
 	var ok bool
 	err := s.conn.QueryRow(ctx, pgHistoryExists).Scan(&ok)
 	return ok, err
 }
 
-// probe answers historyExists and tablesPresent in one round trip: the statement goes out
+// Probe answers HistoryExists and TablesPresent in one round trip: the statement goes out
 // unprepared (pgx.QueryExecModeExec), which saves the prepare round trip of a statement that
 // a start runs once.
-func (s *pgSession) probe(ctx context.Context, names []string) (bool, []string, error) {
+func (s *migrationSession) Probe(ctx context.Context, names []string) (bool, []string, error) {
 	var sql strings.Builder
 	sql.WriteString(pgProbe)
 	args := []any{pgx.QueryExecModeExec}
@@ -161,44 +173,48 @@ func (s *pgSession) probe(ctx context.Context, names []string) (bool, []string, 
 	return exists, tables, nil
 }
 
-func (s *pgSession) createHistory(ctx context.Context) error {
+// CreateHistory creates flyway_schema_history and its index unless they exist.
+func (s *migrationSession) CreateHistory(ctx context.Context) error {
 	_, err := s.conn.Exec(ctx, pgCreateHistory)
 	return err
 }
 
-func (s *pgSession) readHistory(ctx context.Context) ([]historyEntry, error) {
+// ReadHistory returns the rows of flyway_schema_history.
+func (s *migrationSession) ReadHistory(ctx context.Context) ([]store.HistoryRow, error) {
 	rows, err := s.conn.Query(ctx, pgReadHistory, pgx.QueryExecModeExec)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (historyEntry, error) {
-		var h historyEntry
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.HistoryRow, error) {
+		var h store.HistoryRow
 		err := r.Scan(&h.InstalledRank, &h.Version, &h.Description, &h.Type, &h.Script, &h.Success)
 		return h, err
 	})
 }
 
-func (s *pgSession) apply(ctx context.Context, m migrations.Migration, rank int, installedBy string) error {
+// Apply runs m and inserts its history row in one transaction.
+func (s *migrationSession) Apply(ctx context.Context, m migrations.Migration, rank int, installedBy string) error {
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		start := time.Now()
 		if _, err := tx.Exec(ctx, m.SQL); err != nil {
 			return err
 		}
 		elapsed := time.Since(start).Milliseconds()
-		checksum := Checksum(m.SQL)
-		_, err := tx.Exec(ctx, pgInsertHistory, rank, strconv.Itoa(m.Version), historyDescription(m.Description),
+		checksum := migrations.Checksum(m.SQL)
+		_, err := tx.Exec(ctx, pgInsertHistory, rank, strconv.Itoa(m.Version), store.HistoryDescription(m.Description),
 			"SQL", m.Script, &checksum, installedBy, int32(min(elapsed, 1<<31-1)))
 		if err != nil {
-			return fmt.Errorf("recording V%d in %s: %w", m.Version, HistoryTable, err)
+			return fmt.Errorf("recording V%d in %s: %w", m.Version, store.MigrationHistoryTable, err)
 		}
 		return nil
 	})
 }
 
-func (s *pgSession) baseline(ctx context.Context, ms []migrations.Migration, installedBy string) error {
+// Baseline inserts one BASELINE row per migration in one transaction.
+func (s *migrationSession) Baseline(ctx context.Context, ms []migrations.Migration, installedBy string) error {
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		for i, m := range ms {
-			_, err := tx.Exec(ctx, pgInsertHistory, i+1, strconv.Itoa(m.Version), historyDescription(m.Description),
+			_, err := tx.Exec(ctx, pgInsertHistory, i+1, strconv.Itoa(m.Version), store.HistoryDescription(m.Description),
 				"BASELINE", m.Script, (*int32)(nil), installedBy, int32(0))
 			if err != nil {
 				return err
@@ -208,7 +224,8 @@ func (s *pgSession) baseline(ctx context.Context, ms []migrations.Migration, ins
 	})
 }
 
-func (s *pgSession) tablesPresent(ctx context.Context, names []string) ([]string, error) {
+// TablesPresent returns the names of the tables that exist, in the order given.
+func (s *migrationSession) TablesPresent(ctx context.Context, names []string) ([]string, error) {
 	var out []string
 	for _, n := range names {
 		var ok bool
@@ -222,7 +239,7 @@ func (s *pgSession) tablesPresent(ctx context.Context, names []string) ([]string
 	return out, nil
 }
 
-func (s *pgSession) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+func (s *migrationSession) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	tx, err := s.conn.Begin(ctx)
 	if err != nil {
 		return err
@@ -234,4 +251,9 @@ func (s *pgSession) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 		return err
 	}
 	return tx.Commit(ctx)
+}
+
+// releaseContext returns a context for releasing a lock after ctx may have ended.
+func releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 }

@@ -1,4 +1,4 @@
-package migrate
+package sqlserver_test
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	_ "github.com/microsoft/go-mssqldb" // the sqlserver driver
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/alternayte/queuebox/shared/migrate"
 )
 
 // sqlServerSkipReason is why the SQL Server integration tests skip on this machine.
@@ -74,7 +76,7 @@ func TestSQLServerIntegrationMigratesOnceUnderConcurrency(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := SQLServer(ctx, db, Options{})
+			res, err := msMigrate(ctx, db, migrate.Options{})
 			applied[i], errs[i] = res.Applied, err
 		}()
 	}
@@ -87,7 +89,7 @@ func TestSQLServerIntegrationMigratesOnceUnderConcurrency(t *testing.T) {
 	slices.Sort(all)
 	assert.Equal(t, seq(1, 11), all, "each version applied by exactly one runner")
 
-	again, err := SQLServer(ctx, db, Options{})
+	again, err := msMigrate(ctx, db, migrate.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, "schema is up to date at V11", again.String())
 
@@ -141,7 +143,7 @@ func TestSQLServerIntegrationV11NumbersExistingRows(t *testing.T) {
 	t.Parallel()
 	db := newSQLServerDatabase(t)
 	ctx := context.Background()
-	_, err := SQLServer(ctx, db, Options{Target: 10})
+	_, err := msMigrate(ctx, db, migrate.Options{Target: 10})
 	require.NoError(t, err)
 	_, err = db.ExecContext(ctx, `INSERT INTO outbox (id, topic, [key], payload, created_at) VALUES
 		('FFFFFFFF-0000-0000-0000-000000000001', N't', N'k', N'{}', '2024-01-01T00:00:01'),
@@ -149,7 +151,7 @@ func TestSQLServerIntegrationV11NumbersExistingRows(t *testing.T) {
 		('80000000-0000-0000-0000-000000000001', N't', NULL, N'{}', '2024-01-01T00:00:00')`)
 	require.NoError(t, err)
 
-	res, err := SQLServer(ctx, db, Options{})
+	res, err := msMigrate(ctx, db, migrate.Options{})
 	require.NoError(t, err)
 	require.Equal(t, []int{11}, res.Applied)
 
@@ -179,19 +181,19 @@ func TestSQLServerIntegrationBaseline(t *testing.T) {
 	t.Parallel()
 	db := newSQLServerDatabase(t)
 	ctx := context.Background()
-	_, err := SQLServer(ctx, db, Options{})
+	_, err := msMigrate(ctx, db, migrate.Options{})
 	require.NoError(t, err)
 	_, err = db.ExecContext(ctx, `DROP TABLE dbo.flyway_schema_history`)
 	require.NoError(t, err)
 
-	r := NewSQLServer(db, Options{})
+	r := msRunner(db, migrate.Options{})
 	_, err = r.CheckStart(ctx, true)
-	require.ErrorIs(t, err, ErrNoHistory)
+	require.ErrorIs(t, err, migrate.ErrNoHistory)
 	_, err = r.Baseline(ctx, 11)
 	require.NoError(t, err)
 	start, err := r.CheckStart(ctx, true)
 	require.NoError(t, err)
 	assert.Equal(t, "schema is up to date at V11", start.Message)
 	_, err = r.Baseline(ctx, 11)
-	require.ErrorIs(t, err, ErrHistoryExists)
+	require.ErrorIs(t, err, migrate.ErrHistoryExists)
 }

@@ -4,6 +4,9 @@
 // packages run in parallel without seeing each other's rows.
 //
 // When the server does not answer, the test fails with a message that says how to start it.
+//
+// It is the test helper of the PostgreSQL dialect, so it lives in the dialect's folder
+// (shared/store/postgres) with the other code that imports pgx.
 package dbtest
 
 import (

@@ -1,4 +1,4 @@
-package migrate
+package postgres_test
 
 import (
 	"bufio"
@@ -22,8 +22,46 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/migrations"
-	"github.com/alternayte/queuebox/shared/dbtest"
+	"github.com/alternayte/queuebox/shared/migrate"
+	"github.com/alternayte/queuebox/shared/store/postgres"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
+
+// These tests run the migration runner of package migrate on a real PostgreSQL through this
+// driver's backend (postgres.NewMigrationBackend): the statements, the advisory lock and the
+// schema that the files build.
+
+// pgRunner returns the runner of package migrate on pool, through the driver's backend.
+func pgRunner(pool *pgxpool.Pool, opts migrate.Options) *migrate.Runner {
+	r, err := migrate.New(postgres.NewMigrationBackend(pool), opts)
+	if err != nil {
+		panic("migrate.New refused the PostgreSQL backend: " + err.Error())
+	}
+	return r
+}
+
+// pgMigrate applies the pending migrations; see migrate.Runner.Migrate.
+func pgMigrate(ctx context.Context, pool *pgxpool.Pool, opts migrate.Options) (migrate.Result, error) {
+	return pgRunner(pool, opts).Migrate(ctx)
+}
+
+// pgBaseline records versions 1..version as applied; see migrate.Runner.Baseline.
+func pgBaseline(ctx context.Context, pool *pgxpool.Pool, version int, opts migrate.Options) (migrate.Result, error) {
+	return pgRunner(pool, opts).Baseline(ctx, version)
+}
+
+// pgCheckStart runs the start check; see migrate.Runner.CheckStart.
+func pgCheckStart(ctx context.Context, pool *pgxpool.Pool, doMigrate bool, opts migrate.Options) (migrate.StartResult, error) {
+	return pgRunner(pool, opts).CheckStart(ctx, doMigrate)
+}
+
+func seq(from, to int) []int {
+	var out []int
+	for v := from; v <= to; v++ {
+		out = append(out, v)
+	}
+	return out
+}
 
 // newPool gives the test an empty database of its own.
 func newPool(t *testing.T) (*pgxpool.Pool, string) {
@@ -77,7 +115,7 @@ func wantHistory(t *testing.T, from, to int, typ string) []storedRow {
 	for _, m := range list[from-1 : to] {
 		var sum *int32
 		if typ == "SQL" {
-			c := Checksum(m.SQL)
+			c := migrations.Checksum(m.SQL)
 			sum = &c
 		}
 		out = append(out, storedRow{Rank: m.Version, Version: strconv.Itoa(m.Version), Description: m.Description,
@@ -91,7 +129,7 @@ func TestPostgresMigratesAFreshDatabaseOnce(t *testing.T) {
 	pool, _ := newPool(t)
 	ctx := context.Background()
 
-	res, err := Postgres(ctx, pool, Options{})
+	res, err := pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, seq(1, 11), res.Applied)
 	assert.Equal(t, 11, res.Current)
@@ -102,7 +140,7 @@ func TestPostgresMigratesAFreshDatabaseOnce(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT DISTINCT installed_by FROM flyway_schema_history`).Scan(&installedBy))
 	assert.Equal(t, "postgres", installedBy, "the database user by default")
 
-	again, err := Postgres(ctx, pool, Options{})
+	again, err := pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
 	assert.Empty(t, again.Applied)
 	assert.Equal(t, "schema is up to date at V11", again.String())
@@ -323,7 +361,7 @@ func assertDocumentedSchema(t *testing.T, pool *pgxpool.Pool) {
 func TestPostgresSchemaEqualsTheDocumentation(t *testing.T) {
 	t.Parallel()
 	pool, _ := newPool(t)
-	_, err := Postgres(context.Background(), pool, Options{})
+	_, err := pgMigrate(context.Background(), pool, migrate.Options{})
 	require.NoError(t, err)
 	assertDocumentedSchema(t, pool)
 
@@ -339,7 +377,7 @@ func TestPostgresV11NumbersExistingRows(t *testing.T) {
 	pool, _ := newPool(t)
 	ctx := context.Background()
 
-	res, err := Postgres(ctx, pool, Options{Target: 10})
+	res, err := pgMigrate(ctx, pool, migrate.Options{Target: 10})
 	require.NoError(t, err)
 	require.Equal(t, seq(1, 10), res.Applied)
 
@@ -351,7 +389,7 @@ func TestPostgresV11NumbersExistingRows(t *testing.T) {
 		('00000000-0000-0000-0000-000000000001', 't', 'k', '{}', '2024-01-01 00:00:02+00'),
 		('80000000-0000-0000-0000-000000000001', 't', NULL, '{}', '2024-01-01 00:00:00+00')`)
 
-	res, err = Postgres(ctx, pool, Options{})
+	res, err = pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
 	require.Equal(t, []int{11}, res.Applied)
 
@@ -432,7 +470,7 @@ func TestHelperProcessMigrate(t *testing.T) {
 		fmt.Fprintln(os.Stderr, "helper: waiting for the start signal:", err)
 		os.Exit(3)
 	}
-	res, err := Postgres(ctx, pool, Options{})
+	res, err := pgMigrate(ctx, pool, migrate.Options{})
 	pool.Close()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
@@ -486,7 +524,7 @@ func TestPostgresConcurrentMigrate(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			res, err := Postgres(ctx, pool, Options{})
+			res, err := pgMigrate(ctx, pool, migrate.Options{})
 			applied[i], errs[i] = res.Applied, err
 		}()
 	}
@@ -561,7 +599,7 @@ func TestPostgresAdoptsAJVMMigratedDatabase(t *testing.T) {
 	applyFiles(t, pool, 10)
 	jvmHistory(t, pool, 10)
 
-	res, err := Postgres(ctx, pool, Options{})
+	res, err := pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, []int{11}, res.Applied)
 	assert.Equal(t, "applied V11", res.String())
@@ -583,7 +621,7 @@ func TestPostgresAdoptsAFlywayBaseline(t *testing.T) {
 		(installed_rank, version, description, type, script, checksum, installed_by, execution_time, success)
 		VALUES (1, '9', '<< Flyway Baseline >>', 'BASELINE', '<< Flyway Baseline >>', NULL, 'queuebox', 0, true)`)
 
-	res, err := Postgres(ctx, pool, Options{})
+	res, err := pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, []int{10, 11}, res.Applied)
 	h := readHistory(t, pool)
@@ -601,9 +639,9 @@ func TestPostgresStopsOnAFailedHistoryRow(t *testing.T) {
 		(installed_rank, version, description, type, script, checksum, installed_by, execution_time, success)
 		VALUES (3, '3', 'add claimed at', 'SQL', 'V3__add_claimed_at.sql', 1, 'queuebox', 5, false)`)
 
-	for _, migrate := range []bool{true, false} {
-		_, err := CheckStart(context.Background(), pool, migrate, Options{})
-		require.ErrorIs(t, err, ErrFailedMigration, "migrate=%v", migrate)
+	for _, doMigrate := range []bool{true, false} {
+		_, err := pgCheckStart(context.Background(), pool, doMigrate, migrate.Options{})
+		require.ErrorIs(t, err, migrate.ErrFailedMigration, "migrate=%v", doMigrate)
 		assert.Contains(t, err.Error(), "V3 (add claimed at) as failed at installed_rank 3")
 	}
 	assert.Len(t, readHistory(t, pool), 3, "nothing ran")
@@ -613,12 +651,12 @@ func TestPostgresFailedMigrationLeavesNoTrace(t *testing.T) {
 	t.Parallel()
 	pool, _ := newPool(t)
 	ctx := context.Background()
-	_, err := Postgres(ctx, pool, Options{Target: 1})
+	_, err := pgMigrate(ctx, pool, migrate.Options{Target: 1})
 	require.NoError(t, err)
 	// An inbox that V2 cannot index: V2 fails on its second statement.
 	dbtest.Exec(t, pool, `CREATE TABLE inbox (id UUID PRIMARY KEY)`)
 
-	_, err = Postgres(ctx, pool, Options{})
+	_, err = pgMigrate(ctx, pool, migrate.Options{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "applying migration V2__create_inbox.sql")
 	assert.Equal(t, wantHistory(t, 1, 1, "SQL"), readHistory(t, pool))
@@ -628,7 +666,7 @@ func TestPostgresFailedMigrationLeavesNoTrace(t *testing.T) {
 
 	// After the operator repairs the table, the next run goes on from V2.
 	dbtest.Exec(t, pool, `DROP TABLE inbox`)
-	res, err := Postgres(ctx, pool, Options{})
+	res, err := pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, seq(2, 11), res.Applied)
 }
@@ -639,29 +677,29 @@ func TestPostgresBaseline(t *testing.T) {
 	ctx := context.Background()
 	applyFiles(t, pool, 11)
 
-	_, err := CheckStart(ctx, pool, true, Options{})
-	require.ErrorIs(t, err, ErrNoHistory)
+	_, err := pgCheckStart(ctx, pool, true, migrate.Options{})
+	require.ErrorIs(t, err, migrate.ErrNoHistory)
 	assert.Contains(t, err.Error(), "queuebox migrate --baseline")
 	assert.Contains(t, err.Error(), "outbox, inbox")
-	_, err = Postgres(ctx, pool, Options{})
-	require.ErrorIs(t, err, ErrNoHistory, "queuebox migrate refuses as well")
+	_, err = pgMigrate(ctx, pool, migrate.Options{})
+	require.ErrorIs(t, err, migrate.ErrNoHistory, "queuebox migrate refuses as well")
 
-	_, err = Baseline(ctx, pool, 12, Options{})
-	require.ErrorIs(t, err, ErrInvalidVersion)
+	_, err = pgBaseline(ctx, pool, 12, migrate.Options{})
+	require.ErrorIs(t, err, migrate.ErrInvalidVersion)
 
-	res, err := Baseline(ctx, pool, 11, Options{InstalledBy: "operator"})
+	res, err := pgBaseline(ctx, pool, 11, migrate.Options{InstalledBy: "operator"})
 	require.NoError(t, err)
 	assert.Equal(t, "recorded V1..V11 as baseline", res.String())
 	assert.Equal(t, wantHistory(t, 1, 11, "BASELINE"), readHistory(t, pool))
 
-	start, err := CheckStart(ctx, pool, true, Options{})
+	start, err := pgCheckStart(ctx, pool, true, migrate.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, LevelInfo, start.Level)
+	assert.Equal(t, migrate.LevelInfo, start.Level)
 	assert.Equal(t, "schema is up to date at V11", start.Message)
 	assert.Empty(t, start.Migration.Applied)
 
-	_, err = Baseline(ctx, pool, 11, Options{})
-	require.ErrorIs(t, err, ErrHistoryExists)
+	_, err = pgBaseline(ctx, pool, 11, migrate.Options{})
+	require.ErrorIs(t, err, migrate.ErrHistoryExists)
 	assert.Contains(t, err.Error(), "holds 11 rows")
 	assert.Len(t, readHistory(t, pool), 11)
 }
@@ -672,9 +710,9 @@ func TestPostgresBaselineBelowLatestThenMigrate(t *testing.T) {
 	ctx := context.Background()
 	applyFiles(t, pool, 9)
 
-	_, err := Baseline(ctx, pool, 9, Options{})
+	_, err := pgBaseline(ctx, pool, 9, migrate.Options{})
 	require.NoError(t, err)
-	start, err := CheckStart(ctx, pool, true, Options{})
+	start, err := pgCheckStart(ctx, pool, true, migrate.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, "applied V10..V11", start.Message)
 	assertDocumentedSchema(t, pool)
@@ -685,15 +723,15 @@ func TestPostgresCheckStartWithoutMigrate(t *testing.T) {
 	tests := []struct {
 		name        string
 		setup       func(t *testing.T, pool *pgxpool.Pool)
-		names       func(o *Options)
-		wantLevel   Level
+		names       func(o *migrate.Options)
+		wantLevel   migrate.Level
 		wantPending []int
 		wantMessage string
 	}{
 		{
 			name:        "schema applied by hand, no history",
 			setup:       func(t *testing.T, pool *pgxpool.Pool) { applyFiles(t, pool, 11) },
-			wantLevel:   LevelInfo,
+			wantLevel:   migrate.LevelInfo,
 			wantMessage: "database.migrate is false and the database has no migration history; the schema is managed by hand",
 		},
 		{
@@ -701,8 +739,8 @@ func TestPostgresCheckStartWithoutMigrate(t *testing.T) {
 			setup: func(t *testing.T, pool *pgxpool.Pool) {
 				dbtest.Exec(t, pool, `CREATE TABLE qb_outbox (id UUID); CREATE TABLE qb_inbox (id UUID)`)
 			},
-			names:       func(o *Options) { o.Names.OutboxTable, o.Names.InboxTable = "qb_outbox", "qb_inbox" },
-			wantLevel:   LevelInfo,
+			names:       func(o *migrate.Options) { o.Names.OutboxTable, o.Names.InboxTable = "qb_outbox", "qb_inbox" },
+			wantLevel:   migrate.LevelInfo,
 			wantMessage: "database.migrate is false and the database has no migration history; the schema is managed by hand",
 		},
 		{
@@ -711,17 +749,17 @@ func TestPostgresCheckStartWithoutMigrate(t *testing.T) {
 				applyFiles(t, pool, 9)
 				jvmHistory(t, pool, 9)
 			},
-			wantLevel:   LevelWarning,
+			wantLevel:   migrate.LevelWarning,
 			wantPending: []int{10, 11},
 			wantMessage: "database.migrate is false and migrations V10..V11 are not applied; apply them by hand before this version runs (see Upgrade QueueBox)",
 		},
 		{
 			name: "history up to date",
 			setup: func(t *testing.T, pool *pgxpool.Pool) {
-				_, err := Postgres(context.Background(), pool, Options{})
+				_, err := pgMigrate(context.Background(), pool, migrate.Options{})
 				require.NoError(t, err)
 			},
-			wantLevel:   LevelInfo,
+			wantLevel:   migrate.LevelInfo,
 			wantMessage: "schema is up to date at V11 (database.migrate is false)",
 		},
 		{
@@ -733,7 +771,7 @@ func TestPostgresCheckStartWithoutMigrate(t *testing.T) {
 					(installed_rank, version, description, type, script, checksum, installed_by, execution_time, success)
 					VALUES (12, '12', 'something new', 'SQL', 'V12__something_new.sql', 1, 'queuebox', 5, true)`)
 			},
-			wantLevel:   LevelWarning,
+			wantLevel:   migrate.LevelWarning,
 			wantMessage: "schema is up to date at V11 (database.migrate is false); flyway_schema_history records versions that this release does not ship (V12); a newer QueueBox migrated this database",
 		},
 	}
@@ -743,11 +781,11 @@ func TestPostgresCheckStartWithoutMigrate(t *testing.T) {
 			pool, _ := newPool(t)
 			tc.setup(t, pool)
 			before := historyCount(t, pool)
-			opts := Options{}.WithDefaults()
+			opts := migrate.Options{}.WithDefaults()
 			if tc.names != nil {
 				tc.names(&opts)
 			}
-			res, err := CheckStart(context.Background(), pool, false, opts)
+			res, err := pgCheckStart(context.Background(), pool, false, opts)
 			require.NoError(t, err)
 			assert.Equal(t, tc.wantLevel, res.Level)
 			assert.Equal(t, tc.wantPending, res.Pending)
@@ -760,7 +798,7 @@ func TestPostgresCheckStartWithoutMigrate(t *testing.T) {
 func historyCount(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
 	var exists bool
-	require.NoError(t, pool.QueryRow(context.Background(), pgHistoryExists).Scan(&exists))
+	require.NoError(t, pool.QueryRow(context.Background(), postgres.HistoryExistsSQL).Scan(&exists))
 	if !exists {
 		return -1
 	}
@@ -776,22 +814,22 @@ func TestPostgresWaitsForTheLockThenGivesUp(t *testing.T) {
 	holder, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer holder.Release()
-	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, PostgresLockKey)
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, postgres.MigrationLockKey)
 	require.NoError(t, err)
 
-	_, err = Postgres(ctx, pool, Options{LockTimeout: 300 * time.Millisecond})
-	require.ErrorIs(t, err, ErrLockTimeout)
+	_, err = pgMigrate(ctx, pool, migrate.Options{LockTimeout: 300 * time.Millisecond})
+	require.ErrorIs(t, err, migrate.ErrLockTimeout)
 	assert.Equal(t, -1, historyCount(t, pool), "nothing ran without the lock")
 
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { _, err := Postgres(cctx, pool, Options{}); done <- err }()
+	go func() { _, err := pgMigrate(cctx, pool, migrate.Options{}); done <- err }()
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 
-	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, PostgresLockKey)
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, postgres.MigrationLockKey)
 	require.NoError(t, err)
-	res, err := Postgres(ctx, pool, Options{LockTimeout: 5 * time.Second})
+	res, err := pgMigrate(ctx, pool, migrate.Options{LockTimeout: 5 * time.Second})
 	require.NoError(t, err)
 	assert.Len(t, res.Applied, 11)
 }
@@ -799,12 +837,12 @@ func TestPostgresWaitsForTheLockThenGivesUp(t *testing.T) {
 func TestPostgresRejectsBadNames(t *testing.T) {
 	t.Parallel()
 	pool, _ := newPool(t)
-	opts := Options{}.WithDefaults()
+	opts := migrate.Options{}.WithDefaults()
 	opts.Names.InboxTable = `inbox"; DROP TABLE outbox; --`
-	_, err := CheckStart(context.Background(), pool, true, opts)
+	_, err := pgCheckStart(context.Background(), pool, true, opts)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "database.inboxTableName")
-	assert.False(t, errors.Is(err, ErrNoHistory))
+	assert.False(t, errors.Is(err, migrate.ErrNoHistory))
 }
 
 // TestPostgresCheckStartUpToDateTakesNoLock: with every version applied, CheckStart with
@@ -814,38 +852,38 @@ func TestPostgresCheckStartUpToDateTakesNoLock(t *testing.T) {
 	t.Parallel()
 	pool, _ := newPool(t)
 	ctx := context.Background()
-	_, err := Postgres(ctx, pool, Options{})
+	_, err := pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
 
 	holder, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer holder.Release()
-	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, PostgresLockKey)
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, postgres.MigrationLockKey)
 	require.NoError(t, err)
 
-	opts := Options{LockTimeout: 300 * time.Millisecond}
-	start, err := CheckStart(ctx, pool, true, opts)
+	opts := migrate.Options{LockTimeout: 300 * time.Millisecond}
+	start, err := pgCheckStart(ctx, pool, true, opts)
 	require.NoError(t, err)
-	assert.Equal(t, StartResult{Level: LevelInfo, Message: "schema is up to date at V11",
-		Migration: Result{Dialect: migrations.PostgreSQL, Current: 11}}, start)
+	assert.Equal(t, migrate.StartResult{Level: migrate.LevelInfo, Message: "schema is up to date at V11",
+		Migration: migrate.Result{Dialect: migrations.PostgreSQL, Current: 11}}, start)
 
 	dbtest.Exec(t, pool, `INSERT INTO flyway_schema_history
 		(installed_rank, version, description, type, script, checksum, installed_by, execution_time, success)
 		VALUES (12, '99', 'from a newer release', 'SQL', 'V99__from_a_newer_release.sql', 1, 'queuebox', 5, true)`)
-	start, err = CheckStart(ctx, pool, true, opts)
+	start, err = pgCheckStart(ctx, pool, true, opts)
 	require.NoError(t, err)
-	assert.Equal(t, LevelWarning, start.Level)
+	assert.Equal(t, migrate.LevelWarning, start.Level)
 	assert.Equal(t, "schema is up to date at V11; flyway_schema_history records versions that this release "+
 		"does not ship (V99); a newer QueueBox migrated this database", start.Message)
 	assert.Equal(t, []string{"99"}, start.Unknown)
 
 	dbtest.Exec(t, pool, `DELETE FROM flyway_schema_history WHERE version = '11'`)
-	_, err = CheckStart(ctx, pool, true, opts)
-	require.ErrorIs(t, err, ErrLockTimeout, "a pending version takes the lock")
+	_, err = pgCheckStart(ctx, pool, true, opts)
+	require.ErrorIs(t, err, migrate.ErrLockTimeout, "a pending version takes the lock")
 
-	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, PostgresLockKey)
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, postgres.MigrationLockKey)
 	require.NoError(t, err)
-	start, err = CheckStart(ctx, pool, true, opts)
+	start, err = pgCheckStart(ctx, pool, true, opts)
 	require.NoError(t, err)
 	assert.Equal(t, "applied V11; flyway_schema_history records versions that this release does not ship (V99); "+
 		"a newer QueueBox migrated this database", start.Message)
