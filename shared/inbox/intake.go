@@ -59,14 +59,15 @@ type BrokerSource struct {
 	EventTypePath string
 	// AttributeHeaders names the attribute headers.
 	AttributeHeaders AttributeHeaders
-	// Filter is the compiled header filter. Nil: every message passes.
-	Filter *filter.Filter
+	// Filter is the header filter. Zero: every message passes.
+	Filter filter.Config
 	// Transform is the source transform. Nil: none.
 	Transform Transformer
-	// SkipOnTransformError stores the original body as a pending row when the transform
-	// fails (onError Skip); otherwise (Fail, Dead) the message is stored as a dead row with
-	// the original body.
-	SkipOnTransformError bool
+	// OnError is the error strategy of the transform. Skip stores the original body as a
+	// pending row; Fail and Dead (and empty) store the message as a dead row with the
+	// original body, acknowledged, since a broker message that is never acknowledged blocks
+	// its queue or partition.
+	OnError OnError
 }
 
 // Delivery is one message that a broker source received: its body, its headers converted
@@ -143,6 +144,7 @@ type IntakeOptions struct {
 // It is safe for concurrent use.
 type Intake struct {
 	src           BrokerSource
+	filter        *filter.Filter
 	consumption   string
 	keyPath       valuePath
 	aggregatePath *valuePath
@@ -189,6 +191,9 @@ func NewIntake(src BrokerSource, st Inserter, o IntakeOptions) (*Intake, error) 
 		keyPath = DefaultBrokerKeyPath
 	}
 	var err error
+	if in.filter, err = filter.New(src.Filter); err != nil {
+		return nil, fmt.Errorf("source %s: filter: %w", src.Name, err)
+	}
 	if in.keyPath, err = compilePath(keyPath); err != nil {
 		return nil, fmt.Errorf("source %s: idempotencyKeyPath: %w", src.Name, err)
 	}
@@ -319,7 +324,7 @@ func refusedRow(p store.InboxInsertParams) store.InboxInsertParams {
 // prepare turns a delivery into its row; false means the filter dropped it.
 func (in *Intake) prepare(ctx context.Context, d *Delivery) (store.InboxInsertParams, bool) {
 	lookup := filter.FoldLookup(d.Headers)
-	if !in.src.Filter.Pass(lookup) {
+	if !in.filter.Pass(lookup) {
 		in.metrics.InboxFiltered(in.src.Name)
 		return store.InboxInsertParams{}, false
 	}
@@ -395,7 +400,7 @@ func (in *Intake) prepare(ctx context.Context, d *Delivery) (store.InboxInsertPa
 		switch {
 		case err == nil:
 			p.Payload = res
-		case in.src.SkipOnTransformError:
+		case in.src.OnError == OnErrorSkip:
 			in.log.WarnContext(ctx, "inbox: source transform failed, storing the original body",
 				slog.String("source", in.src.Name), slog.String("correlation_id", p.CorrelationID), slog.Any("error", err))
 		default:

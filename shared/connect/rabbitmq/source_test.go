@@ -20,10 +20,10 @@ import (
 	"github.com/alternayte/queuebox/shared/connect"
 	"github.com/alternayte/queuebox/shared/connect/consumetest"
 	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
-	"github.com/alternayte/queuebox/shared/dbtest"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
 // sourceDB is the inbox store the source tests write to, with the pool that reads its rows.
