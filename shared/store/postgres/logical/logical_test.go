@@ -417,6 +417,7 @@ func TestRestartResumesFromOffsets(t *testing.T) {
 	e.insert(t, "after")
 	waitFor(t, 30*time.Second, "the second connector's wake", func() bool { return second.Stats().Inserts >= 1 })
 	st := second.Stats()
+	t.Logf("the second connector streamed after %d attempts", st.Attempts)
 	assert.EqualValues(t, 1, st.Inserts, "the changes before offsets.dat are not read again")
 	assert.EqualValues(t, 1, st.Wakes)
 	assert.EqualValues(t, st.Attempts+1, w.n.Load(), "the attempts and the new insert")
