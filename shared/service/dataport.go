@@ -34,9 +34,10 @@ type DataOptions struct {
 // events to it, so that both answer every request with the same status, headers and body.
 //
 // In this order: 503 while opts.Draining reports the shutdown and 413 for a Content-Length
-// above opts.MaxBodyBytes (inbox.Gate, the checks that the inbox handler runs itself); GET / answers RunningText; /metrics, /health, /health/ and /admin/ go to
-// opts.Management when it is set; every other path goes to in, the inbox, which answers 404 for a
-// path that no source serves.
+// above opts.MaxBodyBytes (inbox.Gate, the checks that the inbox handler runs itself); GET /
+// answers RunningText; /metrics, /health, /health/ and /admin/ go to opts.Management when it
+// is set; every other path goes to in, the inbox, which answers 404 for a path that no source
+// serves.
 func DataHandler(in http.Handler, opts DataOptions) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", Running)

@@ -1,7 +1,11 @@
-// Package service assembles QueueBox from a loaded configuration: the logger, the database
-// (wait, migrations, schema check, store), the publishers and the outbox poller. The local
-// process (local/) and the Lambda functions (functions/) are thin drivers over it, so both run
-// exactly the same code.
+// Package service is the composition root of QueueBox: it loads the configuration (Load,
+// LoadEnv), maps the tree to each component's own Config, and assembles the parts (Build): the
+// database (wait, migrations, schema check, store), the outbox poller with its routes and
+// publishers, the inbox relay, the retention cleanup, the admin routes, the HTTP inbox and
+// the capture connector, with their health checks, their wake chain and their start errors
+// (*StartError). `queuebox serve` (shared/localserver), the Lambda functions
+// (shared/lambdafn) and the capture node (shared/capture/node) are thin drivers over the one
+// assembly, so they all run exactly the same code.
 package service
 
 import (
