@@ -1,9 +1,11 @@
 // Package localserver is the long-running local process of QueueBox: the data port (the inbox
 // routes), the management port (metrics and health), and the outbox poller and the inbox relay
-// in loops, all built by shared/service from the configuration. With outbox.capture.enabled
-// (postgres-logical) it also runs the capture connector of shared/capture in-process, which
-// wakes the poller at once on every committed outbox insert. The relay wakes the poller after
-// every cycle that forwarded rows into the outbox, capture or not: they share the process.
+// in loops, all built once by the assembly of shared/service (service.Build) from the
+// configuration, which also owns their health checks and their wake chain. With
+// outbox.capture.enabled (postgres-logical) it also runs the capture connector of
+// shared/capture in-process, which wakes the poller at once on every committed outbox insert.
+// The relay wakes the poller after every cycle that forwarded rows into the outbox, capture or
+// not: they share the process.
 package localserver
 
 import (
