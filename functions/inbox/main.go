@@ -34,10 +34,9 @@ func main() {
 // invoke, debounced, as the capture node wakes poll) after a push row is stored. Nothing
 // drains either: Lambda ends a container between invocations, never during one.
 func newHandler(rt *lambdafn.Runtime) (func(context.Context, lambdafn.HTTPRequest) (lambdafn.HTTPResponse, error), error) {
-	in, err := service.NewInboxHandler(rt.Config, rt.DB.Store, rt.Metrics, nil, nil, rt.Log)
+	app, err := rt.Build(context.Background(), service.AppOptions{Inbox: true})
 	if err != nil {
 		return nil, err
 	}
-	data := service.DataHandler(in, service.DataOptions{MaxBodyBytes: rt.Config.Inbox.MaxBodyBytes})
-	return lambdafn.HTTPHandler(data, rt.Log), nil
+	return lambdafn.HTTPHandler(app.DataHandler(nil), rt.Log), nil
 }

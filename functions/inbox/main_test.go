@@ -89,8 +89,9 @@ func localSide(t *testing.T) (*httptest.Server, *pgxpool.Pool) {
 	db, err := service.Open(ctx, cfg, log)
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
-	in, err := service.NewInboxHandler(cfg, db.Store, inbox.NopMetrics{}, nil, nil, log)
+	app, err := service.Build(context.Background(), cfg, service.AppOptions{Database: db, Logger: log, Inbox: true})
 	require.NoError(t, err)
+	in := app.Inbox
 	// The options of localserver's data port while it is not shutting down.
 	srv := httptest.NewServer(service.DataHandler(in, service.DataOptions{MaxBodyBytes: cfg.Inbox.MaxBodyBytes}))
 	t.Cleanup(srv.Close)

@@ -21,9 +21,9 @@ func main() {
 	}
 	// The poll function delivers to RabbitMQ, Kafka and NATS destinations too; the other
 	// functions pass none and so leave the broker clients out of their binaries.
-	ob, err := service.NewOutbox(ctx, rt.Config, rt.DB.Store, rt.Metrics, rt.Log, destinations.All()...)
+	app, err := rt.Build(ctx, service.AppOptions{Poller: true, Brokers: destinations.All()})
 	if err != nil {
 		lambdafn.Exit(err)
 	}
-	lambdafn.Start(rt, lambdafn.PollHandler(ob.Poller, rt.Settings, rt.Log))
+	lambdafn.Start(rt, lambdafn.PollHandler(app.Outbox.Poller, rt.Settings, rt.Log))
 }

@@ -19,9 +19,11 @@ func main() {
 	if err != nil {
 		lambdafn.Exit(err)
 	}
-	r, err := service.NewRelay(rt.Config, rt.DB.Store, rt.Metrics, nil, rt.Log)
+	// The relay runs whatever inbox.relay.enabled says: this function exists for it. Its
+	// poller is the poll function, which the relay does not wake.
+	app, err := rt.Build(ctx, service.AppOptions{Relay: service.Always})
 	if err != nil {
 		lambdafn.Exit(err)
 	}
-	lambdafn.Start(rt, lambdafn.RelayHandler(r, rt.Settings, rt.Log))
+	lambdafn.Start(rt, lambdafn.RelayHandler(app.Relay, rt.Settings, rt.Log))
 }

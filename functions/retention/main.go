@@ -11,7 +11,6 @@ import (
 	"context"
 
 	"github.com/alternayte/queuebox/shared/lambdafn"
-	"github.com/alternayte/queuebox/shared/retention"
 	"github.com/alternayte/queuebox/shared/service"
 )
 
@@ -21,17 +20,12 @@ func main() {
 	if err != nil {
 		lambdafn.Exit(err)
 	}
-	cleaner, err := retention.New(retention.Options{
-		Store:   rt.DB.Store,
-		Config:  service.RetentionConfig(rt.Config),
-		Metrics: rt.RetentionMetrics(),
-		Logger:  rt.Log,
-	})
+	app, err := rt.Build(ctx, service.AppOptions{Retention: true})
 	if err != nil {
-		lambdafn.Exit(&service.StartError{Step: "build the retention cleaner", Err: err})
+		lambdafn.Exit(err)
 	}
-	if !cleaner.Enabled() {
+	if !app.Cleaner.Enabled() {
 		rt.Log.Warn("retention.enabled is false: every invocation of this function deletes nothing")
 	}
-	lambdafn.Start(rt, lambdafn.RetentionHandler(cleaner, rt.Settings, rt.Log))
+	lambdafn.Start(rt, lambdafn.RetentionHandler(app.Cleaner, rt.Settings, rt.Log))
 }

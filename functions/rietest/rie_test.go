@@ -25,7 +25,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/store"
@@ -173,8 +172,9 @@ func localInbox(t *testing.T) (*httptest.Server, *pgxpool.Pool) {
 	db, err := service.Open(context.Background(), cfg, log)
 	require.NoError(t, err)
 	t.Cleanup(db.Close)
-	in, err := service.NewInboxHandler(cfg, db.Store, inbox.NopMetrics{}, nil, nil, log)
+	app, err := service.Build(context.Background(), cfg, service.AppOptions{Database: db, Logger: log, Inbox: true})
 	require.NoError(t, err)
+	in := app.Inbox
 	srv := httptest.NewServer(service.DataHandler(in, service.DataOptions{MaxBodyBytes: cfg.Inbox.MaxBodyBytes}))
 	t.Cleanup(srv.Close)
 	return srv, pool

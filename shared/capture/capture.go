@@ -13,7 +13,13 @@
 //     PostgreSQL, a missing publication or one that does not publish the outbox table); it
 //     never creates or drops a publication;
 //   - creates the slot on the first start when it is missing, and never drops it;
-//   - holds a session lock of its identity for the whole run, so a second owner is refused;
+//   - holds a session lock of its identity for the whole run, so a second owner is refused:
+//     a connector that finds the lock held before it ever owned the identity retries with its
+//     backoff for OwnerGrace (30 s), counted from the first refusal, so that a restarted
+//     owner whose old server session is still ending takes over, and then stops with a Fault
+//     (QueueBox elects no owner); a connector that owned the identity before retries a
+//     refusal without end (its own old session may not have ended yet); Check reports the
+//     refusal while it retries;
 //   - compares the state directory (offsets.dat, identity) with the row of
 //     queuebox_capture_state and the settings, and stops with a Fault that names the reason
 //     when they disagree (a decision for the operator, never retried);
@@ -53,6 +59,7 @@ const (
 	DefaultStandbyInterval        = 10 * time.Second
 	DefaultMinBackoff             = time.Second
 	DefaultMaxBackoff             = 30 * time.Second
+	DefaultOwnerGrace             = 30 * time.Second
 )
 
 // ErrSQLServerCDCNotImplemented refuses outbox.capture.mode sqlserver-cdc.
@@ -98,6 +105,12 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the wait between two connection attempts; it doubles
 	// from MinBackoff after each failed attempt. Defaults 1 s and 30 s.
 	MinBackoff, MaxBackoff time.Duration
+	// OwnerGrace is how long a connector that never held the lock of its identity retries
+	// while another session holds it, counted from the first refusal, before it stops with
+	// the Fault of a second owner. It lets a restarted owner take over while its old session
+	// still ends on the server (a deploy, or a crash whose backend still terminates). Default
+	// 30 s.
+	OwnerGrace time.Duration
 	// Waker is woken when an insert into the outbox table commits, on every connection
 	// attempt, and by the reconciliation timer. Required.
 	Waker waker.Waker
@@ -140,6 +153,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = DefaultMaxBackoff
 	}
+	if c.OwnerGrace == 0 {
+		c.OwnerGrace = DefaultOwnerGrace
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -165,7 +181,7 @@ func (c Config) validate() error {
 			problems = append(problems, fmt.Errorf("outbox.capture.%s is %q; it must be a lower case letter, then lower case letters, digits and _, at most 63 characters", n.key, n.value))
 		}
 	}
-	if c.ReconciliationInterval < 0 || c.StandbyInterval < 0 || c.MinBackoff < 0 || c.MaxBackoff < c.MinBackoff {
+	if c.ReconciliationInterval < 0 || c.StandbyInterval < 0 || c.MinBackoff < 0 || c.MaxBackoff < c.MinBackoff || c.OwnerGrace < 0 {
 		problems = append(problems, errors.New("the intervals must not be negative, and MaxBackoff not below MinBackoff"))
 	}
 	return errors.Join(problems...)
@@ -230,7 +246,7 @@ type Connector struct {
 	state   string
 	lastErr error
 	fault   *Fault
-	owned   bool // the identity's lock was taken once: a later refusal is transient
+	owned   bool // the identity's lock was taken once: a later refusal is retried without end
 
 	faulted   chan struct{}
 	faultOnce sync.Once
@@ -278,6 +294,11 @@ func (c *Connector) Check(context.Context) error {
 		}
 		return health.Reason("capture is stopped", nil)
 	case stateDisconnected:
+		var refused *ownerRefusal
+		if errors.As(c.lastErr, &refused) {
+			// QueueBox's own sentence, which names no user, host or database.
+			return health.Reason("capture is retrying: "+refused.Error(), nil)
+		}
 		return health.Reason("capture is disconnected and reconnecting",
 			fmt.Errorf("capture is disconnected and reconnecting: %w", c.lastErr))
 	default:
@@ -337,6 +358,7 @@ func (c *Connector) Run(ctx context.Context) error {
 	defer timer.Wait()
 
 	backoff := c.cfg.MinBackoff
+	var refusedSince time.Time // the first refusal of the lock, while the identity was never owned
 	for {
 		c.attempts.Add(1)
 		c.wakeAll() // every attempt wakes delivery: nothing waits for capture to recover
@@ -344,6 +366,11 @@ func (c *Connector) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			c.setState(stateStopped, nil)
 			return nil
+		}
+		wait := backoff
+		var refused *ownerRefusal
+		if errors.As(err, &refused) {
+			wait, err = c.refusal(refused, &refusedSince, backoff)
 		}
 		var f *Fault
 		if errors.As(err, &f) {
@@ -357,16 +384,18 @@ func (c *Connector) Run(ctx context.Context) error {
 			return f
 		}
 		if streamed {
-			backoff = c.cfg.MinBackoff
+			backoff, wait = c.cfg.MinBackoff, c.cfg.MinBackoff
 		}
 		c.setState(stateDisconnected, err)
-		c.cfg.Logger.Warn("capture lost its connection; reconnecting", "identity", c.cfg.Identity,
-			"retry_in", backoff.String(), "error", redact.Error(err))
+		if refused == nil {
+			c.cfg.Logger.Warn("capture lost its connection; reconnecting", "identity", c.cfg.Identity,
+				"retry_in", wait.String(), "error", redact.Error(err))
+		}
 		select {
 		case <-ctx.Done():
 			c.setState(stateStopped, nil)
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
 		backoff = min(2*backoff, c.cfg.MaxBackoff)
 	}
@@ -438,17 +467,47 @@ func (c *Connector) lock(ctx context.Context, sess Session) error {
 		c.mu.Unlock()
 		return nil
 	}
+	return &ownerRefusal{identity: c.cfg.Identity}
+}
+
+// ownerRefusal is the error of a session that found the lock of its identity held by another
+// session.
+type ownerRefusal struct{ identity string }
+
+// Error returns the documented sentence of a second owner.
+func (e *ownerRefusal) Error() string {
+	return "the capture identity " + e.identity + " already has an owner: another process holds its lock; " +
+		"set outbox.capture.enabled to false on every replica but the one that owns capture"
+}
+
+// refusal decides what a refused lock means, and returns the wait before the next attempt
+// (at most backoff) and the error to report. A connector that owned the identity before
+// retries without end: its own old session may not have ended on the server yet. One that
+// never owned it retries until OwnerGrace has passed since its first refusal (*since), since
+// a restarted owner's old session may still be ending; then the refusal becomes the Fault of a
+// second owner, because QueueBox elects no owner (spec/01-change-data-capture.md, One owner).
+func (c *Connector) refusal(refused *ownerRefusal, since *time.Time, backoff time.Duration) (time.Duration, error) {
 	c.mu.Lock()
 	owned := c.owned
 	c.mu.Unlock()
-	err = fmt.Errorf("the capture identity %s already has an owner: another process holds its lock; "+
-		"set outbox.capture.enabled to false on every replica but the one that owns capture", c.cfg.Identity)
 	if owned {
-		// This process owned it before the connection broke: the old session may not have
-		// ended on the server yet. Retry.
-		return err
+		c.cfg.Logger.Warn("capture waits for the lock of its identity, which its previous session may still hold; retrying",
+			"identity", c.cfg.Identity, "retry_in", backoff.String(), "error", refused.Error())
+		return backoff, refused
 	}
-	return &Fault{Reason: err.Error()}
+	now := time.Now()
+	if since.IsZero() {
+		*since = now
+	}
+	left := c.cfg.OwnerGrace - now.Sub(*since)
+	if left <= 0 {
+		return 0, &Fault{Reason: refused.Error()}
+	}
+	wait := min(backoff, left)
+	c.cfg.Logger.Warn("capture waits for the lock of its identity, which another session holds; retrying",
+		"identity", c.cfg.Identity, "retry_in", wait.String(), "gives_up_in", left.Round(time.Millisecond).String(),
+		"error", refused.Error())
+	return wait, refused
 }
 
 // prepare checks the server, the publication, the slot and the recorded state, and records a

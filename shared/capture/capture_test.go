@@ -16,19 +16,24 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/shared/capture"
+	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/store"
 )
 
 // The connector knows no dialect: these tests drive it through a fake Source. The tests of
 // the PostgreSQL source, on a real server, are in shared/store/postgres/logical.
 
-// fakeSource is a Source whose sessions fail to connect while connectErr is set, and
-// otherwise stream the events of events, then wait for the end of the context.
+// fakeSource is a Source whose sessions fail to connect while connectErr is set, find the
+// identity's lock taken while held is set, and otherwise stream the events of events until
+// the end of the context or an error of recvErr.
 type fakeSource struct {
 	mu         sync.Mutex
 	connectErr error
+	held       bool // another session holds the lock of the identity
 	inspectErr error
 	events     chan capture.Event
+	recvErr    chan error
+	slot       bool // CreateSlot created the slot
 	states     *fakeStates
 	confirmed  atomic.Uint64
 }
@@ -54,19 +59,32 @@ func (s *fakeSource) Connect(context.Context) (capture.Session, error) {
 
 type fakeSession struct{ s *fakeSource }
 
-func (f fakeSession) Lock(context.Context) (bool, error) { return true, nil }
+func (f fakeSession) Lock(context.Context) (bool, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	return !f.s.held, nil
+}
 func (f fakeSession) Inspect(context.Context) (*capture.Inspection, error) {
 	if f.s.inspectErr != nil {
 		return nil, f.s.inspectErr
 	}
-	return &capture.Inspection{States: f.s.states, Close: func() {}}, nil
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	return &capture.Inspection{SlotExists: f.s.slot, States: f.s.states, Close: func() {}}, nil
 }
-func (f fakeSession) CreateSlot(context.Context) (capture.Position, error) { return 10, nil }
-func (f fakeSession) Start(context.Context, capture.Position) error        { return nil }
+func (f fakeSession) CreateSlot(context.Context) (capture.Position, error) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	f.s.slot = true
+	return 10, nil
+}
+func (f fakeSession) Start(context.Context, capture.Position) error { return nil }
 func (f fakeSession) Receive(ctx context.Context) (capture.Event, error) {
 	select {
 	case ev := <-f.s.events:
 		return ev, nil
+	case err := <-f.s.recvErr:
+		return capture.Event{}, err
 	case <-ctx.Done():
 		if ctx.Err() == context.DeadlineExceeded {
 			return capture.Event{}, fmt.Errorf("%w: %w", capture.ErrReceiveTimeout, ctx.Err())
@@ -110,7 +128,7 @@ type counter struct{ n atomic.Int64 }
 func (c *counter) Wake() { c.n.Add(1) }
 
 func newFake() *fakeSource {
-	return &fakeSource{events: make(chan capture.Event, 16), states: &fakeStates{rows: map[string]store.CaptureStateRow{}}}
+	return &fakeSource{events: make(chan capture.Event, 16), recvErr: make(chan error, 1), states: &fakeStates{rows: map[string]store.CaptureStateRow{}}}
 }
 
 func config(t *testing.T, src capture.Source, w *counter) capture.Config {
@@ -222,4 +240,98 @@ func TestAFaultStopsTheStream(t *testing.T) {
 	assert.EqualValues(t, 1, c.Stats().Attempts)
 	var f *capture.Fault
 	require.ErrorAs(t, stop(), &f)
+}
+
+// hold sets whether another session holds the lock of the identity.
+func (s *fakeSource) hold(held bool) {
+	s.mu.Lock()
+	s.held = held
+	s.mu.Unlock()
+}
+
+// publicReason returns the reason that the health answer shows for the connector's check,
+// or "" while the component is up.
+func publicReason(c *capture.Connector) string {
+	h := health.New(health.Check{Name: "outbox-capture", Probe: c.Check}).WithLogger(slog.New(slog.DiscardHandler))
+	rep, _ := h.Run(context.Background())
+	return rep.Components["outbox-capture"].Error
+}
+
+// The documented refusal of a second owner, and the public reason while the connector
+// retries it.
+const (
+	refusal = "the capture identity queuebox already has an owner: another process holds its lock; " +
+		"set outbox.capture.enabled to false on every replica but the one that owns capture"
+	retrying = "capture is retrying: " + refusal
+)
+
+// A connector that finds its identity's lock held at start (a restarted owner's old session
+// still ending) retries with its backoff, reports the refusal, and takes over once the lock
+// is free.
+func TestARefusedLockAtStartIsRetriedUntilTheOwnerEnds(t *testing.T) {
+	t.Parallel()
+	src, w := newFake(), &counter{}
+	src.hold(true)
+	cfg := config(t, src, w)
+	cfg.OwnerGrace = time.Minute
+	c, stop := start(t, cfg)
+	waitFor(t, "three refused attempts", func() bool { return c.Stats().Attempts >= 3 })
+	require.NoError(t, c.Fault(), "a refusal within the grace window is no fault")
+	waitFor(t, "the refusal as the public reason", func() bool { return publicReason(c) == retrying })
+	assert.Equal(t, retrying, c.Check(context.Background()).Error())
+	assert.EqualValues(t, c.Stats().Attempts, w.n.Load(), "every attempt woke delivery")
+	src.hold(false)
+	waitFor(t, "streaming", func() bool { return c.Check(context.Background()) == nil })
+	require.NoError(t, c.Fault())
+	require.NoError(t, stop())
+}
+
+// A connector that never owned its identity stops with the Fault of a second owner when the
+// lock is still held OwnerGrace after its first refusal, and retries no more.
+func TestARefusedLockStopsAtTheEndOfTheGraceWindow(t *testing.T) {
+	t.Parallel()
+	src, w := newFake(), &counter{}
+	src.hold(true)
+	cfg := config(t, src, w)
+	const grace = 300 * time.Millisecond
+	cfg.OwnerGrace = grace
+	began := time.Now()
+	c, stop := start(t, cfg)
+	select {
+	case <-c.Faulted():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no fault after the grace window")
+	}
+	assert.GreaterOrEqual(t, time.Since(began), grace, "the refusal was retried for the grace window")
+	require.EqualError(t, c.Fault(), "capture cannot start: "+refusal)
+	require.EqualError(t, c.Check(context.Background()), "capture cannot start: "+refusal)
+	assert.Equal(t, "capture cannot start: "+refusal, publicReason(c))
+	attempts := c.Stats().Attempts
+	assert.Greater(t, attempts, uint64(2), "the refusal was retried with the backoff")
+	src.hold(false)
+	time.Sleep(4 * cfg.MaxBackoff)
+	assert.Equal(t, attempts, c.Stats().Attempts, "a fault is not retried, even once the lock is free")
+	var f *capture.Fault
+	require.ErrorAs(t, stop(), &f)
+	assert.False(t, f.Recovery)
+}
+
+// A connector that owned its identity and lost its connection retries a refused lock without
+// end: its own old session may still hold the lock on the server.
+func TestAnOwnerRetriesARefusedLockWithoutEnd(t *testing.T) {
+	t.Parallel()
+	src, w := newFake(), &counter{}
+	cfg := config(t, src, w)
+	cfg.OwnerGrace = 50 * time.Millisecond
+	c, stop := start(t, cfg)
+	waitFor(t, "streaming", func() bool { return c.Check(context.Background()) == nil })
+	src.hold(true)
+	src.recvErr <- errors.New("connection reset")
+	waitFor(t, "the refusal as the public reason", func() bool { return publicReason(c) == retrying })
+	past := time.Now().Add(4 * cfg.OwnerGrace)
+	waitFor(t, "retries beyond the grace window", func() bool { return time.Now().After(past) && c.Stats().Attempts >= 6 })
+	require.NoError(t, c.Fault(), "an owner's refusal is never a fault")
+	src.hold(false)
+	waitFor(t, "streaming again", func() bool { return c.Check(context.Background()) == nil })
+	require.NoError(t, stop())
 }

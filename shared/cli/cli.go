@@ -7,7 +7,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -66,8 +65,10 @@ func Main(ctx context.Context, args []string, env Env) int {
 	}
 }
 
+// loadOptions are the load options of a command: every transform expression compiles at
+// load on an engine of its own, so that an error names its key.
 func loadOptions(env Env) config.LoadOptions {
-	return config.LoadOptions{Env: config.EnvMap(env.Environ), ReadFile: env.ReadFile, CompileTransform: service.CompileTransform}
+	return config.LoadOptions{Env: config.EnvMap(env.Environ), ReadFile: env.ReadFile, CompileTransform: service.NewEngine().Check}
 }
 
 // configCheck loads and validates the configuration, then runs the start-time checks of serve
@@ -97,15 +98,7 @@ func configCheck(ctx context.Context, env Env) int {
 }
 
 func printConfigError(w io.Writer, err error) {
-	var verr *config.ValidationError
-	if errors.As(err, &verr) {
-		fmt.Fprintf(w, "QueueBox could not load the configuration: %d problem(s).\n", len(verr.Problems))
-		for _, p := range verr.Problems {
-			fmt.Fprintf(w, "  - %s\n", p.String())
-		}
-		return
-	}
-	fmt.Fprintf(w, "QueueBox could not load the configuration. Reason: %s\n", redact.Error(err))
+	fmt.Fprint(w, service.LoadErrorText(err))
 }
 
 func originText(cfg *config.Config) string {

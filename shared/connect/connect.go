@@ -13,9 +13,9 @@
 // A broker's client library is imported by its own folder alone (connect_test.go checks
 // it). The mapping of the broker destinations lives in shared/service/destinations, which
 // only the programs that deliver outbox rows (queuebox serve and the poll function) import
-// and pass to service.NewOutbox; there is no registration by init(), so the programs that do
-// not deliver (the inbox, relay, retention and admin functions, the capture node) do not link
-// the broker clients.
+// and pass to service.Build (AppOptions.Brokers); there is no registration by init(), so the
+// programs that do not deliver (the inbox, relay, retention and admin functions, the capture
+// node) do not link the broker clients.
 //
 // Every destination passes the behaviour suite of shared/connect/publishtest; the sources
 // will pass that of shared/connect/consumetest.

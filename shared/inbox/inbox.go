@@ -231,6 +231,7 @@ type Handler struct {
 	routes    map[string]*route // by full path
 	maxBody   int64
 	tooLarge  []byte
+	gate      http.Handler // Gate over route
 	batch     *batcher
 	metrics   Metrics
 	log       *slog.Logger
@@ -283,6 +284,7 @@ func New(opts Options) (*Handler, error) {
 		waker:    opts.Waker,
 		draining: opts.Draining,
 	}
+	h.gate = Gate(http.HandlerFunc(h.route), h.Draining, h.maxBody)
 	names := make(map[string]bool, len(opts.Sources))
 	for _, src := range opts.Sources {
 		rt, err := compileSource(src)
@@ -393,16 +395,11 @@ var (
 	bodyDuplicate    = []byte(`{"status":"duplicate"}`)
 )
 
-// ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.Draining() {
-		writeJSON(w, http.StatusServiceUnavailable, bodyShuttingDown)
-		return
-	}
-	if r.ContentLength > h.maxBody {
-		writeJSON(w, http.StatusRequestEntityTooLarge, h.tooLarge)
-		return
-	}
+// ServeHTTP implements http.Handler: the 503 and 413 of Gate, then route.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.gate.ServeHTTP(w, r) }
+
+// route serves a request that Gate let through: 404, 429, then the source.
+func (h *Handler) route(w http.ResponseWriter, r *http.Request) {
 	rt, ok := h.routes[r.URL.Path]
 	if !ok || r.Method != http.MethodPost {
 		writeJSON(w, http.StatusNotFound, bodyNotFound)

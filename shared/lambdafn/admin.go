@@ -4,31 +4,25 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/service"
 )
-
-// AdminHealthChecks returns the readiness checks of the admin function: database (a ping
-// through the store), which decides readiness. It is the one component of the local
-// process's readiness answer that this function reaches. The outbox poller, the inbox relay
-// and the retention cleanup are loops of the local process, but on Lambda they are the
-// poll, relay and retention functions; their heartbeats (shared/health.Heartbeat) live in
-// the memory of those functions' containers, which this function cannot read, so
-// outbox-poller, inbox-relay and retention-service are not part of its answer. Their health
-// is the Errors metric of each function and the EMF gauges of spec/28-metrics.md (see
-// deploy/README.md, "The admin function").
-func AdminHealthChecks(rt *Runtime) []health.Check {
-	return []health.Check{{Name: "database", Decides: true, Probe: rt.DB.Store.Ping}}
-}
 
 // AdminRoutes returns what the admin function serves: the management port of the local
 // process (spec/26-http-api.md) as far as it exists on Lambda, built from rt with the same
 // handlers:
 //
-//   - GET /health/live, GET /health/ready and GET /health (shared/health) over
-//     AdminHealthChecks;
+//   - GET /health/live, GET /health/ready and GET /health (shared/health) over the checks
+//     of the function's assembly (service.App.Checks): database (a ping through the store),
+//     which decides readiness. It is the one component of the local process's readiness
+//     answer that this function reaches. The outbox poller, the inbox relay and the retention
+//     cleanup are loops of the local process, but on Lambda they are the poll, relay and
+//     retention functions; their heartbeats (shared/health.Heartbeat) live in the memory of
+//     those functions' containers, which this function cannot read, so outbox-poller,
+//     inbox-relay and retention-service are not part of its answer. Their health is the
+//     Errors metric of each function and the EMF gauges of spec/28-metrics.md (see
+//     deploy/README.md, "The admin function");
 //   - POST /admin/transform/test and POST /admin/replay (shared/admin, built by
-//     service.NewAdmin as the local process builds them, so admin.auth, admin.insecure,
+//     the assembly of service.Build as the local process builds them, so admin.auth, admin.insecure,
 //     admin.maxPayloadBytes and admin.maxTransformTimeoutMs apply exactly as there), when
 //     admin.enabled is true. Otherwise they do not exist, which is logged once;
 //   - GET / answers service.RunningText.
@@ -38,15 +32,15 @@ func AdminHealthChecks(rt *Runtime) []health.Check {
 // path that no route serves, with net/http's answer, as the management port does for an
 // unknown path.
 func AdminRoutes(rt *Runtime) (http.Handler, error) {
+	app, err := rt.Build(context.Background(), service.AppOptions{Admin: service.IfEnabled})
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
-	health.New(AdminHealthChecks(rt)...).WithLogger(rt.Log).Register(mux)
+	app.Health().Register(mux)
 	mux.HandleFunc("GET /{$}", service.Running)
-	if rt.Config.Admin.Enabled {
-		a, err := service.NewAdmin(rt.Config, rt.DB.Store, rt.Log)
-		if err != nil {
-			return nil, err
-		}
-		a.Register(mux)
+	if app.Admin != nil {
+		app.Admin.Register(mux)
 	} else {
 		rt.Log.Warn("admin.enabled is false: this function serves the health routes only, and /admin/* answers 404")
 	}

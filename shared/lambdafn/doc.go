@@ -2,19 +2,20 @@
 // functions/<name>/main.go needs, so that each main only wires. It is the one package besides
 // functions/ that imports aws-lambda-go.
 //
-// A main builds the Runtime once per container with Init (configuration, logger, database;
-// the same code the local process runs), assembles its cycle with shared/service, and hands
-// a handler to Start:
+// A main builds the Runtime once per container with Init (configuration, logger, database,
+// JSONata engine; the same code the local process runs), assembles its cycle with the
+// assembly of shared/service (Runtime.Build, which is service.Build over the runtime's
+// database, logger, metrics and engine), and hands a handler to Start:
 //
 //	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions())
 //	if err != nil {
 //		lambdafn.Exit(err)
 //	}
-//	ob, err := service.NewOutbox(ctx, rt.Config, rt.DB.Store, rt.Metrics, rt.Log, destinations.All()...)
+//	app, err := rt.Build(ctx, service.AppOptions{Poller: true, Brokers: destinations.All()})
 //	if err != nil {
 //		lambdafn.Exit(err)
 //	}
-//	lambdafn.Start(rt, lambdafn.PollHandler(ob.Poller, rt.Settings, rt.Log))
+//	lambdafn.Start(rt, lambdafn.PollHandler(app.Outbox.Poller, rt.Settings, rt.Log))
 //
 // The relay function hands RelayHandler to Start the same way; the inbox function hands it
 // HTTPHandler over service.DataHandler, which adapts API Gateway HTTP API events to the

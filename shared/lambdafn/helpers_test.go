@@ -150,11 +150,12 @@ func newFunction(t *testing.T, rc *receiver, extra map[string]string) *function 
 		t.Fatalf("Init: %v", err)
 	}
 	t.Cleanup(rt.Close)
-	ob, err := service.NewOutbox(ctx, rt.Config, rt.DB.Store, rt.Metrics, rt.Log)
+	app, err := rt.Build(ctx, service.AppOptions{Poller: true})
 	if err != nil {
-		t.Fatalf("NewOutbox: %v", err)
+		t.Fatalf("Build: %v", err)
 	}
-	t.Cleanup(ob.Close)
+	t.Cleanup(app.Close)
+	ob := app.Outbox
 	return &function{
 		rt: rt, pool: pool, rc: rc, logs: logs,
 		// The handler goes through aws-lambda-go's own decoding and encoding, as under Start.

@@ -58,8 +58,9 @@ func newRelayFunction(t *testing.T, extra map[string]string) *relayFunction {
 	})
 	require.NoError(t, err, "Init")
 	t.Cleanup(rt.Close)
-	r, err := service.NewRelay(rt.Config, rt.DB.Store, rt.Metrics, nil, rt.Log)
-	require.NoError(t, err, "NewRelay")
+	app, err := rt.Build(context.Background(), service.AppOptions{Relay: service.Always})
+	require.NoError(t, err, "Build")
+	r := app.Relay
 	return &relayFunction{
 		rt: rt, pool: pool, logs: logs,
 		handler: lambda.NewHandler(lambdafn.RelayHandler(r, rt.Settings, rt.Log)),

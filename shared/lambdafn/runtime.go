@@ -4,38 +4,40 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/alternayte/queuebox/shared/emf"
 	"io"
 	"log/slog"
 	"os"
 	"time"
 
-	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/emf"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/transform"
 )
 
 // Options are the inputs of Init; tests pass their own environment and log output.
 type Options struct {
 	// Load reads the configuration. Its Env also holds ModeVariable and MarginVariable.
-	Load config.LoadOptions
+	Load service.LoadOptions
 	// LogOutput receives the JSON log lines. Nil means os.Stderr.
 	LogOutput io.Writer
+	// Engine is the JSONata engine of the function's parts. Nil: Init makes one.
+	Engine *transform.Engine
 }
 
-// OSOptions returns the options of a real function: the process environment, os.ReadFile
-// and os.Stderr, as the local process uses them.
+// OSOptions returns the options of a real function: the process environment, the file
+// system and os.Stderr, as the local process uses them, and one JSONata engine that compiles
+// every expression at load and then runs the function's transforms.
 func OSOptions() Options {
-	load := config.OSOptions()
-	load.CompileTransform = service.CompileTransform
-	return Options{Load: load, LogOutput: os.Stderr}
+	engine := service.NewEngine()
+	return Options{Load: service.OSLoadOptions(engine), LogOutput: os.Stderr, Engine: engine}
 }
 
 // Runtime is what a function builds once per container, in main before Start, and reuses
 // across warm invocations.
 type Runtime struct {
 	// Config is the loaded and validated configuration.
-	Config *config.Config
+	Config *service.Config
 	// Log is the JSON logger, with secrets redacted.
 	Log *slog.Logger
 	// DB is the open database: the pool and the store.
@@ -46,6 +48,15 @@ type Runtime struct {
 	Metrics Metrics
 	// Settings are the driver's settings: the mode and the deadline margin.
 	Settings Settings
+	// Engine is the JSONata engine of the function's parts (Options.Engine).
+	Engine *transform.Engine
+}
+
+// Build assembles the parts of the function that o asks for (service.Build) over the
+// runtime's database, logger, metrics and engine, which it sets in o.
+func (r *Runtime) Build(ctx context.Context, o service.AppOptions) (*service.App, error) {
+	o.Database, o.Logger, o.Metrics, o.Engine = r.DB, r.Log, r.Metrics, r.Engine
+	return service.Build(ctx, r.Config, o)
 }
 
 // Close releases the database connections. A function never calls it (nothing runs after
@@ -57,7 +68,7 @@ func (r *Runtime) Close() {
 }
 
 // Init builds the Runtime exactly as the local process builds its parts: it loads the
-// configuration with config.Load (logging every warning), reads the driver's settings,
+// configuration with service.Load (logging every warning), reads the driver's settings,
 // builds the logger, and opens the database with service.Open, which waits up to
 // database.startupTimeoutMs for it and, when database.migrate is true, applies the pending
 // migrations (an advisory lock keeps concurrent cold starts from applying a version twice).
@@ -73,16 +84,16 @@ func Init(ctx context.Context, opts Options) (*Runtime, error) {
 		out = os.Stderr
 	}
 	log := service.NewLogger(out, slog.LevelInfo)
-	cfg, warnings, err := config.Load(opts.Load)
+	cfg, warnings, err := service.Load(opts.Load)
 	for _, w := range warnings {
 		log.Warn("configuration warning", "warning", w.String())
 	}
 	if err != nil {
-		return nil, &service.StartError{Step: "load the configuration", Err: err}
+		return nil, service.NewStartError("load the configuration", err)
 	}
 	settings, err := ParseSettings(opts.Load.Env)
 	if err != nil {
-		return nil, &service.StartError{Step: "read the Lambda settings", Err: err}
+		return nil, service.NewStartError("read the Lambda settings", err)
 	}
 	log.Info("configuration loaded", "config", cfg.LogValue(),
 		"lambda_mode", string(settings.Mode), "lambda_margin_ms", settings.Margin.Milliseconds())
@@ -90,7 +101,11 @@ func Init(ctx context.Context, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{Config: cfg, Log: log, DB: db, Metrics: emf.New(emf.Options{}), Settings: settings}, nil
+	engine := opts.Engine
+	if engine == nil {
+		engine = service.NewEngine()
+	}
+	return &Runtime{Config: cfg, Log: log, DB: db, Metrics: emf.New(emf.Options{}), Settings: settings, Engine: engine}, nil
 }
 
 // Exit prints err to stderr as "QueueBox could not <step>. Reason: ..." and ends the process
@@ -104,7 +119,7 @@ func Exit(err error) {
 func startErrorText(err error) string {
 	var se *service.StartError
 	if !errors.As(err, &se) {
-		se = &service.StartError{Step: "start", Err: err}
+		return service.NewStartError("start", err).Error()
 	}
 	return se.Error()
 }

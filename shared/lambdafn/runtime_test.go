@@ -105,7 +105,7 @@ func TestInitErrors(t *testing.T) {
 func TestExit(t *testing.T) {
 	t.Parallel()
 	if os.Getenv("LAMBDAFN_TEST_EXIT") == "1" {
-		lambdafn.Exit(&service.StartError{Step: "read the Lambda settings", Err: errors.New(`LAMBDA_MODE is "fast"`)})
+		lambdafn.Exit(service.NewStartError("read the Lambda settings", errors.New(`LAMBDA_MODE is "fast"`)))
 		return
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestExit$")

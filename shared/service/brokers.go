@@ -6,8 +6,8 @@ import (
 )
 
 // Broker is the destination of one broker system as a program's composition root registers
-// it with NewOutbox or Publishers: Kind is the destination kind of the configuration it
-// serves, New maps one destination of that kind to the system's own Config and builds its
+// it with Build (AppOptions.Brokers) or Publishers: Kind is the destination kind of the
+// configuration it serves, New maps one destination of that kind to the system's own Config and builds its
 // publisher and the function that closes it. shared/service/destinations holds the broker
 // destinations of RabbitMQ, Kafka and NATS; this package names none of them, so a program
 // that passes none links no broker client.

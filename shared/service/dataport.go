@@ -1,8 +1,9 @@
 package service
 
 import (
-	"fmt"
 	"net/http"
+
+	"github.com/alternayte/queuebox/shared/inbox"
 )
 
 // RunningText is the answer to GET / on the data port (and on the management port).
@@ -32,11 +33,12 @@ type DataOptions struct {
 // the local process listens with it, and the inbox Lambda function adapts API Gateway
 // events to it, so that both answer every request with the same status, headers and body.
 //
-// In this order: 503 while opts.Draining reports the shutdown; 413 for a Content-Length
-// above opts.MaxBodyBytes; GET / answers RunningText; /metrics, /health, /health/ and /admin/ go to
-// opts.Management when it is set; every other path goes to inbox, which answers 404 for a
-// path that no source serves.
-func DataHandler(inbox http.Handler, opts DataOptions) http.Handler {
+// In this order: 503 while opts.Draining reports the shutdown and 413 for a Content-Length
+// above opts.MaxBodyBytes (inbox.Gate, the checks that the inbox handler runs itself); GET /
+// answers RunningText; /metrics, /health, /health/ and /admin/ go to opts.Management when it
+// is set; every other path goes to in, the inbox, which answers 404 for a path that no source
+// serves.
+func DataHandler(in http.Handler, opts DataOptions) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", Running)
 	if opts.Management != nil {
@@ -45,30 +47,6 @@ func DataHandler(inbox http.Handler, opts DataOptions) http.Handler {
 		mux.Handle("/health", opts.Management)
 		mux.Handle("/admin/", opts.Management)
 	}
-	mux.Handle("/", inbox)
-	return Gate(mux, opts.Draining, opts.MaxBodyBytes)
-}
-
-// Gate answers 503 {"error":"QueueBox is shutting down"} (with Connection: close) to every
-// request while draining reports true, and, when limit is above 0, 413
-// {"error":"Request body exceeds <limit> bytes"} to a request whose Content-Length is above
-// limit; it hands every other request to h. A nil draining never drains.
-func Gate(h http.Handler, draining func() bool, limit int64) http.Handler {
-	tooLarge := fmt.Appendf(nil, `{"error":"Request body exceeds %d bytes"}`, limit)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if draining != nil && draining() {
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Connection", "close")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte(`{"error":"QueueBox is shutting down"}`))
-			return
-		}
-		if limit > 0 && r.ContentLength > limit {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusRequestEntityTooLarge)
-			_, _ = w.Write(tooLarge)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
+	mux.Handle("/", in)
+	return inbox.Gate(mux, opts.Draining, opts.MaxBodyBytes)
 }

@@ -21,10 +21,11 @@ type InboxMetrics interface {
 	relay.Metrics
 }
 
-// NewInboxHandler builds the HTTP inbox of the configured HTTP sources. waker is called after
-// a new push row is stored (nil: nothing to wake); draining reports the shutdown.
-func NewInboxHandler(cfg *config.Config, st store.InboxStore, m inbox.Metrics, waker inbox.Waker, draining func() bool, log *slog.Logger) (*inbox.Handler, error) {
-	opts, err := InboxOptions(cfg)
+// newInboxHandler builds the HTTP inbox of the configured HTTP sources, their transforms
+// compiled on engine. waker is called after a new push row is stored (nil: nothing to wake);
+// draining reports the shutdown.
+func newInboxHandler(cfg *config.Config, st store.InboxStore, m inbox.Metrics, waker inbox.Waker, draining func() bool, engine *transform.Engine, log *slog.Logger) (*inbox.Handler, error) {
+	opts, err := InboxOptions(cfg, engine)
 	if err != nil {
 		return nil, startError("build the inbox sources", err)
 	}
@@ -53,11 +54,11 @@ func RelayConfig(cfg *config.Config) relay.Config {
 	}.WithDefaults()
 }
 
-// NewRelay builds the relay with the topic template of every configured source (push and
+// newRelay builds the relay with the topic template of every configured source (push and
 // pull: a source switched to pull still has push rows stored earlier). outboxWaker is woken
 // after every relay cycle that forwarded a row into the outbox: the outbox poller of the same
 // process (nil: nothing to wake, the poller finds the rows at its next poll).
-func NewRelay(cfg *config.Config, st store.InboxStore, m relay.Metrics, outboxWaker waker.Waker, log *slog.Logger) (*relay.Relay, error) {
+func newRelay(cfg *config.Config, st store.InboxStore, m relay.Metrics, outboxWaker waker.Waker, log *slog.Logger) (*relay.Relay, error) {
 	sources := make(map[string]relay.Source, len(cfg.Sources))
 	for name, s := range cfg.Sources {
 		if s == nil {
@@ -72,9 +73,9 @@ func NewRelay(cfg *config.Config, st store.InboxStore, m relay.Metrics, outboxWa
 	return r, nil
 }
 
-// NewAdmin builds the admin routes: the credential check of admin.auth (none with
-// admin.insecure), a JSONata engine for the transform test, and the replay over the routes.
-func NewAdmin(cfg *config.Config, st admin.Store, log *slog.Logger) (*admin.Handler, error) {
+// newAdmin builds the admin routes: the credential check of admin.auth (none with
+// admin.insecure), the transform test on engine, and the replay over the routes.
+func newAdmin(cfg *config.Config, st admin.Store, engine *transform.Engine, log *slog.Logger) (*admin.Handler, error) {
 	verifier, err := inboundauth.New(InboundAuthConfig(cfg.Admin.Auth))
 	if err != nil {
 		return nil, startError("build the admin routes", err)
@@ -85,7 +86,7 @@ func NewAdmin(cfg *config.Config, st admin.Store, log *slog.Logger) (*admin.Hand
 	}
 	h, err := admin.New(admin.Options{
 		Verifier:            verifier,
-		Engine:              Transforms(),
+		Engine:              engine,
 		Store:               st,
 		Routes:              routes,
 		MaxTransformTimeout: cfg.Admin.MaxTransformTimeoutMs.Duration(),
@@ -98,9 +99,9 @@ func NewAdmin(cfg *config.Config, st admin.Store, log *slog.Logger) (*admin.Hand
 	return h, nil
 }
 
-// sourceTransformer compiles a source transform for the inbox handler.
-func sourceTransformer(t *transform.Config) (inbox.Transformer, error) {
-	x, err := Transforms().Compile(t.Expression, t.Limits())
+// sourceTransformer compiles a source transform on engine for the inbox handler.
+func sourceTransformer(engine *transform.Engine, t *transform.Config) (inbox.Transformer, error) {
+	x, err := engine.Compile(t.Expression, t.Limits())
 	if err != nil {
 		return nil, err
 	}

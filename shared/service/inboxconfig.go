@@ -17,9 +17,9 @@ import (
 
 // InboxOptions returns the options of the HTTP inbox: inbox.basePath, inbox.maxBodyBytes and
 // the HTTP sources (InboxSources). The caller adds the store, the metrics, the logger, the
-// waker and the shutdown flag.
-func InboxOptions(cfg *config.Config) (inbox.Options, error) {
-	sources, err := InboxSources(cfg)
+// waker and the shutdown flag. The source transforms compile on engine.
+func InboxOptions(cfg *config.Config, engine *transform.Engine) (inbox.Options, error) {
+	sources, err := InboxSources(cfg, engine)
 	if err != nil {
 		return inbox.Options{}, err
 	}
@@ -28,8 +28,8 @@ func InboxOptions(cfg *config.Config) (inbox.Options, error) {
 
 // InboxSources returns the HTTP sources of the configuration, sorted by name, each with its
 // verifier (sources.<name>.auth) and its compiled source transform (sources.<name>.transform)
-// built. The other kinds of source are left out.
-func InboxSources(cfg *config.Config) ([]inbox.Source, error) {
+// built on engine. The other kinds of source are left out.
+func InboxSources(cfg *config.Config, engine *transform.Engine) ([]inbox.Source, error) {
 	names := make([]string, 0, len(cfg.Sources))
 	for name, s := range cfg.Sources {
 		if s != nil && s.Kind == config.SourceHTTP && s.HTTP != nil {
@@ -60,7 +60,7 @@ func InboxSources(cfg *config.Config) ([]inbox.Source, error) {
 			src.Verifier = v
 		}
 		if s.Transform != nil {
-			t, err := sourceTransformer(TransformConfig(s.Transform))
+			t, err := sourceTransformer(engine, TransformConfig(s.Transform))
 			if err != nil {
 				return nil, fmt.Errorf("building the transform of source %s: %w", name, err)
 			}

@@ -28,7 +28,7 @@ func loadYAML(t *testing.T, file string, env map[string]string) *config.Config {
 	if env == nil {
 		env = map[string]string{}
 	}
-	cfg, _, err := config.Load(config.LoadOptions{Env: env, CompileTransform: CompileTransform, ReadFile: func(name string) ([]byte, error) {
+	cfg, _, err := config.Load(config.LoadOptions{Env: env, CompileTransform: NewEngine().Check, ReadFile: func(name string) ([]byte, error) {
 		if name == config.DefaultConfigFile {
 			return []byte(file), nil
 		}
@@ -88,7 +88,7 @@ sources:
     eventTypePath: $.type
 `, map[string]string{"ORDERS_KEY": "partner-key-0123456789"})
 
-	opts, err := InboxOptions(cfg)
+	opts, err := InboxOptions(cfg, NewEngine())
 	require.NoError(t, err)
 	assert.Equal(t, "/hooks", opts.BasePath)
 	assert.EqualValues(t, 2048, opts.MaxBodyBytes)
@@ -129,7 +129,7 @@ sources:
 	assert.Zero(t, plain.RequestsPerMinute)
 	assert.Equal(t, "push", plain.Consumption, "the default consumption")
 
-	defaults, err := InboxOptions(config.Default())
+	defaults, err := InboxOptions(config.Default(), NewEngine())
 	require.NoError(t, err)
 	assert.Equal(t, "/inbox", defaults.BasePath)
 	assert.EqualValues(t, 1048576, defaults.MaxBodyBytes)
@@ -148,7 +148,7 @@ func TestInboxSourcesErrors(t *testing.T) {
 	orders.HTTP.Auth.HMAC.Secret = config.NewSecret("hmac-secret-0123456789")
 	orders.HTTP.Auth.HMAC.Algorithm = "sha1"
 	cfg.Sources = map[string]*config.Source{"orders": orders}
-	_, err := InboxSources(cfg)
+	_, err := InboxSources(cfg, NewEngine())
 	require.Error(t, err)
 	assert.Equal(t, `building the auth of source orders: building the hmac auth verifier: algorithm must be HmacSHA256 or HmacSHA512, not "sha1"`, err.Error())
 	assert.NotContains(t, err.Error(), "hmac-secret-0123456789")
@@ -157,7 +157,7 @@ func TestInboxSourcesErrors(t *testing.T) {
 	tr := config.DefaultTransform()
 	tr.Expression = `$bad(`
 	orders.Transform = &tr
-	_, err = InboxSources(cfg)
+	_, err = InboxSources(cfg, NewEngine())
 	require.Error(t, err)
 	assert.True(t, strings.HasPrefix(err.Error(), "building the transform of source orders: "), err.Error())
 	assert.ErrorIs(t, err, transform.ErrCompile)
@@ -272,7 +272,7 @@ func fmtAll(c *inboundauth.Config) string {
 	return s.String()
 }
 
-// TestCompileTransformIsTheConfigHook passes CompileTransform, the engine's Check, to the
+// TestCompileTransformIsTheConfigHook passes the Check of an engine (NewEngine) to the
 // configuration loader: a transform that does not compile fails the load and names its key.
 func TestCompileTransformIsTheConfigHook(t *testing.T) {
 	t.Parallel()
@@ -297,7 +297,7 @@ routes:
 		}
 		return nil, fs.ErrNotExist
 	}
-	var hook config.TransformCompiler = CompileTransform
+	var hook config.TransformCompiler = NewEngine().Check
 	_, _, err := config.Load(config.LoadOptions{Env: map[string]string{}, ReadFile: read, CompileTransform: hook})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `routes[0].transform.expression (QUEUEBOX_ROUTES_0_TRANSFORM_EXPRESSION) does not compile: JSONata S0203 at position 24: Expected ")" before end of expression`)

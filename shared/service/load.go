@@ -1,16 +1,72 @@
 package service
 
 import (
+	"errors"
+	"fmt"
 	"os"
+	"strings"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/redact"
+	"github.com/alternayte/queuebox/shared/transform"
 )
+
+// Config is the loaded configuration tree of shared/config. The drivers (shared/localserver,
+// shared/lambdafn, shared/capture/node) name it through this alias and hand it to Build; they
+// read none of its fields, so they need not import shared/config.
+type Config = config.Config
+
+// LoadOptions are the inputs of Load: the environment, the file reader and the optional
+// transform compiler (see config.LoadOptions).
+type LoadOptions = config.LoadOptions
+
+// Warning is a finding of Load that does not stop the start.
+type Warning = config.Warning
+
+// Load loads and validates the configuration (config.Load).
+func Load(opts LoadOptions) (*Config, []Warning, error) { return config.Load(opts) }
+
+// OSLoadOptions returns the load options of a real process: the process environment, its
+// file system, and the Check of engine as the transform compiler, so that every expression
+// compiles at load and an error names its key. A nil engine compiles nothing at load.
+func OSLoadOptions(engine *transform.Engine) LoadOptions {
+	o := config.OSOptions()
+	if engine != nil {
+		o.CompileTransform = engine.Check
+	}
+	return o
+}
+
+// EnvMap turns KEY=VALUE lines, as os.Environ returns them, into a map (config.EnvMap).
+func EnvMap(environ []string) map[string]string { return config.EnvMap(environ) }
+
+// LoadErrorText is the text that a process prints when Load fails: "QueueBox could not load
+// the configuration: N problem(s)." and one "  - <problem>" line per problem for a
+// validation error, or "QueueBox could not load the configuration. Reason: <redacted>"; it
+// ends with a newline.
+func LoadErrorText(err error) string {
+	var verr *config.ValidationError
+	if errors.As(err, &verr) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "QueueBox could not load the configuration: %d problem(s).\n", len(verr.Problems))
+		for _, p := range verr.Problems {
+			fmt.Fprintf(&b, "  - %s\n", p.String())
+		}
+		return b.String()
+	}
+	return fmt.Sprintf("QueueBox could not load the configuration. Reason: %s\n", redact.Error(err))
+}
+
+// NewEngine returns a JSONata engine: a pool of runtimes that the stages of one assembly and
+// its admin transform test share. A process makes one and passes it to Build (AppOptions.Engine)
+// and, through OSLoadOptions, to Load.
+func NewEngine() *transform.Engine { return transform.NewEngine(transform.EngineOptions{}) }
 
 // LoadEnv loads and validates the configuration from the QUEUEBOX_ variables of env alone: it
 // reads no configuration file and compiles no transform expression at load (the components
 // compile them when they start). It serves the harnesses that build a configuration in code,
 // bench/inboxbench for one, without importing shared/config.
-func LoadEnv(env map[string]string) (*config.Config, error) {
+func LoadEnv(env map[string]string) (*Config, error) {
 	cfg, _, err := config.Load(config.LoadOptions{Env: env, ReadFile: func(string) ([]byte, error) { return nil, os.ErrNotExist }})
 	return cfg, err
 }

@@ -1,7 +1,11 @@
-// Package service assembles QueueBox from a loaded configuration: the logger, the database
-// (wait, migrations, schema check, store), the publishers and the outbox poller. The local
-// process (local/) and the Lambda functions (functions/) are thin drivers over it, so both run
-// exactly the same code.
+// Package service is the composition root of QueueBox: it loads the configuration (Load,
+// LoadEnv), maps the tree to each component's own Config, and assembles the parts (Build): the
+// database (wait, migrations, schema check, store), the outbox poller with its routes and
+// publishers, the inbox relay, the retention cleanup, the admin routes, the HTTP inbox and
+// the capture connector, with their health checks, their wake chain and their start errors
+// (*StartError). `queuebox serve` (shared/localserver), the Lambda functions
+// (shared/lambdafn) and the capture node (shared/capture/node) are thin drivers over the one
+// assembly, so they all run exactly the same code.
 package service
 
 import (
@@ -11,7 +15,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/connect/webhook"
@@ -42,7 +45,11 @@ func (e *StartError) Error() string {
 
 func (e *StartError) Unwrap() error { return e.Err }
 
-func startError(step string, err error) error { return &StartError{Step: step, Err: err} }
+// NewStartError returns the *StartError of a failed start step: the one constructor of
+// StartError, which every driver calls (for a listen that fails, a capture fault, ...).
+func NewStartError(step string, err error) error { return &StartError{Step: step, Err: err} }
+
+func startError(step string, err error) error { return NewStartError(step, err) }
 
 // NewLogger returns the process logger: JSON lines through the redaction of shared/redact,
 // so no secret reaches a log.
@@ -212,16 +219,6 @@ type Metrics interface {
 	webhook.Metrics
 }
 
-// Transforms is the JSONata engine of the process, created on first use: a pool of
-// runtimes that every stage and the admin test route share.
-var Transforms = sync.OnceValue(func() *transform.Engine {
-	return transform.NewEngine(transform.EngineOptions{})
-})
-
-// CompileTransform is the config.LoadOptions.CompileTransform hook: every expression of the
-// configuration compiles at start, and an error names its key path.
-func CompileTransform(expression string) error { return Transforms().Check(expression) }
-
 // Routes compiles the configured routes.
 func Routes(cfg *config.Config) (*route.Table, error) {
 	var routes []route.Route
@@ -248,7 +245,8 @@ func Routes(cfg *config.Config) (*route.Table, error) {
 // at start makes rows retry. A destination without a publisher is left out, so its rows go dead with a
 // clear reason.
 // With http.blockPrivateAddresses it first refuses a baseUrl or tokenUrl on a private address.
-func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, log *slog.Logger, brokers ...Broker) ([]outbox.Destination, func(), error) {
+// The destination transforms compile on engine.
+func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, engine *transform.Engine, log *slog.Logger, brokers ...Broker) ([]outbox.Destination, func(), error) {
 	byKind := make(map[config.DestinationKind]Broker, len(brokers))
 	for _, b := range brokers {
 		byKind[b.Kind] = b
@@ -302,7 +300,7 @@ func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, log 
 			continue
 		}
 		closers = append(closers, closer)
-		step, err := Transforms().CompileStep(TransformConfig(d.Transform))
+		step, err := engine.CompileStep(TransformConfig(d.Transform))
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("destinations.%s.transform: %w", name, err)
@@ -371,16 +369,16 @@ func (o *Outbox) Close() {
 	}
 }
 
-// NewOutbox builds the poller with its routes and publishers; brokers are the broker
-// destinations the program delivers to (see Publishers).
-func NewOutbox(ctx context.Context, cfg *config.Config, st store.OutboxStore, m Metrics, log *slog.Logger, brokers ...Broker) (*Outbox, error) {
+// newOutbox builds the poller with the settings oc, its routes and publishers; brokers are the
+// broker destinations the program delivers to (see Publishers). Build calls it.
+func newOutbox(ctx context.Context, cfg *config.Config, oc outbox.Config, st store.OutboxStore, m Metrics, engine *transform.Engine, log *slog.Logger, brokers ...Broker) (*Outbox, error) {
 	routes, err := Routes(cfg)
 	if err != nil {
 		return nil, startError("build the routes", err)
 	}
 	routeTx := map[int]*transform.Step{}
 	for i, r := range cfg.Routes {
-		step, err := Transforms().CompileStep(TransformConfig(r.Transform))
+		step, err := engine.CompileStep(TransformConfig(r.Transform))
 		if err != nil {
 			return nil, startError("build the routes", fmt.Errorf("routes[%d].transform: %w", i, err))
 		}
@@ -388,12 +386,12 @@ func NewOutbox(ctx context.Context, cfg *config.Config, st store.OutboxStore, m 
 			routeTx[i] = step
 		}
 	}
-	dests, closeAll, err := Publishers(ctx, cfg, m, log, brokers...)
+	dests, closeAll, err := Publishers(ctx, cfg, m, engine, log, brokers...)
 	if err != nil {
 		return nil, startError("build the destinations", err)
 	}
 	p, err := outbox.New(outbox.Options{
-		Store: st, Config: OutboxConfig(cfg), Routes: routes, RouteTransforms: routeTx,
+		Store: st, Config: oc, Routes: routes, RouteTransforms: routeTx,
 		Destinations: dests, Metrics: m, Logger: log,
 	})
 	if err != nil {

@@ -37,13 +37,9 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/shared/capture"
-	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/service"
-	"github.com/alternayte/queuebox/shared/store"
-	"github.com/alternayte/queuebox/shared/store/postgres"
 	"github.com/alternayte/queuebox/shared/waker"
 )
 
@@ -67,7 +63,7 @@ type Settings struct {
 	Endpoint string
 }
 
-// ParseSettings reads the settings from env, the environment as config.EnvMap returns it.
+// ParseSettings reads the settings from env, the environment as service.EnvMap returns it.
 func ParseSettings(env map[string]string) (Settings, error) {
 	s := Settings{
 		PollFunction:  strings.TrimSpace(env[PollFunctionVariable]),
@@ -99,12 +95,8 @@ type Options struct {
 
 // Node is the capture node.
 type Node struct {
-	cfg      *config.Config
 	log      *slog.Logger
-	conn     *capture.Connector
-	db       *store.Driver // one lazy connection for the database health component
-	poll     *waker.LambdaInvoker
-	relay    *waker.LambdaInvoker // nil without RelayFunction
+	app      *service.App // capture, the health pool and the Lambda wakers
 	metrics  *metrics.Registry
 	addr     string
 	listener net.Listener
@@ -112,74 +104,50 @@ type Node struct {
 	mu       sync.Mutex
 }
 
-// New builds the node: it refuses a configuration without postgres-logical capture (and
-// sqlserver-cdc, which this build does not implement), and builds the Lambda wakers.
-func New(ctx context.Context, cfg *config.Config, s Settings, o Options, log *slog.Logger) (*Node, error) {
-	if !cfg.Outbox.Capture.Enabled {
-		return nil, &service.StartError{Step: "start capture", Err: errors.New(
-			"outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED); the capture node needs it true and outbox.capture.mode postgres-logical")}
-	}
-	n := &Node{cfg: cfg, log: log, metrics: metrics.New(service.Version), ready: make(chan struct{}), addr: o.Addr}
-	if n.addr == "" {
-		port := cfg.Server.ManagementPort
-		if port == 0 {
-			port = cfg.Server.HTTPPort
-		}
-		n.addr = ":" + strconv.Itoa(port)
-	}
+// New builds the node's assembly (service.Build): capture, which it requires (it refuses a
+// configuration without postgres-logical capture, and sqlserver-cdc, which this build does
+// not implement), a lazy pool of one connection on database.url (not the capture account's
+// replication connection) for the database health component, and the Lambda wakers of the
+// poll function and, with s.RelayFunction, the relay function, which capture wakes.
+func New(ctx context.Context, cfg *service.Config, s Settings, o Options, log *slog.Logger) (*Node, error) {
+	n := &Node{log: log, metrics: metrics.New(service.Version), ready: make(chan struct{}), addr: o.Addr}
 	lc := func(function string) waker.LambdaConfig {
 		return waker.LambdaConfig{FunctionName: function, Interval: s.WakeInterval, Endpoint: s.Endpoint,
 			Client: o.Client, Payload: []byte(`{"source":"queuebox.capture"}`), Logger: log}
 	}
-	ccfg, err := service.CaptureConfig(cfg, waker.Nop{}, log)
+	app, err := service.Build(ctx, cfg, service.AppOptions{
+		Logger: log, Name: "the capture node",
+		Capture: service.Required, CaptureDecides: true, HealthPool: true,
+		RemoteWakers: func(ctx context.Context) (service.Wakers, error) {
+			poll, err := waker.NewLambdaInvoker(ctx, lc(s.PollFunction))
+			if err != nil {
+				return service.Wakers{}, service.NewStartError("build the Lambda waker", err)
+			}
+			w := service.Wakers{Outbox: poll, Close: poll.Close}
+			if s.RelayFunction != "" {
+				relay, err := waker.NewLambdaInvoker(ctx, lc(s.RelayFunction))
+				if err != nil {
+					poll.Close()
+					return service.Wakers{}, service.NewStartError("build the Lambda waker", err)
+				}
+				w.Inbox = relay
+				w.Close = func() { poll.Close(); relay.Close() }
+			}
+			return w, nil
+		},
+	})
 	if err != nil {
-		return nil, &service.StartError{Step: "start capture", Err: err}
+		return nil, err
 	}
-	if n.db, err = healthPool(ctx, cfg); err != nil {
-		return nil, &service.StartError{Step: "connect to the database", Err: err}
-	}
-	if n.poll, err = waker.NewLambdaInvoker(ctx, lc(s.PollFunction)); err != nil {
-		n.db.Close()
-		return nil, &service.StartError{Step: "build the Lambda waker", Err: err}
-	}
-	ccfg.Waker = n.poll
-	if s.RelayFunction != "" {
-		if n.relay, err = waker.NewLambdaInvoker(ctx, lc(s.RelayFunction)); err != nil {
-			n.closeWakers()
-			return nil, &service.StartError{Step: "build the Lambda waker", Err: err}
-		}
-		ccfg.InboxWaker = n.relay
-	}
-	if n.conn, err = capture.New(ccfg); err != nil {
-		n.closeWakers()
-		return nil, &service.StartError{Step: "start capture", Err: err}
+	n.app = app
+	if n.addr == "" {
+		n.addr = app.ListenAddr()
 	}
 	return n, nil
 }
 
-// healthPool is a pool of at most one connection on database.url (not the capture account's
-// replication connection), opened on the first probe of the database component.
-func healthPool(ctx context.Context, cfg *config.Config) (*store.Driver, error) {
-	dsn, err := cfg.Database.PgxConnString()
-	if err != nil {
-		return nil, err
-	}
-	return postgres.OpenHealth(ctx, store.OpenConfig{
-		ConnString: dsn, PoolSize: 1, ConnectTimeout: cfg.Database.ConnectionTimeoutMs.Duration(),
-	})
-}
-
-// closeWakers closes the wakers and the health pool.
-func (n *Node) closeWakers() {
-	n.poll.Close()
-	if n.relay != nil {
-		n.relay.Close()
-	}
-	n.db.Close()
-}
-
 // Connector returns the capture connector.
-func (n *Node) Connector() *capture.Connector { return n.conn }
+func (n *Node) Connector() *capture.Connector { return n.app.Capture }
 
 // Ready is closed when the node listens.
 func (n *Node) Ready() <-chan struct{} { return n.ready }
@@ -200,10 +168,7 @@ func (n *Node) Addr() net.Addr {
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", n.metrics.Handler())
-	health.New(
-		health.Check{Name: "database", Decides: true, Probe: n.db.Ping},
-		health.Check{Name: "outbox-capture", Decides: true, Probe: n.conn.Check},
-	).WithLogger(n.log).Register(mux)
+	n.app.Health().Register(mux)
 	mux.HandleFunc("GET /{$}", service.Running)
 	return mux
 }
@@ -212,11 +177,11 @@ func (n *Node) Handler() http.Handler {
 // capture and the wakers. It returns an error when the node cannot listen, and when a capture
 // fault stops the stream: the node exists for capture, so it exits and says why.
 func (n *Node) Run(ctx context.Context) error {
-	defer n.closeWakers()
+	defer n.app.Close()
 	ln, err := net.Listen("tcp", n.addr)
 	if err != nil {
 		close(n.ready)
-		return &service.StartError{Step: "listen on " + n.addr, Err: err}
+		return service.NewStartError("listen on "+n.addr, err)
 	}
 	n.mu.Lock()
 	n.listener = ln
@@ -232,16 +197,18 @@ func (n *Node) Run(ctx context.Context) error {
 	capCtx, stopCapture := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopCapture()
 	capDone := make(chan error, 1)
-	go func() { capDone <- n.conn.Run(capCtx) }()
+	conn := n.app.Capture
+	go func() { capDone <- conn.Run(capCtx) }()
+	identity, slot := n.app.CaptureNames()
 	n.log.Info("QueueBox capture node started", "version", service.Version, "address", ln.Addr().String(),
-		"identity", n.cfg.Outbox.Capture.Identity, "slot", n.cfg.Outbox.Capture.Slot)
+		"identity", identity, "slot", slot)
 
 	var runErr error
 	select {
 	case <-ctx.Done():
 	case runErr = <-serveErr:
-	case <-n.conn.Faulted():
-		runErr = &service.StartError{Step: "run capture", Err: n.conn.Fault()}
+	case <-conn.Faulted():
+		runErr = service.NewStartError("run capture", conn.Fault())
 	}
 	n.log.Info("QueueBox capture node is shutting down")
 	drainCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -259,21 +226,13 @@ func (n *Node) Run(ctx context.Context) error {
 // clean stop, 1 when the configuration, the settings or the start fail, or capture faults.
 func Main(ctx context.Context, environ []string, readFile func(string) ([]byte, error), stderr io.Writer) int {
 	log := service.NewLogger(stderr, slog.LevelInfo)
-	env := config.EnvMap(environ)
-	cfg, warnings, err := config.Load(config.LoadOptions{Env: env, ReadFile: readFile})
+	env := service.EnvMap(environ)
+	cfg, warnings, err := service.Load(service.LoadOptions{Env: env, ReadFile: readFile})
 	for _, w := range warnings {
 		log.Warn("configuration warning", "warning", w.String())
 	}
 	if err != nil {
-		var verr *config.ValidationError
-		if errors.As(err, &verr) {
-			fmt.Fprintf(stderr, "QueueBox could not load the configuration: %d problem(s).\n", len(verr.Problems))
-			for _, p := range verr.Problems {
-				fmt.Fprintf(stderr, "  - %s\n", p.String())
-			}
-			return 1
-		}
-		fmt.Fprintf(stderr, "QueueBox could not load the configuration. Reason: %s\n", redact.Error(err))
+		fmt.Fprint(stderr, service.LoadErrorText(err))
 		return 1
 	}
 	settings, err := ParseSettings(env)

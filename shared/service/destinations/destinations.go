@@ -5,8 +5,8 @@
 // configuration tree to that system's own Config, once, and builds its publisher.
 //
 // Only the programs that deliver outbox rows import this package (queuebox serve in
-// shared/localserver and the poll function in functions/poll) and pass All to
-// service.NewOutbox. shared/service itself does not import it, so the other programs (the
+// shared/localserver and the poll function in functions/poll) and pass All to service.Build
+// (AppOptions.Brokers). shared/service itself does not import it, so the other programs (the
 // inbox, relay, retention and admin functions, the capture node) link no broker client
 // (shared/connect/connect_test.go checks it).
 package destinations

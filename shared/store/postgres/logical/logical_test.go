@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/shared/capture"
+	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/store/postgres/logical"
 	"github.com/alternayte/queuebox/shared/store/postgres/logical/logicaltest"
 	"github.com/alternayte/queuebox/shared/waker"
@@ -388,7 +389,10 @@ func TestABurstOfInsertsCostsFewInvokes(t *testing.T) {
 }
 
 // TestRestartResumesFromOffsets stops the connector after one insert and starts a new one on
-// the same state directory: it resumes from offsets.dat and sees only the changes after it.
+// the same state directory at once: it resumes from offsets.dat and sees only the changes
+// after it. The first connector's server session may still hold the identity's lock, or the
+// slot, for a moment after its stop (more so on a loaded machine): the new connector retries
+// with its backoff meanwhile, so it may take more than one attempt.
 func TestRestartResumesFromOffsets(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
@@ -413,9 +417,10 @@ func TestRestartResumesFromOffsets(t *testing.T) {
 	e.insert(t, "after")
 	waitFor(t, 30*time.Second, "the second connector's wake", func() bool { return second.Stats().Inserts >= 1 })
 	st := second.Stats()
+	t.Logf("the second connector streamed after %d attempts", st.Attempts)
 	assert.EqualValues(t, 1, st.Inserts, "the changes before offsets.dat are not read again")
 	assert.EqualValues(t, 1, st.Wakes)
-	assert.EqualValues(t, 2, w.n.Load(), "the attempt and the new insert")
+	assert.EqualValues(t, st.Attempts+1, w.n.Load(), "the attempts and the new insert")
 	idAfter, err := os.ReadFile(filepath.Join(e.dir, capture.IdentityFile))
 	require.NoError(t, err)
 	assert.Equal(t, string(idBefore), string(idAfter), "the identity is kept")
@@ -563,14 +568,70 @@ func TestStateFaults(t *testing.T) {
 	}
 }
 
+// TestASecondOwnerIsRefused: a second connector of the identity retries the refused lock for
+// its grace window, then stops with the fault of a second owner; the owner keeps streaming.
 func TestASecondOwnerIsRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
 	first := run(t, e.config(&counter{}))
 	first.waitStreaming(t)
-	second := run(t, e.config(&counter{}))
+	cfg := e.config(&counter{})
+	const grace = 2 * time.Second
+	cfg.OwnerGrace = grace
+	began := time.Now()
+	second := run(t, cfg)
 	waitFor(t, 60*time.Second, "the second owner's fault", func() bool { return second.Fault() != nil })
-	require.EqualError(t, second.Fault(), "capture cannot start: the capture identity queuebox already has an owner: "+
-		"another process holds its lock; set outbox.capture.enabled to false on every replica but the one that owns capture")
+	assert.GreaterOrEqual(t, time.Since(began), grace, "the refusal was retried for the grace window")
+	assert.Greater(t, second.Stats().Attempts, uint64(1), "the refusal was retried")
+	const want = "capture cannot start: the capture identity queuebox already has an owner: " +
+		"another process holds its lock; set outbox.capture.enabled to false on every replica but the one that owns capture"
+	require.EqualError(t, second.Fault(), want)
+	assert.Equal(t, want, publicReason(second.Connector), "the health answer shows the fault")
+	var f *capture.Fault
+	require.ErrorAs(t, second.stop(t), &f, "Run returns the fault")
 	require.NoError(t, first.Check(context.Background()), "the owner keeps streaming")
+}
+
+// identityLock is the statement that takes the lock of the capture identity queuebox, as a
+// connector's session takes it, from another connection.
+const identityLock = `SELECT pg_advisory_lock(hashtextextended('queuebox.capture.queuebox', 0))`
+
+// publicReason returns the reason that the health answer shows for the connector's check,
+// or "" while the component is up.
+func publicReason(c *capture.Connector) string {
+	h := health.New(health.Check{Name: "outbox-capture", Probe: c.Check}).WithLogger(slog.New(slog.DiscardHandler))
+	rep, _ := h.Run(context.Background())
+	return rep.Components["outbox-capture"].Error
+}
+
+// TestTakesOverWhenTheOwnersSessionEnds holds the identity's lock from a separate connection
+// (a previous owner whose server session is still ending) while a connector starts: the
+// connector reports the refusal and retries with its backoff, then takes the identity over
+// and captures once the lock is released.
+func TestTakesOverWhenTheOwnersSessionEnds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	holder, err := e.admin.Acquire(context.Background())
+	require.NoError(t, err)
+	defer holder.Release()
+	_, err = holder.Exec(context.Background(), identityLock)
+	require.NoError(t, err)
+
+	w := &counter{}
+	r := run(t, e.config(w))
+	waitFor(t, 60*time.Second, "three refused attempts", func() bool { return r.Stats().Attempts >= 3 || r.Fault() != nil })
+	require.NoError(t, r.Fault(), "a refusal at start is retried during the grace window")
+	const refusal = "capture is retrying: the capture identity queuebox already has an owner: another process holds its lock; " +
+		"set outbox.capture.enabled to false on every replica but the one that owns capture"
+	waitFor(t, 30*time.Second, "the refusal as the public reason", func() bool { return publicReason(r.Connector) == refusal })
+	_, _, ok := e.slot(t, e.slotName)
+	assert.False(t, ok, "nothing is created before the lock is taken")
+
+	_, err = holder.Exec(context.Background(), `SELECT pg_advisory_unlock_all()`)
+	require.NoError(t, err)
+	r.waitStreaming(t)
+	e.insert(t, "after-takeover")
+	waitFor(t, 30*time.Second, "the wake of the insert", func() bool { return r.Stats().Wakes == 1 })
+	assert.EqualValues(t, r.Stats().Attempts+1, w.n.Load(), "every attempt and the insert woke delivery")
+	require.NoError(t, r.Fault())
 }

@@ -1,0 +1,406 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/alternayte/queuebox/shared/admin"
+	"github.com/alternayte/queuebox/shared/capture"
+	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/health"
+	"github.com/alternayte/queuebox/shared/inbox"
+	"github.com/alternayte/queuebox/shared/relay"
+	"github.com/alternayte/queuebox/shared/retention"
+	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/postgres"
+	"github.com/alternayte/queuebox/shared/transform"
+	"github.com/alternayte/queuebox/shared/waker"
+)
+
+// Want says whether Build builds a part that the configuration can switch off.
+type Want int
+
+const (
+	// Skip leaves the part out.
+	Skip Want = iota
+	// IfEnabled builds the part when the configuration switches it on (inbox.relay.enabled,
+	// admin.enabled, outbox.capture.enabled), as `queuebox serve` does.
+	IfEnabled
+	// Always builds the part whatever its switch says: the relay function runs the relay that
+	// it exists for.
+	Always
+	// Required builds the part and refuses a configuration that switches it off: the capture
+	// node exists for capture.
+	Required
+)
+
+// Recorder is what the assembled parts report to: the outbox cycle and its publishers, the
+// HTTP inbox and the relay. When it also implements retention.Metrics, the retention cleanup
+// reports to it. *metrics.Registry (queuebox serve, the capture node) and emf.Recorder (the
+// Lambda functions) implement it.
+type Recorder interface {
+	Metrics
+	InboxMetrics
+}
+
+// PoolMetrics observes the connection pool of the database that App.Open opens, and receives
+// its statistics (on PostgreSQL, the one dialect whose pool the tracer observes).
+// *metrics.PoolTracer implements it.
+type PoolMetrics interface {
+	store.PoolObserver
+	AttachStats(stats func() store.PoolStats)
+}
+
+// Wakers are the wakers of a poller and a relay that run in another process: the capture
+// node's asynchronous invokes of the poll and relay functions.
+type Wakers struct {
+	// Outbox is woken on every committed outbox insert. Nil: nothing.
+	Outbox waker.Waker
+	// Inbox is woken on inbox inserts and by the reconciliation timer. Nil: nothing.
+	Inbox waker.Waker
+	// Close releases them.
+	Close func()
+}
+
+// AppOptions are a runtime's choices: which parts run in this process, what they report to,
+// and what the runtime provides (the logger, the JSONata engine, an open database).
+type AppOptions struct {
+	// Logger receives the log lines of the parts. Nil: slog.Default().
+	Logger *slog.Logger
+	// Metrics receives the measurements. Nil: the parts discard them.
+	Metrics Recorder
+	// Pool, when set, observes the pool of the database that Open opens.
+	Pool PoolMetrics
+	// Engine is the JSONata engine of every transform and of the admin transform test. Nil:
+	// Build makes one (NewEngine).
+	Engine *transform.Engine
+	// Database is an open database that the parts use at once (the Lambda functions open it
+	// in their init). Nil: the parts are bound to the database that Open opens later, so that
+	// Build refuses what the configuration alone refuses before the database is waited for.
+	Database *Database
+	// Name is how a refusal of a Required part names the program ("the capture node").
+	Name string
+
+	// Poller builds the outbox poller, with Brokers as the broker destinations that it
+	// delivers to (shared/service/destinations).
+	Poller  bool
+	Brokers []Broker
+	// Relay builds the inbox relay. In-process, it wakes the poller after a forward, and the
+	// inbox and capture wake it.
+	Relay Want
+	// Retention builds the retention cleanup.
+	Retention bool
+	// Admin builds the admin routes.
+	Admin Want
+	// Inbox builds the HTTP inbox, answering 503 while Draining reports true (nil: never).
+	Inbox    bool
+	Draining func() bool
+	// Capture builds the capture connector. In-process, it wakes the poller (which then waits
+	// at most outbox.capture.reconciliationIntervalMs between claims, not
+	// outbox.pollIntervalMs) and the relay; otherwise it wakes RemoteWakers.
+	Capture Want
+	// RemoteWakers, when set, builds the wakers of the poller and the relay of another
+	// process; Build calls it after the other parts. A *StartError that it returns is
+	// returned as it is.
+	RemoteWakers func(ctx context.Context) (Wakers, error)
+	// CaptureDecides makes the outbox-capture health component decide readiness (the
+	// capture node, which exists for capture); otherwise it is advisory (spec/26-http-api.md).
+	CaptureDecides bool
+	// HealthPool makes the database health component probe a lazy pool of one connection on
+	// database.url instead of a store (the capture node, which opens no store).
+	HealthPool bool
+}
+
+// App is an assembly: the parts that one runtime runs, each built once from the
+// configuration, their health checks and their wake chain. Build makes it; a part that was
+// not asked for (or that the configuration switches off) is nil.
+type App struct {
+	// Outbox is the poller and its publishers.
+	Outbox *Outbox
+	// Relay is the inbox relay.
+	Relay *relay.Relay
+	// Cleaner is the retention cleanup.
+	Cleaner *retention.Cleaner
+	// Admin is the admin routes.
+	Admin *admin.Handler
+	// Inbox is the HTTP inbox.
+	Inbox *inbox.Handler
+	// Capture is the capture connector.
+	Capture *capture.Connector
+	// DB is the open database: AppOptions.Database, or what Open opened.
+	DB *Database
+
+	cfg    *config.Config
+	opts   AppOptions
+	log    *slog.Logger
+	engine *transform.Engine
+	store  *boundStore
+	health *store.Driver // the capture node's lazy health pool
+	wakers Wakers
+	// checks are the health checks of the parts that the assembly owns beyond the fixed
+	// components of Checks. The broker sources (inbox consumers of RabbitMQ, Kafka and NATS)
+	// add theirs here, named rabbitmq.<name>, kafka.<name> and nats.<name>.
+	checks  []health.Check
+	closers []func()
+}
+
+// boundStore is the store that the parts keep: it forwards to the store that Open binds, so
+// that Build can build every part before the database answers. Nothing calls it before Open;
+// a call would panic on the nil interface.
+type boundStore struct{ store.Store }
+
+// Build builds the parts that o asks for from cfg, each once: in this order the capture
+// settings (outbox.capture), the health pool, the outbox poller (routes, transforms,
+// publishers), the relay, the retention cleanup, the admin routes, the inbox sources, the
+// remote wakers and the capture connector. It refuses, with the *StartError that the start
+// prints, whatever the configuration alone makes impossible; `queuebox config check` runs it
+// for that without a database. Without o.Database, call Open before running a part.
+func Build(ctx context.Context, cfg *Config, o AppOptions) (*App, error) {
+	a := &App{cfg: cfg, opts: o, log: o.Logger, engine: o.Engine, DB: o.Database}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	if a.engine == nil {
+		a.engine = NewEngine()
+	}
+	if err := a.build(ctx); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// wanted reports whether a part with the switch enabled is built.
+func wanted(w Want, enabled bool) bool {
+	return w == Always || w == Required || (w == IfEnabled && enabled)
+}
+
+func (a *App) build(ctx context.Context) error {
+	cfg, o, log := a.cfg, a.opts, a.log
+	var st store.Store
+	if a.DB != nil {
+		st = a.DB.Store
+	} else {
+		a.store = &boundStore{}
+		st = a.store
+	}
+
+	var ccfg capture.Config
+	withCapture := wanted(o.Capture, cfg.Outbox.Capture.Enabled)
+	if withCapture {
+		if o.Capture == Required && !cfg.Outbox.Capture.Enabled {
+			return startError("start capture", fmt.Errorf(
+				"outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED); %s needs it true and outbox.capture.mode postgres-logical", o.Name))
+		}
+		var err error
+		if ccfg, err = CaptureConfig(cfg, waker.Nop{}, log); err != nil {
+			return startError("start capture", err)
+		}
+	}
+	if o.HealthPool {
+		dsn, err := cfg.Database.PgxConnString()
+		if err == nil {
+			a.health, err = postgres.OpenHealth(ctx, store.OpenConfig{
+				ConnString: dsn, PoolSize: 1, ConnectTimeout: cfg.Database.ConnectionTimeoutMs.Duration(),
+			})
+		}
+		if err != nil {
+			return startError("connect to the database", err)
+		}
+		a.closers = append(a.closers, a.health.Close)
+	}
+
+	var err error
+	if o.Poller {
+		oc := OutboxConfig(cfg)
+		if withCapture {
+			// With capture in-process, the poller waits at most
+			// outbox.capture.reconciliationIntervalMs between two claims when no event arrives
+			// (spec/23-configuration.md), instead of outbox.pollIntervalMs.
+			oc.PollInterval = cfg.Outbox.Capture.ReconciliationIntervalMs.Duration()
+			oc = oc.WithDefaults()
+		}
+		if a.Outbox, err = newOutbox(ctx, cfg, oc, st, o.Metrics, a.engine, log, o.Brokers...); err != nil {
+			return err
+		}
+		a.closers = append(a.closers, a.Outbox.Close)
+	}
+	if wanted(o.Relay, cfg.Inbox.Relay.Enabled) {
+		// The relay wakes the poller of this process after a cycle that forwarded rows: the
+		// poller claims them at once, not after its poll interval.
+		var outboxWaker waker.Waker
+		if a.Outbox != nil {
+			outboxWaker = a.Outbox.Poller
+		}
+		if a.Relay, err = newRelay(cfg, st, o.Metrics, outboxWaker, log); err != nil {
+			return err
+		}
+	}
+	if o.Retention {
+		var rm retention.Metrics
+		if m, ok := o.Metrics.(retention.Metrics); ok {
+			rm = m
+		}
+		if a.Cleaner, err = retention.New(retention.Options{Store: st, Config: RetentionConfig(cfg), Metrics: rm, Logger: log}); err != nil {
+			return startError("build the retention cleanup", err)
+		}
+	}
+	if wanted(o.Admin, cfg.Admin.Enabled) {
+		if a.Admin, err = newAdmin(cfg, st, a.engine, log); err != nil {
+			return err
+		}
+	}
+	if o.Inbox {
+		// The inbox wakes the relay of this process after it stored a push row.
+		var inboxWaker inbox.Waker
+		if a.Relay != nil {
+			inboxWaker = a.Relay
+		}
+		if a.Inbox, err = newInboxHandler(cfg, st, o.Metrics, inboxWaker, o.Draining, a.engine, log); err != nil {
+			return err
+		}
+	}
+	if o.RemoteWakers != nil {
+		if a.wakers, err = o.RemoteWakers(ctx); err != nil {
+			var se *StartError
+			if errors.As(err, &se) {
+				return err
+			}
+			return startError("build the wakers", err)
+		}
+		if a.wakers.Close != nil {
+			a.closers = append(a.closers, a.wakers.Close)
+		}
+	}
+	if withCapture {
+		// Capture wakes the poller and the relay of this process, or those of another.
+		switch {
+		case a.Outbox != nil:
+			ccfg.Waker = waker.Func(a.Outbox.Poller.Wake)
+		case a.wakers.Outbox != nil:
+			ccfg.Waker = a.wakers.Outbox
+		}
+		switch {
+		case a.Relay != nil:
+			ccfg.InboxWaker = waker.Func(a.Relay.Wake)
+		case a.wakers.Inbox != nil:
+			ccfg.InboxWaker = a.wakers.Inbox
+		}
+		if a.Capture, err = capture.New(ccfg); err != nil {
+			return startError("start capture", err)
+		}
+	}
+	return nil
+}
+
+// Open opens the database of an App built without AppOptions.Database (waiting for it, then
+// migrating or checking the schema, as service.Open does) and binds the parts to it. The
+// pool reports to AppOptions.Pool.
+func (a *App) Open(ctx context.Context) error {
+	if a.DB != nil {
+		return nil
+	}
+	co := ConnectOptions{}
+	if a.opts.Pool != nil {
+		co.Tracer = a.opts.Pool
+	}
+	db, err := OpenWith(ctx, a.cfg, a.log, co)
+	if err != nil {
+		return err
+	}
+	if a.opts.Pool != nil && a.cfg.Database.Type != config.SQLServer {
+		a.opts.Pool.AttachStats(db.PoolStats)
+	}
+	a.DB = db
+	if a.store != nil {
+		a.store.Store = db.Store
+	}
+	return nil
+}
+
+// Close releases what the assembly holds: the publishers, the wakers, the health pool and the
+// database.
+func (a *App) Close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+	a.closers = nil
+	if a.DB != nil && a.DB != a.opts.Database {
+		a.DB.Close()
+	}
+}
+
+// Engine returns the JSONata engine of the assembly.
+func (a *App) Engine() *transform.Engine { return a.engine }
+
+// Checks returns the readiness checks of the parts that this process runs, in this order:
+// database (the store's ping, or the health pool's), outbox-poller, inbox-relay,
+// retention-service (when retention.enabled), outbox-capture (advisory, or deciding with
+// AppOptions.CaptureDecides), then the checks that the parts added (see App.checks).
+func (a *App) Checks() []health.Check {
+	checks := []health.Check{{Name: "database", Decides: true, Probe: a.pingDatabase}}
+	if a.Outbox != nil {
+		checks = append(checks, health.Check{Name: "outbox-poller", Decides: true, Probe: a.Outbox.Poller.Check})
+	}
+	if a.Relay != nil {
+		checks = append(checks, health.Check{Name: "inbox-relay", Decides: true, Probe: a.Relay.Check})
+	}
+	if a.Cleaner != nil && a.cfg.Retention.Enabled {
+		checks = append(checks, health.Check{Name: "retention-service", Decides: true, Probe: a.Cleaner.Check})
+	}
+	if a.Capture != nil {
+		checks = append(checks, health.Check{Name: "outbox-capture", Decides: a.opts.CaptureDecides, Probe: a.Capture.Check})
+	}
+	return append(checks, a.checks...)
+}
+
+func (a *App) pingDatabase(ctx context.Context) error {
+	if a.health != nil {
+		return a.health.Ping(ctx)
+	}
+	return a.DB.Store.Ping(ctx)
+}
+
+// Health returns the health routes (shared/health) over Checks, logging through the
+// assembly's logger.
+func (a *App) Health() *health.Handler { return health.New(a.Checks()...).WithLogger(a.log) }
+
+// Ports returns server.httpPort and server.managementPort (0: the data port serves the
+// management routes).
+func (a *App) Ports() (data, management int) {
+	return a.cfg.Server.HTTPPort, a.cfg.Server.ManagementPort
+}
+
+// ListenAddr is the address of a process with one port: ":" and server.managementPort, or
+// server.httpPort when no management port is set (the capture node).
+func (a *App) ListenAddr() string {
+	port := a.cfg.Server.ManagementPort
+	if port == 0 {
+		port = a.cfg.Server.HTTPPort
+	}
+	return fmt.Sprintf(":%d", port)
+}
+
+// CaptureNames returns outbox.capture.identity and outbox.capture.slot, for a start line.
+func (a *App) CaptureNames() (identity, slot string) {
+	return a.cfg.Outbox.Capture.Identity, a.cfg.Outbox.Capture.Slot
+}
+
+// DataHandler returns the data port (DataHandler) over the inbox: inbox.maxBodyBytes, the
+// Draining of AppOptions, and management when it is not nil.
+func (a *App) DataHandler(management http.Handler) http.Handler {
+	return DataHandler(a.Inbox, DataOptions{MaxBodyBytes: a.cfg.Inbox.MaxBodyBytes, Draining: a.opts.Draining, Management: management})
+}
+
+// Handlers returns the handler of the data port and, when server.managementPort is set, that
+// of the management port, which answers 503 too while AppOptions.Draining reports true;
+// without a management port, the data port serves the management routes and mgmt is nil.
+func (a *App) Handlers(management http.Handler) (data, mgmt http.Handler) {
+	if a.cfg.Server.ManagementPort == 0 {
+		return a.DataHandler(management), nil
+	}
+	return a.DataHandler(nil), inbox.Gate(management, a.opts.Draining, 0)
+}

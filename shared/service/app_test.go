@@ -1,0 +1,162 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/alternayte/queuebox/shared/health"
+	"github.com/alternayte/queuebox/shared/store"
+)
+
+// pingStore is a store whose Ping answers err; no other method is called.
+type pingStore struct {
+	store.Store
+	err error
+}
+
+func (s pingStore) Ping(context.Context) error { return s.err }
+
+func (pingStore) Close() {}
+
+func appEnv(extra map[string]string) map[string]string {
+	env := map[string]string{
+		"QUEUEBOX_DATABASE_URL":      "jdbc:postgresql://db:5432/queuebox",
+		"QUEUEBOX_DATABASE_USERNAME": "queuebox",
+		"QUEUEBOX_DATABASE_PASSWORD": "secret",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return env
+}
+
+func checkNames(checks []health.Check) (names []string, deciding []bool) {
+	for _, c := range checks {
+		names = append(names, c.Name)
+		deciding = append(deciding, c.Decides)
+	}
+	return names, deciding
+}
+
+// The assembly of queuebox serve builds every loop once, against a store bound later, and
+// owns the readiness components of the parts it built, in the order of the health answer.
+func TestBuildServeChecks(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadEnv(appEnv(map[string]string{"QUEUEBOX_RETENTION_ENABLED": "true", "QUEUEBOX_INBOX_RELAY_ENABLED": "true"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := Build(context.Background(), cfg, AppOptions{
+		Logger: slog.New(slog.DiscardHandler), Poller: true, Relay: IfEnabled, Retention: true,
+		Admin: IfEnabled, Inbox: true, Capture: IfEnabled,
+	})
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	defer app.Close()
+	if app.Outbox == nil || app.Relay == nil || app.Cleaner == nil || app.Inbox == nil {
+		t.Fatalf("parts missing: %+v", app)
+	}
+	if app.Admin != nil || app.Capture != nil || app.DB != nil {
+		t.Errorf("admin, capture and the database are off or not open yet: %+v", app)
+	}
+	names, deciding := checkNames(app.Checks())
+	if got, want := strings.Join(names, " "), "database outbox-poller inbox-relay retention-service"; got != want {
+		t.Errorf("checks = %s, want %s", got, want)
+	}
+	for i, d := range deciding {
+		if !d {
+			t.Errorf("%s does not decide readiness", names[i])
+		}
+	}
+
+	// Open binds the parts to the store it opens; here a store is bound by hand.
+	down := errors.New("down")
+	app.store.Store = pingStore{err: down}
+	app.DB = &Database{Store: app.store}
+	if err := app.Checks()[0].Probe(context.Background()); !errors.Is(err, down) {
+		t.Errorf("database probe = %v, want the bound store's answer", err)
+	}
+}
+
+// Without retention.enabled the cleanup is built (its refusals apply) but is no component.
+func TestBuildRetentionDisabledIsNoComponent(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadEnv(appEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := Build(context.Background(), cfg, AppOptions{Database: &Database{Store: pingStore{}}, Retention: true})
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	if app.Cleaner == nil {
+		t.Fatal("no cleaner")
+	}
+	if names, _ := checkNames(app.Checks()); strings.Join(names, " ") != "database" {
+		t.Errorf("checks = %v, want database alone", names)
+	}
+	app.Close()
+	if app.DB == nil {
+		t.Error("Close dropped the database that the runtime owns")
+	}
+}
+
+// A part that is Always built ignores its switch; Skip leaves it out.
+func TestBuildWants(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadEnv(appEnv(map[string]string{"QUEUEBOX_INBOX_RELAY_ENABLED": "false"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := &Database{Store: pingStore{}}
+	for _, tc := range []struct {
+		want  Want
+		built bool
+	}{{Skip, false}, {IfEnabled, false}, {Always, true}} {
+		app, err := Build(context.Background(), cfg, AppOptions{Database: db, Relay: tc.want})
+		if err != nil {
+			t.Fatalf("Build: %v", err)
+		}
+		if (app.Relay != nil) != tc.built {
+			t.Errorf("relay with Want %d built = %v, want %v", tc.want, app.Relay != nil, tc.built)
+		}
+	}
+}
+
+// A Required part that the configuration switches off is refused with a start error that
+// names the program; so is sqlserver-cdc, first, as serve refuses it.
+func TestBuildRefusesCapture(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadEnv(appEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Build(context.Background(), cfg, AppOptions{Capture: Required, Name: "the capture node", HealthPool: true})
+	var se *StartError
+	if !errors.As(err, &se) {
+		t.Fatalf("error %T %v is not a *StartError", err, err)
+	}
+	want := "QueueBox could not start capture. Reason: outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED); " +
+		"the capture node needs it true and outbox.capture.mode postgres-logical"
+	if err.Error() != want {
+		t.Errorf("error = %q, want %q", err, want)
+	}
+
+	cdc, err := LoadEnv(map[string]string{
+		"QUEUEBOX_DATABASE_TYPE": "sqlserver", "QUEUEBOX_DATABASE_URL": "jdbc:sqlserver://127.0.0.1:1;databaseName=q",
+		"QUEUEBOX_DATABASE_USERNAME": "sa", "QUEUEBOX_DATABASE_PASSWORD": "p",
+		"QUEUEBOX_OUTBOX_CAPTURE_MODE": "sqlserver-cdc", "QUEUEBOX_OUTBOX_CAPTURE_ENABLED": "true",
+		"QUEUEBOX_OUTBOX_CAPTURE_STATEDIRECTORY": "/tmp",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Build(context.Background(), cdc, AppOptions{Poller: true, Capture: IfEnabled})
+	if err == nil || !strings.HasPrefix(err.Error(), "QueueBox could not start capture. Reason: outbox.capture.mode sqlserver-cdc is not implemented") {
+		t.Errorf("sqlserver-cdc: %v", err)
+	}
+}
