@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -199,6 +200,26 @@ func (s *Source) Run(ctx context.Context, sink inbox.Inserter) error {
 		cl.Close()
 	}()
 	backoff := s.cfg.Backoff
+	// Up once a broker answers: a poll that finds no record does not return.
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := cl.Ping(pctx)
+		cancel()
+		if err == nil {
+			s.state.Up()
+			break
+		}
+		if ctx.Err() != nil {
+			s.state.Down("the source stopped", nil)
+			return ctx.Err()
+		}
+		s.state.Down("the consumer cannot reach a Kafka broker", scrub(err, s.secret))
+		log.Warn("kafka source: no broker answers; retrying", slog.String("error", scrub(err, s.secret).Error()))
+		if backoff.Wait(ctx) != nil {
+			s.state.Down("the source stopped", nil)
+			return ctx.Err()
+		}
+	}
 	log.Info("kafka source consuming", slog.String("group", s.cfg.GroupID), slog.Any("topics", s.cfg.Topics))
 	for {
 		fetches := cl.PollRecords(ctx, s.cfg.MaxPollRecords)

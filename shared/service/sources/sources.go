@@ -25,6 +25,7 @@ import (
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/transform"
 )
 
 // Source is one broker source: its consumer, which stores through the sink it runs with.
@@ -55,12 +56,29 @@ type Options struct {
 	Waker inbox.Waker
 	// Logger receives the log lines. Default: slog.Default().
 	Logger *slog.Logger
+	// Engine compiles the source transforms. Default: a new engine (service.NewEngine).
+	Engine *transform.Engine
 }
+
+// Build is the service.SourceBuilder of the programs that consume: the sources of cfg as a
+// Group.
+func Build(cfg *service.Config, o service.SourceOptions) (service.SourceGroup, error) {
+	runners, err := FromConfig(cfg, Options{Metrics: o.Metrics, Waker: o.Waker, Logger: o.Logger, Engine: o.Engine})
+	if err != nil {
+		return nil, err
+	}
+	return NewGroup(runners, o.Logger), nil
+}
+
+var _ service.SourceBuilder = Build
 
 // FromConfig builds the broker sources of cfg, in name order; it makes no connection.
 func FromConfig(cfg *config.Config, o Options) ([]Runner, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Engine == nil {
+		o.Engine = service.NewEngine()
 	}
 	names := make([]string, 0, len(cfg.Sources))
 	for name, s := range cfg.Sources {
@@ -72,7 +90,7 @@ func FromConfig(cfg *config.Config, o Options) ([]Runner, error) {
 	var out []Runner
 	for _, name := range names {
 		s := cfg.Sources[name]
-		intake, err := intakeOf(name, s)
+		intake, err := intakeOf(o.Engine, name, s)
 		if err != nil {
 			return nil, err
 		}
@@ -95,7 +113,7 @@ func FromConfig(cfg *config.Config, o Options) ([]Runner, error) {
 }
 
 // intakeOf maps the keys that every broker source shares to the inbox intake's rules.
-func intakeOf(name string, s *config.Source) (inbox.BrokerSource, error) {
+func intakeOf(engine *transform.Engine, name string, s *config.Source) (inbox.BrokerSource, error) {
 	b := s.Broker()
 	in := inbox.BrokerSource{
 		Name:               name,
@@ -111,7 +129,7 @@ func intakeOf(name string, s *config.Source) (inbox.BrokerSource, error) {
 		Filter: service.FilterConfig(s.Filter),
 	}
 	if s.Transform != nil {
-		t, err := service.SourceTransformer(service.TransformConfig(s.Transform))
+		t, err := service.SourceTransformer(engine, service.TransformConfig(s.Transform))
 		if err != nil {
 			return inbox.BrokerSource{}, fmt.Errorf("building the transform of source %s: %w", name, err)
 		}

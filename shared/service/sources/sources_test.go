@@ -83,7 +83,7 @@ func TestEveryBrokerSourceKeyReachesItsSource(t *testing.T) {
     username: u
     password: n-secret
 `)
-	intake, err := intakeOf("q", cfg.Sources["q"])
+	intake, err := intakeOf(nil, "q", cfg.Sources["q"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestEveryBrokerSourceKeyReachesItsSource(t *testing.T) {
 		len(in.Filter.Require) != 1 {
 		t.Errorf("rabbitmq intake = %+v", in)
 	}
-	kin, _ := intakeOf("k", cfg.Sources["k"])
+	kin, _ := intakeOf(nil, "k", cfg.Sources["k"])
 	k := KafkaConfig(cfg.Sources["k"], kin, inbox.IntakeOptions{}, nil)
 	if strings.Join(k.Brokers, ",") != "b1:9092,b2:9092" || strings.Join(k.Topics, ",") != "orders,retry" || k.GroupID != "g1" ||
 		k.AutoOffsetReset != "latest" || k.MaxPollRecords != 42 || k.SecurityProtocol != kafka.SecuritySASLSSL ||
@@ -107,7 +107,7 @@ func TestEveryBrokerSourceKeyReachesItsSource(t *testing.T) {
 	if k.Intake.IdempotencyKeyPath != "$.id" || k.Intake.AttributeHeaders.IdempotencyKey != "x-idempotency-key" {
 		t.Errorf("kafka intake defaults = %+v", k.Intake)
 	}
-	nin, _ := intakeOf("n", cfg.Sources["n"])
+	nin, _ := intakeOf(nil, "n", cfg.Sources["n"])
 	n := NATSConfig(cfg.Sources["n"], nin, inbox.IntakeOptions{}, nil)
 	if strings.Join(n.Servers, ",") != "nats://a:4222,nats://b:4222" || n.Stream != "ORDERS" || n.Durable != "qb-orders" ||
 		n.FilterSubject != "orders.>" || n.AckWait != 1500*time.Millisecond || n.BatchSize != 9 || n.Username != "u" || n.Password != "n-secret" {
@@ -129,7 +129,7 @@ func TestDefaultsMatchTheSources(t *testing.T) {
     stream: ORDERS
     durable: qb
 `)
-	in, _ := intakeOf("q", cfg.Sources["q"])
+	in, _ := intakeOf(nil, "q", cfg.Sources["q"])
 	if r := RabbitMQConfig(cfg.Sources["q"], in, inbox.IntakeOptions{}, nil); r.PrefetchCount != rabbitmq.DefaultPrefetchCount || r.DeclareQueue {
 		t.Errorf("rabbitmq defaults = %+v", r)
 	}
