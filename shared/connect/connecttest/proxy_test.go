@@ -46,11 +46,15 @@ func TestProxyForwardsAndCuts(t *testing.T) {
 		}
 		return err
 	}
-	c, err := net.Dial("tcp", px.Addr())
-	if err != nil {
-		t.Fatal(err)
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", px.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
 	}
-	defer c.Close()
+	c := dial()
 	if err := echo(c); err != nil {
 		t.Fatalf("through the proxy: %v", err)
 	}
@@ -58,12 +62,7 @@ func TestProxyForwardsAndCuts(t *testing.T) {
 	if err := echo(c); err == nil {
 		t.Fatal("the connection still works after Cut")
 	}
-	c2, err := net.Dial("tcp", px.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	if err := echo(c2); err != nil {
+	if err := echo(dial()); err != nil {
 		t.Fatalf("a new connection after Cut: %v", err)
 	}
 	if got := px.Accepted(); got != 2 {
