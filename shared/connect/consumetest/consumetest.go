@@ -183,39 +183,6 @@ func (r *recorder) waitFor(t *testing.T, limit time.Duration, what string, cond 
 	}
 }
 
-// running is a consumer that Run runs in the background until stop.
-type running struct {
-	cancel context.CancelFunc
-	done   chan error
-}
-
-func start(t *testing.T, s Source, sink Sink) *running {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- s.Run(ctx, sink) }()
-	t.Cleanup(func() { r.stop(t) })
-	return r
-}
-
-// stop ends the consumer, as a crash or a shutdown would, and waits for Run to return.
-func (r *running) stop(t *testing.T) {
-	t.Helper()
-	if r.done == nil {
-		return
-	}
-	r.cancel()
-	select {
-	case err := <-r.done:
-		if err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("Run returned %v after its context was cancelled, want context.Canceled or nil", err)
-		}
-	case <-time.After(WaitLimit):
-		t.Errorf("Run did not return within %s of its context ending", WaitLimit)
-	}
-	r.done = nil
-}
-
 // rowsOf returns the rows of key.
 func rowsOf(rows []Row, key string) []Row {
 	var out []Row
@@ -248,7 +215,7 @@ func storedOnce(t *testing.T, newTarget Constructor) {
 	for _, k := range []string{"once-a", "once-b", "once-a"} {
 		tg.Produce(t, NewMessage(k))
 	}
-	start(t, tg.NewSource(t), rec)
+	Start(t, tg.NewSource(t), rec)
 	rec.waitFor(t, WaitLimit, "the source stored once-a twice and once-b", func(seen map[string][]store.InboxInsertResult) bool {
 		return len(seen["once-a"]) >= 2 && len(seen["once-b"]) >= 1
 	})
@@ -279,7 +246,7 @@ func crash(t *testing.T, f Features, newTarget Constructor) {
 		return false
 	}
 	tg.Produce(t, NewMessage("crash-1"))
-	start(t, tg.NewSource(t), rec)
+	Start(t, tg.NewSource(t), rec)
 	rec.waitFor(t, f.RedeliveryWait+WaitLimit, "crash-1 was stored, its answer lost, and delivered again", func(seen map[string][]store.InboxInsertResult) bool {
 		return len(seen["crash-1"]) >= 2
 	})
@@ -310,7 +277,7 @@ func storeFailure(t *testing.T, f Features, newTarget Constructor) {
 		return nil
 	}
 	tg.Produce(t, NewMessage("fail-1"))
-	start(t, tg.NewSource(t), rec)
+	Start(t, tg.NewSource(t), rec)
 	rec.waitFor(t, f.RedeliveryWait+WaitLimit, "fail-1 was stored after its failed insert", func(seen map[string][]store.InboxInsertResult) bool {
 		return len(seen["fail-1"]) >= 1
 	})
@@ -329,7 +296,7 @@ func badBody(t *testing.T, newTarget Constructor) {
 	rec := newRecorder(tg.Sink)
 	tg.Produce(t, Message{Body: []byte("not json {"), Headers: map[string]string{"x-idempotency-key": "bad-1"}})
 	tg.Produce(t, NewMessage("after-bad"))
-	start(t, tg.NewSource(t), rec)
+	Start(t, tg.NewSource(t), rec)
 	rec.waitFor(t, WaitLimit, "the bad body and the message after it were stored", func(seen map[string][]store.InboxInsertResult) bool {
 		return len(seen["bad-1"]) >= 1 && len(seen["after-bad"]) >= 1
 	})

@@ -3,14 +3,11 @@ package kafka_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -19,68 +16,13 @@ import (
 	"github.com/alternayte/queuebox/shared/connect/consumetest"
 	"github.com/alternayte/queuebox/shared/connect/kafka"
 	"github.com/alternayte/queuebox/shared/inbox"
-	"github.com/alternayte/queuebox/shared/store"
-	"github.com/alternayte/queuebox/shared/store/postgres"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest/dbstore"
 )
 
 // sourceWait bounds every wait of the source tests for a condition; it is no speed
 // assertion.
 const sourceWait = 30 * time.Second
-
-type sourceDB struct {
-	pool  *pgxpool.Pool
-	store store.Store
-}
-
-func inboxDB(t *testing.T) sourceDB {
-	t.Helper()
-	pool, _ := dbtest.Migrated(t)
-	st, err := postgres.New(pool, store.DefaultNames())
-	if err != nil {
-		t.Fatalf("postgres.New: %v", err)
-	}
-	return sourceDB{pool: pool, store: st}
-}
-
-type row struct {
-	Key, State, Aggregate, EventType string
-	Payload, Headers                 json.RawMessage
-}
-
-func rowsOf(t *testing.T, pool *pgxpool.Pool, source string) []row {
-	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT idempotency_key, state, coalesce(aggregate_id, ''),
-		coalesce(event_type, ''), payload, headers FROM inbox WHERE source = $1 ORDER BY created_at, id`, source)
-	if err != nil {
-		t.Fatalf("reading inbox rows: %v", err)
-	}
-	defer rows.Close()
-	var out []row
-	for rows.Next() {
-		var r row
-		if err := rows.Scan(&r.Key, &r.State, &r.Aggregate, &r.EventType, &r.Payload, &r.Headers); err != nil {
-			t.Fatalf("scanning an inbox row: %v", err)
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-func waitRows(t *testing.T, pool *pgxpool.Pool, source string, n int) []row {
-	t.Helper()
-	deadline := time.Now().Add(sourceWait)
-	for {
-		rs := rowsOf(t, pool, source)
-		if len(rs) >= n {
-			return rs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("source %s holds %d inbox rows after %s, want %d", source, len(rs), sourceWait, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 func producer(t *testing.T, c *kfake.Cluster) *kgo.Client {
 	t.Helper()
@@ -120,31 +62,8 @@ func newSource(t *testing.T, c *kfake.Cluster, sc kafka.SourceConfig) *kafka.Sou
 	return s
 }
 
-func runSource(t *testing.T, s *kafka.Source, sink inbox.Inserter) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, sink) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil && !errors.Is(err, context.Canceled) {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(sourceWait):
-				t.Errorf("Run did not return after its context ended")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
 func TestSourceContract(t *testing.T) {
-	d := inboxDB(t)
+	pool, st := dbstore.New(t)
 	consumetest.Run(t, consumetest.Features{}, func(t *testing.T) consumetest.Target {
 		c := newCluster(t, 1, []string{"contract"})
 		name := "kafka-" + strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -161,11 +80,11 @@ func TestSourceContract(t *testing.T) {
 				}
 				produceRecord(t, pr, r)
 			},
-			Sink: d.store,
+			Sink: st,
 			Rows: func(t *testing.T) []consumetest.Row {
 				var out []consumetest.Row
-				for _, r := range rowsOf(t, d.pool, name) {
-					out = append(out, consumetest.Row{IdempotencyKey: r.Key, State: r.State, Payload: r.Payload})
+				for _, r := range dbtest.InboxRows(t, pool, name) {
+					out = append(out, consumetest.Row{IdempotencyKey: r.IdempotencyKey, State: r.State, Payload: r.Payload})
 				}
 				return out
 			},
@@ -177,7 +96,7 @@ func TestSourceContract(t *testing.T) {
 // header, the body path, the record key, the digest; the aggregate from the body path, the
 // header, the record key; and the record headers as UTF-8 text or base64: text.
 func TestAttributeOrdersAndHeaders(t *testing.T) {
-	d := inboxDB(t)
+	pool, st := dbstore.New(t)
 	c := newCluster(t, 1, []string{"orders"})
 	pr := producer(t, c)
 	s := newSource(t, c, kafka.SourceConfig{Topics: []string{"orders"}, Intake: inbox.BrokerSource{
@@ -189,13 +108,13 @@ func TestAttributeOrdersAndHeaders(t *testing.T) {
 		Headers: []kgo.RecordHeader{{Key: "x-aggregate-id", Value: []byte("agg-h")}, {Key: "x-event-type", Value: []byte("type-h")}}})
 	produceRecord(t, pr, &kgo.Record{Topic: "orders", Key: []byte("rk-3"), Value: []byte(`{"other":3}`)})
 	produceRecord(t, pr, &kgo.Record{Topic: "orders", Value: []byte(`{"other":4}`)})
-	runSource(t, s, d.store)
-	rs := waitRows(t, d.pool, s.Name(), 4)
-	byKey := map[string]row{}
+	consumetest.Start(t, s, st)
+	rs := dbtest.WaitInboxRows(t, pool, s.Name(), 4, sourceWait)
+	byKey := map[string]dbtest.InboxRow{}
 	for _, r := range rs {
-		byKey[r.Key] = r
+		byKey[r.IdempotencyKey] = r
 	}
-	if r := byKey["from-header"]; r.Aggregate != "c-1" || r.EventType != "created" {
+	if r := byKey["from-header"]; r.AggregateID != "c-1" || r.EventType != "created" {
 		t.Errorf("row from-header = %+v", r)
 	} else {
 		var h map[string]string
@@ -204,10 +123,10 @@ func TestAttributeOrdersAndHeaders(t *testing.T) {
 			t.Errorf("headers = %v, want bin base64://4= and dup b", h)
 		}
 	}
-	if r := byKey["from-path-2"]; r.Aggregate != "agg-h" || r.EventType != "type-h" {
+	if r := byKey["from-path-2"]; r.AggregateID != "agg-h" || r.EventType != "type-h" {
 		t.Errorf("row from-path-2 = %+v", r)
 	}
-	if r, ok := byKey["rk-3"]; !ok || r.Aggregate != "rk-3" {
+	if r, ok := byKey["rk-3"]; !ok || r.AggregateID != "rk-3" {
 		t.Errorf("no row keyed and aggregated by the record key rk-3: %v", rs)
 	}
 	found := false
@@ -217,42 +136,6 @@ func TestAttributeOrdersAndHeaders(t *testing.T) {
 	if !found {
 		t.Errorf("no row keyed by the digest of the body: %v", rs)
 	}
-}
-
-// keyedFailures fails every insert that holds a key of fail while it is set.
-type keyedFailures struct {
-	inbox.Inserter
-	mu       sync.Mutex
-	fail     map[string]int // key -> failures left
-	attempts map[string]int
-}
-
-func (f *keyedFailures) check(ps []store.InboxInsertParams) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var err error
-	for _, p := range ps {
-		f.attempts[p.IdempotencyKey]++
-		if f.fail[p.IdempotencyKey] > 0 && err == nil {
-			f.fail[p.IdempotencyKey]--
-			err = errors.New("the store fails for " + p.IdempotencyKey)
-		}
-	}
-	return err
-}
-
-func (f *keyedFailures) InboxInsert(ctx context.Context, p store.InboxInsertParams) (store.InboxInsertResult, error) {
-	if err := f.check([]store.InboxInsertParams{p}); err != nil {
-		return store.InboxInsertResult{}, err
-	}
-	return f.Inserter.InboxInsert(ctx, p)
-}
-
-func (f *keyedFailures) InboxInsertBatch(ctx context.Context, ps []store.InboxInsertParams) ([]store.InboxInsertResult, error) {
-	if err := f.check(ps); err != nil {
-		return nil, err
-	}
-	return f.Inserter.InboxInsertBatch(ctx, ps)
 }
 
 func committed(t *testing.T, c *kfake.Cluster, group, topic string) int64 {
@@ -277,37 +160,36 @@ func committed(t *testing.T, c *kfake.Cluster, group, topic string) int64 {
 // of a poll: the five before it are committed, the partition is read again from the sixth,
 // and in the end every record is stored once.
 func TestFailureInTheMiddleOfABatchCommitsTheRunBeforeIt(t *testing.T) {
-	d := inboxDB(t)
+	pool, st := dbstore.New(t)
 	c := newCluster(t, 1, []string{"mid"})
 	pr := producer(t, c)
 	for i := range 10 {
 		produceRecord(t, pr, &kgo.Record{Topic: "mid", Value: []byte(`{"id":"m-` + strconv.Itoa(i) + `"}`)})
 	}
 	// The batch fails, the single store of m-5 fails, the next attempts succeed.
-	fs := &keyedFailures{Inserter: d.store, fail: map[string]int{"m-5": 2}, attempts: map[string]int{}}
+	fs := consumetest.NewFailingSink(st)
+	fs.FailKey("m-5", 2)
 	group := "qb-mid"
 	s := newSource(t, c, kafka.SourceConfig{Topics: []string{"mid"}, GroupID: group})
-	runSource(t, s, fs)
-	rs := waitRows(t, d.pool, s.Name(), 10)
+	consumetest.Start(t, s, fs)
+	rs := dbtest.WaitInboxRows(t, pool, s.Name(), 10, sourceWait)
 	seen := map[string]int{}
 	for _, r := range rs {
-		seen[r.Key]++
+		seen[r.IdempotencyKey]++
 	}
 	for i := range 10 {
 		if k := "m-" + strconv.Itoa(i); seen[k] != 1 {
 			t.Errorf("%s stored %d times, want 1", k, seen[k])
 		}
 	}
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
 	for i := range 5 {
 		// In the failed batch, then alone: never read again after the seek to m-5.
-		if k := "m-" + strconv.Itoa(i); fs.attempts[k] > 2 {
-			t.Errorf("%s was stored %d times: it was read again after it was committed", k, fs.attempts[k])
+		if k := "m-" + strconv.Itoa(i); fs.Attempts(k) > 2 {
+			t.Errorf("%s was stored %d times: it was read again after it was committed", k, fs.Attempts(k))
 		}
 	}
-	if fs.attempts["m-5"] < 3 {
-		t.Errorf("m-5 was tried %d times, want the batch, the failed single store, and a re-read", fs.attempts["m-5"])
+	if fs.Attempts("m-5") < 3 {
+		t.Errorf("m-5 was tried %d times, want the batch, the failed single store, and a re-read", fs.Attempts("m-5"))
 	}
 	deadline := time.Now().Add(sourceWait)
 	for committed(t, c, group, "mid") != 10 {
@@ -321,22 +203,22 @@ func TestFailureInTheMiddleOfABatchCommitsTheRunBeforeIt(t *testing.T) {
 // TestReplicasDivideThePartitions runs two sources of one group on a topic of four
 // partitions: each record is stored once, and both members hold partitions.
 func TestReplicasDivideThePartitions(t *testing.T) {
-	d := inboxDB(t)
+	pool, st := dbstore.New(t)
 	c := newCluster(t, 4, []string{"split"})
 	pr := producer(t, c)
 	name, group := "kafka-split", "qb-split"
 	for range 2 {
-		runSource(t, newSource(t, c, kafka.SourceConfig{Topics: []string{"split"}, GroupID: group, Intake: inbox.BrokerSource{Name: name}}), d.store)
+		consumetest.Start(t, newSource(t, c, kafka.SourceConfig{Topics: []string{"split"}, GroupID: group, Intake: inbox.BrokerSource{Name: name}}), st)
 	}
 	waitMembers(t, c, group, 2)
 	const n = 400
 	for i := range n {
 		produceRecord(t, pr, &kgo.Record{Topic: "split", Key: []byte("k" + strconv.Itoa(i%16)), Value: []byte(`{"id":"s-` + strconv.Itoa(i) + `"}`)})
 	}
-	rs := waitRows(t, d.pool, name, n)
+	rs := dbtest.WaitInboxRows(t, pool, name, n, sourceWait)
 	seen := map[string]int{}
 	for _, r := range rs {
-		seen[r.Key]++
+		seen[r.IdempotencyKey]++
 	}
 	for i := range n {
 		if k := "s-" + strconv.Itoa(i); seen[k] != 1 {

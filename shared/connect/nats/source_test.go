@@ -6,76 +6,19 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	natsgo "github.com/nats-io/nats.go"
 
 	"github.com/alternayte/queuebox/shared/connect"
+	"github.com/alternayte/queuebox/shared/connect/connecttest"
 	"github.com/alternayte/queuebox/shared/connect/consumetest"
 	qbnats "github.com/alternayte/queuebox/shared/connect/nats"
 	"github.com/alternayte/queuebox/shared/inbox"
-	"github.com/alternayte/queuebox/shared/store"
-	"github.com/alternayte/queuebox/shared/store/postgres"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest/dbstore"
 )
-
-type sourceDB struct {
-	pool  *pgxpool.Pool
-	store store.Store
-}
-
-func inboxDB(t *testing.T) sourceDB {
-	t.Helper()
-	pool, _ := dbtest.Migrated(t)
-	st, err := postgres.New(pool, store.DefaultNames())
-	if err != nil {
-		t.Fatalf("postgres.New: %v", err)
-	}
-	return sourceDB{pool: pool, store: st}
-}
-
-type row struct {
-	Key, State, Aggregate, EventType, Correlation string
-	Payload, Headers                              json.RawMessage
-}
-
-func rowsOf(t *testing.T, pool *pgxpool.Pool, source string) []row {
-	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT idempotency_key, state, coalesce(aggregate_id, ''),
-		coalesce(event_type, ''), coalesce(correlation_id, ''), payload, headers
-		FROM inbox WHERE source = $1 ORDER BY created_at, id`, source)
-	if err != nil {
-		t.Fatalf("reading inbox rows: %v", err)
-	}
-	defer rows.Close()
-	var out []row
-	for rows.Next() {
-		var r row
-		if err := rows.Scan(&r.Key, &r.State, &r.Aggregate, &r.EventType, &r.Correlation, &r.Payload, &r.Headers); err != nil {
-			t.Fatalf("scanning an inbox row: %v", err)
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-func waitRows(t *testing.T, pool *pgxpool.Pool, source string, n int) []row {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for {
-		rs := rowsOf(t, pool, source)
-		if len(rs) >= n {
-			return rs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("source %s holds %d inbox rows after %s, want %d", source, len(rs), waitLimit, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 func newSource(t *testing.T, f *fixture, c qbnats.SourceConfig) *qbnats.Source {
 	t.Helper()
@@ -102,24 +45,6 @@ func newSource(t *testing.T, f *fixture, c qbnats.SourceConfig) *qbnats.Source {
 	return s
 }
 
-func runSource(t *testing.T, s *qbnats.Source, sink inbox.Inserter) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, sink) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(waitLimit):
-			t.Errorf("Run did not return after its context ended")
-		}
-	})
-}
-
 func (f *fixture) produce(t *testing.T, subject string, body string, headers map[string]string) {
 	t.Helper()
 	m := natsgo.NewMsg(f.prefix + "." + subject)
@@ -135,7 +60,7 @@ func (f *fixture) produce(t *testing.T, subject string, body string, headers map
 }
 
 func TestSourceContract(t *testing.T) {
-	d := inboxDB(t)
+	pool, st := dbstore.New(t)
 	consumetest.Run(t, consumetest.Features{RedeliveryWait: 2 * time.Second}, func(t *testing.T) consumetest.Target {
 		f := newFixture(t)
 		name := "nats-" + unique(t)
@@ -154,11 +79,11 @@ func TestSourceContract(t *testing.T) {
 					t.Fatalf("publishing: %v", err)
 				}
 			},
-			Sink: d.store,
+			Sink: st,
 			Rows: func(t *testing.T) []consumetest.Row {
 				var out []consumetest.Row
-				for _, r := range rowsOf(t, d.pool, name) {
-					out = append(out, consumetest.Row{IdempotencyKey: r.Key, State: r.State, Payload: r.Payload})
+				for _, r := range dbtest.InboxRows(t, pool, name) {
+					out = append(out, consumetest.Row{IdempotencyKey: r.IdempotencyKey, State: r.State, Payload: r.Payload})
 				}
 				return out
 			},
@@ -167,13 +92,13 @@ func TestSourceContract(t *testing.T) {
 }
 
 func TestMissingStreamStopsTheSourceNamingIt(t *testing.T) {
-	d := inboxDB(t)
+	_, st := dbstore.New(t)
 	f := newFixture(t)
 	stream := "QB_MISSING_" + strings.ToUpper(unique(t))
 	s := newSource(t, f, qbnats.SourceConfig{Stream: stream})
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	err := s.Run(ctx, d.store)
+	err := s.Run(ctx, st)
 	if !errors.Is(err, connect.ErrStopped) || !strings.Contains(err.Error(), stream) {
 		t.Fatalf("Run on a missing stream = %v, want a stop naming %s", err, stream)
 	}
@@ -190,7 +115,7 @@ func TestMissingStreamStopsTheSourceNamingIt(t *testing.T) {
 // the headers) and that every header reaches the headers column with its last value;
 // filterSubject limits what is read.
 func TestAttributeOrdersAndHeaders(t *testing.T) {
-	d := inboxDB(t)
+	pool, st := dbstore.New(t)
 	f := newFixture(t)
 	s := newSource(t, f, qbnats.SourceConfig{FilterSubject: f.prefix + ".orders.>", Intake: inbox.BrokerSource{
 		AggregateIDPath: "$.customer", EventTypePath: "$.type",
@@ -207,19 +132,19 @@ func TestAttributeOrdersAndHeaders(t *testing.T) {
 	if _, err := f.js.PublishMsg(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	runSource(t, s, d.store)
-	rs := waitRows(t, d.pool, s.Name(), 4)
-	byKey := map[string]row{}
+	consumetest.Start(t, s, st)
+	rs := dbtest.WaitInboxRows(t, pool, s.Name(), 4, waitLimit)
+	byKey := map[string]dbtest.InboxRow{}
 	for _, r := range rs {
-		byKey[r.Key] = r
+		byKey[r.IdempotencyKey] = r
 	}
 	if len(rs) != 4 {
 		t.Fatalf("rows = %v, want 4 (the other subject filtered out)", rs)
 	}
-	if r := byKey["from-header"]; r.Aggregate != "agg-h" || r.EventType != "created" || r.Correlation != "corr-1" {
+	if r := byKey["from-header"]; r.AggregateID != "agg-h" || r.EventType != "created" || r.CorrelationID != "corr-1" {
 		t.Errorf("row from-header = %+v", r)
 	}
-	if r := byKey["from-path-2"]; r.Aggregate != "c-2" || r.EventType != "type-h" {
+	if r := byKey["from-path-2"]; r.AggregateID != "c-2" || r.EventType != "type-h" {
 		t.Errorf("row from-path-2 = %+v", r)
 	}
 	if _, ok := byKey["mid-3"]; !ok {
@@ -239,20 +164,20 @@ func TestAttributeOrdersAndHeaders(t *testing.T) {
 // TestReplicasShareTheDurable runs two sources of one durable: every message is stored
 // once, and each is acknowledged (the consumer has nothing pending at the end).
 func TestReplicasShareTheDurable(t *testing.T) {
-	d := inboxDB(t)
+	pool, st := dbstore.New(t)
 	f := newFixture(t)
 	name, durable := "nats-"+unique(t), "qb-"+unique(t)
 	for range 2 {
-		runSource(t, newSource(t, f, qbnats.SourceConfig{Durable: durable, BatchSize: 10, Intake: inbox.BrokerSource{Name: name}}), d.store)
+		consumetest.Start(t, newSource(t, f, qbnats.SourceConfig{Durable: durable, BatchSize: 10, Intake: inbox.BrokerSource{Name: name}}), st)
 	}
 	const n = 300
 	for i := range n {
 		f.produce(t, "r", `{"id":"r-`+strconv.Itoa(i)+`"}`, nil)
 	}
-	rs := waitRows(t, d.pool, name, n)
+	rs := dbtest.WaitInboxRows(t, pool, name, n, waitLimit)
 	seen := map[string]int{}
 	for _, r := range rs {
-		seen[r.Key]++
+		seen[r.IdempotencyKey]++
 	}
 	for i := range n {
 		if k := "r-" + strconv.Itoa(i); seen[k] != 1 {
@@ -288,24 +213,24 @@ func waitNoPending(t *testing.T, f *fixture, durable string) {
 // TestConnectionCutReconnectsAndLosesNothing cuts the source's connection while messages
 // flow; the client reconnects and every message is stored once.
 func TestConnectionCutReconnectsAndLosesNothing(t *testing.T) {
-	d := inboxDB(t)
+	pool, st := dbstore.New(t)
 	f := newFixture(t)
-	px := newProxy(t, "127.0.0.1:4222")
+	px := connecttest.Listen(t, "127.0.0.1:4222")
 	durable := "qb-" + unique(t)
-	s := newSource(t, f, qbnats.SourceConfig{Servers: []string{"nats://" + px.addr()}, Durable: durable, AckWait: 2 * time.Second,
+	s := newSource(t, f, qbnats.SourceConfig{Servers: []string{"nats://" + px.Addr()}, Durable: durable, AckWait: 2 * time.Second,
 		BatchSize: 20, Backoff: connect.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond}})
-	runSource(t, s, d.store)
+	consumetest.Start(t, s, st)
 	const n = 200
 	for i := range n {
 		f.produce(t, "cut", `{"id":"cut-`+strconv.Itoa(i)+`"}`, nil)
 		if i == n/3 || i == 2*n/3 {
-			px.cut()
+			px.Cut()
 		}
 	}
-	rs := waitRows(t, d.pool, s.Name(), n)
+	rs := dbtest.WaitInboxRows(t, pool, s.Name(), n, waitLimit)
 	seen := map[string]int{}
 	for _, r := range rs {
-		seen[r.Key]++
+		seen[r.IdempotencyKey]++
 	}
 	for i := range n {
 		if k := "cut-" + strconv.Itoa(i); seen[k] != 1 {
@@ -315,68 +240,24 @@ func TestConnectionCutReconnectsAndLosesNothing(t *testing.T) {
 	waitNoPending(t, f, durable)
 }
 
-type failingStore struct {
-	inbox.Inserter
-	mu   sync.Mutex
-	down bool
-	hits int
-}
-
-func (f *failingStore) fail() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.down {
-		f.hits++
-		return errors.New("the database is down")
-	}
-	return nil
-}
-
-func (f *failingStore) InboxInsert(ctx context.Context, p store.InboxInsertParams) (store.InboxInsertResult, error) {
-	if err := f.fail(); err != nil {
-		return store.InboxInsertResult{}, err
-	}
-	return f.Inserter.InboxInsert(ctx, p)
-}
-
-func (f *failingStore) InboxInsertBatch(ctx context.Context, ps []store.InboxInsertParams) ([]store.InboxInsertResult, error) {
-	if err := f.fail(); err != nil {
-		return nil, err
-	}
-	return f.Inserter.InboxInsertBatch(ctx, ps)
-}
-
 // TestStoreFailureNaksUntilTheDatabaseReturns: nothing is acknowledged while the store
 // fails, and once it returns every message is stored once.
 func TestStoreFailureNaksUntilTheDatabaseReturns(t *testing.T) {
-	d := inboxDB(t)
+	pool, st := dbstore.New(t)
 	f := newFixture(t)
-	fs := &failingStore{Inserter: d.store, down: true}
+	fs := consumetest.NewFailingSink(st)
+	fs.SetDown(true)
 	durable := "qb-" + unique(t)
 	s := newSource(t, f, qbnats.SourceConfig{Durable: durable, Backoff: connect.Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond}})
 	for i := range 20 {
 		f.produce(t, "down", `{"id":"down-`+strconv.Itoa(i)+`"}`, nil)
 	}
-	runSource(t, s, fs)
-	deadline := time.Now().Add(waitLimit)
-	for {
-		fs.mu.Lock()
-		hits := fs.hits
-		fs.mu.Unlock()
-		if hits >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the source tried the store %d times, want 3", hits)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got := len(rowsOf(t, d.pool, s.Name())); got != 0 {
+	consumetest.Start(t, s, fs)
+	fs.WaitDownFailures(t, 3, waitLimit)
+	if got := len(dbtest.InboxRows(t, pool, s.Name())); got != 0 {
 		t.Fatalf("%d rows stored while the store was down", got)
 	}
-	fs.mu.Lock()
-	fs.down = false
-	fs.mu.Unlock()
-	waitRows(t, d.pool, s.Name(), 20)
+	fs.SetDown(false)
+	dbtest.WaitInboxRows(t, pool, s.Name(), 20, waitLimit)
 	waitNoPending(t, f, durable)
 }

@@ -6,86 +6,21 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
-	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/alternayte/queuebox/shared/connect"
+	"github.com/alternayte/queuebox/shared/connect/connecttest"
 	"github.com/alternayte/queuebox/shared/connect/consumetest"
 	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
 	"github.com/alternayte/queuebox/shared/inbox"
-	"github.com/alternayte/queuebox/shared/store"
-	"github.com/alternayte/queuebox/shared/store/postgres"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest/dbstore"
 )
-
-// sourceDB is the inbox store the source tests write to, with the pool that reads its rows.
-type sourceDB struct {
-	pool  *pgxpool.Pool
-	store store.Store
-}
-
-func inboxDB(t *testing.T) sourceDB {
-	t.Helper()
-	pool, _ := dbtest.Migrated(t)
-	st, err := postgres.New(pool, store.DefaultNames())
-	if err != nil {
-		t.Fatalf("postgres.New: %v", err)
-	}
-	return sourceDB{pool: pool, store: st}
-}
-
-// row is one inbox row as the tests read it.
-type row struct {
-	Key, State, Aggregate, EventType, Correlation, LastError string
-	Payload, Headers                                         json.RawMessage
-}
-
-func rowsOf(t *testing.T, pool *pgxpool.Pool, source string) []row {
-	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT idempotency_key, state, coalesce(aggregate_id, ''),
-		coalesce(event_type, ''), coalesce(correlation_id, ''), coalesce(last_error, ''), payload, headers
-		FROM inbox WHERE source = $1 ORDER BY created_at, id`, source)
-	if err != nil {
-		t.Fatalf("reading inbox rows: %v", err)
-	}
-	defer rows.Close()
-	var out []row
-	for rows.Next() {
-		var r row
-		if err := rows.Scan(&r.Key, &r.State, &r.Aggregate, &r.EventType, &r.Correlation, &r.LastError, &r.Payload, &r.Headers); err != nil {
-			t.Fatalf("scanning an inbox row: %v", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatalf("reading inbox rows: %v", err)
-	}
-	return out
-}
-
-// waitRows waits until the source holds n rows and returns them.
-func waitRows(t *testing.T, pool *pgxpool.Pool, source string, n int) []row {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for {
-		rs := rowsOf(t, pool, source)
-		if len(rs) >= n {
-			return rs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("source %s holds %d inbox rows after %s, want %d", source, len(rs), waitLimit, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // newQueue declares a durable queue for one test and deletes it at the end.
 func newQueue(t *testing.T) string {
@@ -116,33 +51,6 @@ func produce(t *testing.T, ch *amqp.Channel, queue string, p amqp.Publishing) {
 	}
 }
 
-// running runs a source until the test ends and checks that it stopped as asked.
-func runSource(t *testing.T, s *rabbitmq.Source, sink inbox.Inserter) (stop func() error) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, sink) }()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case err = <-done:
-			case <-time.After(waitLimit):
-				err = errors.New("Run did not return after its context ended")
-			}
-		})
-		return err
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	return stop
-}
-
 func newSource(t *testing.T, c rabbitmq.SourceConfig) *rabbitmq.Source {
 	t.Helper()
 	if c.URL == "" {
@@ -159,7 +67,7 @@ func newSource(t *testing.T, c rabbitmq.SourceConfig) *rabbitmq.Source {
 }
 
 func TestSourceContract(t *testing.T) {
-	d := inboxDB(t)
+	pool, st := dbstore.New(t)
 	consumetest.Run(t, consumetest.Features{}, func(t *testing.T) consumetest.Target {
 		q := newQueue(t)
 		name := unique("rmq")
@@ -175,11 +83,11 @@ func TestSourceContract(t *testing.T) {
 				}
 				produce(t, ch, q, amqp.Publishing{Body: m.Body, Headers: h, DeliveryMode: amqp.Persistent})
 			},
-			Sink: d.store,
+			Sink: st,
 			Rows: func(t *testing.T) []consumetest.Row {
 				var out []consumetest.Row
-				for _, r := range rowsOf(t, d.pool, name) {
-					out = append(out, consumetest.Row{IdempotencyKey: r.Key, State: r.State, Payload: r.Payload})
+				for _, r := range dbtest.InboxRows(t, pool, name) {
+					out = append(out, consumetest.Row{IdempotencyKey: r.IdempotencyKey, State: r.State, Payload: r.Payload})
 				}
 				return out
 			},
@@ -188,12 +96,12 @@ func TestSourceContract(t *testing.T) {
 }
 
 func TestMissingQueueStopsTheSourceNamingIt(t *testing.T) {
-	d := inboxDB(t)
+	_, st := dbstore.New(t)
 	q := unique("qb-missing")
 	s := newSource(t, rabbitmq.SourceConfig{Queue: q})
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	err := s.Run(ctx, d.store)
+	err := s.Run(ctx, st)
 	if !errors.Is(err, connect.ErrStopped) || !strings.Contains(err.Error(), q) || !strings.Contains(err.Error(), "declareQueue") {
 		t.Fatalf("Run on a missing queue = %v, want a stop that names the queue %s and declareQueue", err, q)
 	}
@@ -203,7 +111,7 @@ func TestMissingQueueStopsTheSourceNamingIt(t *testing.T) {
 }
 
 func TestDeclareQueueCreatesTheQueueAndConsumesIt(t *testing.T) {
-	d := inboxDB(t)
+	pool, st := dbstore.New(t)
 	q := unique("qb-declare")
 	t.Cleanup(func() {
 		if c := testConn(t); c != nil {
@@ -211,7 +119,7 @@ func TestDeclareQueueCreatesTheQueueAndConsumesIt(t *testing.T) {
 		}
 	})
 	s := newSource(t, rabbitmq.SourceConfig{Queue: q, DeclareQueue: true})
-	runSource(t, s, d.store)
+	consumetest.Start(t, s, st)
 	ch := testConn(t)
 	deadline := time.Now().Add(waitLimit)
 	for s.Check(context.Background()) != nil {
@@ -228,8 +136,8 @@ func TestDeclareQueueCreatesTheQueueAndConsumesIt(t *testing.T) {
 		t.Errorf("queue %s has %d consumers, want 1", q, info.Consumers)
 	}
 	produce(t, ch, q, amqp.Publishing{Body: []byte(`{"id":"declared-1"}`)})
-	rs := waitRows(t, d.pool, s.Name(), 1)
-	if rs[0].Key != "declared-1" || rs[0].State != "pending" {
+	rs := dbtest.WaitInboxRows(t, pool, s.Name(), 1, waitLimit)
+	if rs[0].IdempotencyKey != "declared-1" || rs[0].State != "pending" {
 		t.Errorf("row = %+v, want declared-1 pending", rs[0])
 	}
 }
@@ -240,7 +148,7 @@ func TestDeclareQueueCreatesTheQueueAndConsumesIt(t *testing.T) {
 // attributeHeaders); the correlation identifier from X-Correlation-Id in any letter case,
 // then correlation_id, then a new UUID, cleaned and cut to 128 characters.
 func TestAttributeOrders(t *testing.T) {
-	d := inboxDB(t)
+	pool, st := dbstore.New(t)
 	q := newQueue(t)
 	s := newSource(t, rabbitmq.SourceConfig{Queue: q, Intake: inbox.BrokerSource{
 		IdempotencyKeyPath: "$.messageId", AggregateIDPath: "$.orderId", EventTypePath: "$.type",
@@ -264,11 +172,11 @@ func TestAttributeOrders(t *testing.T) {
 	for _, m := range msgs {
 		produce(t, ch, q, m)
 	}
-	runSource(t, s, d.store)
-	rs := waitRows(t, d.pool, s.Name(), len(msgs))
-	byKey := map[string]row{}
+	consumetest.Start(t, s, st)
+	rs := dbtest.WaitInboxRows(t, pool, s.Name(), len(msgs), waitLimit)
+	byKey := map[string]dbtest.InboxRow{}
 	for _, r := range rs {
-		byKey[r.Key] = r
+		byKey[r.IdempotencyKey] = r
 	}
 	check := func(key, agg, typ, corr string) {
 		t.Helper()
@@ -277,23 +185,23 @@ func TestAttributeOrders(t *testing.T) {
 			t.Errorf("no row with key %s; keys: %v", key, keysOf(byKey))
 			return
 		}
-		if r.Aggregate != agg || r.EventType != typ {
-			t.Errorf("row %s: aggregate %q event type %q, want %q %q", key, r.Aggregate, r.EventType, agg, typ)
+		if r.AggregateID != agg || r.EventType != typ {
+			t.Errorf("row %s: aggregate %q event type %q, want %q %q", key, r.AggregateID, r.EventType, agg, typ)
 		}
-		if corr != "" && r.Correlation != corr {
-			t.Errorf("row %s: correlation %q, want %q", key, r.Correlation, corr)
+		if corr != "" && r.CorrelationID != corr {
+			t.Errorf("row %s: correlation %q, want %q", key, r.CorrelationID, corr)
 		}
 	}
 	check("from-header", "agg-b", "type-b", "corr-1")
 	check("from-path-2", "agg-h2", "type-h2", "prop-2")
 	check("from-mid-3", "", "", strings.Repeat("c", 128))
 	check(digestKey(`{"other":4}`), "", "", "")
-	if r := byKey[digestKey(`{"other":4}`)]; len(r.Correlation) != 36 {
-		t.Errorf("row without a correlation id holds %q, want a new UUID", r.Correlation)
+	if r := byKey[digestKey(`{"other":4}`)]; len(r.CorrelationID) != 36 {
+		t.Errorf("row without a correlation id holds %q, want a new UUID", r.CorrelationID)
 	}
 }
 
-func keysOf(m map[string]row) []string {
+func keysOf(m map[string]dbtest.InboxRow) []string {
 	var out []string
 	for k := range m {
 		out = append(out, k)
@@ -310,7 +218,7 @@ func digestKey(body string) string {
 // TestHeaderConversion stores a message with every AMQP header type and checks the headers
 // column against the rules of spec/27-inbox-table.md.
 func TestHeaderConversion(t *testing.T) {
-	d := inboxDB(t)
+	pool, st := dbstore.New(t)
 	q := newQueue(t)
 	s := newSource(t, rabbitmq.SourceConfig{Queue: q})
 	ch := testConn(t)
@@ -321,8 +229,8 @@ func TestHeaderConversion(t *testing.T) {
 		"nested": amqp.Table{"k": "v", "n": int32(1)}, "arr": []any{"a", int32(2)},
 		"utf8": []byte("héllo"), "bin": []byte{0xff, 0x00, 0x01}, "void": nil,
 	}})
-	runSource(t, s, d.store)
-	r := waitRows(t, d.pool, s.Name(), 1)[0]
+	consumetest.Start(t, s, st)
+	r := dbtest.WaitInboxRows(t, pool, s.Name(), 1, waitLimit)[0]
 	var got map[string]string
 	if err := json.Unmarshal(r.Headers, &got); err != nil {
 		t.Fatalf("headers column %s: %v", r.Headers, err)
@@ -344,19 +252,19 @@ func TestHeaderConversion(t *testing.T) {
 // TestBodiesThatCannotBeStoredAsTheyAre checks the dead rows: a body that is not JSON is a
 // dead row {"raw": ...} and acknowledged; the messages behind it are stored.
 func TestBodiesThatCannotBeStoredAsTheyAre(t *testing.T) {
-	d := inboxDB(t)
+	pool, st := dbstore.New(t)
 	q := newQueue(t)
 	s := newSource(t, rabbitmq.SourceConfig{Queue: q})
 	ch := testConn(t)
 	produce(t, ch, q, amqp.Publishing{Body: []byte("plain text"), MessageId: "raw-1"})
 	produce(t, ch, q, amqp.Publishing{Body: []byte(`{"id":"after-raw"}`)})
-	runSource(t, s, d.store)
-	rs := waitRows(t, d.pool, s.Name(), 2)
-	if rs[0].Key != "raw-1" || rs[0].State != "dead" || string(rs[0].Payload) != `{"raw": "plain text"}` {
-		t.Errorf("first row = key %s state %s payload %s, want raw-1 dead {\"raw\": \"plain text\"}", rs[0].Key, rs[0].State, rs[0].Payload)
+	consumetest.Start(t, s, st)
+	rs := dbtest.WaitInboxRows(t, pool, s.Name(), 2, waitLimit)
+	if rs[0].IdempotencyKey != "raw-1" || rs[0].State != "dead" || string(rs[0].Payload) != `{"raw": "plain text"}` {
+		t.Errorf("first row = key %s state %s payload %s, want raw-1 dead {\"raw\": \"plain text\"}", rs[0].IdempotencyKey, rs[0].State, rs[0].Payload)
 	}
-	if rs[1].Key != "after-raw" || rs[1].State != "pending" {
-		t.Errorf("second row = %s %s, want after-raw pending", rs[1].Key, rs[1].State)
+	if rs[1].IdempotencyKey != "after-raw" || rs[1].State != "pending" {
+		t.Errorf("second row = %s %s, want after-raw pending", rs[1].IdempotencyKey, rs[1].State)
 	}
 	waitQueueEmpty(t, ch, q)
 }
@@ -380,76 +288,27 @@ func waitQueueEmpty(t *testing.T, ch *amqp.Channel, q string) {
 	}
 }
 
-// proxy forwards TCP connections to the broker until cut closes them all.
-type proxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func newProxy(t *testing.T) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listening: %v", err)
-	}
-	p := &proxy{ln: ln}
-	t.Cleanup(func() { _ = ln.Close(); p.cut() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", "127.0.0.1:5672")
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-			go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
-		}
-	}()
-	return p
-}
-
-func (p *proxy) url() string { return "amqp://guest:guest@" + p.ln.Addr().String() + "/" }
-
-// cut closes every connection through the proxy, as a broker restart or a network fault
-// would.
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
-}
-
 // TestConnectionCutReconnectsAndLosesNothing cuts the consumer's connection while messages
 // flow; the source reconnects with backoff and every message is stored once.
 func TestConnectionCutReconnectsAndLosesNothing(t *testing.T) {
-	d := inboxDB(t)
+	pool, st := dbstore.New(t)
 	q := newQueue(t)
-	px := newProxy(t)
-	s := newSource(t, rabbitmq.SourceConfig{URL: px.url(), Queue: q,
+	px := connecttest.Listen(t, "127.0.0.1:5672")
+	s := newSource(t, rabbitmq.SourceConfig{URL: "amqp://guest:guest@" + px.Addr() + "/", Queue: q,
 		Backoff: connect.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond}})
-	runSource(t, s, d.store)
+	consumetest.Start(t, s, st)
 	ch := testConn(t)
 	const n = 200
 	for i := range n {
 		produce(t, ch, q, amqp.Publishing{Body: []byte(`{"id":"cut-` + strconv.Itoa(i) + `"}`)})
 		if i == n/3 || i == 2*n/3 {
-			px.cut()
+			px.Cut()
 		}
 	}
-	rs := waitRows(t, d.pool, s.Name(), n)
+	rs := dbtest.WaitInboxRows(t, pool, s.Name(), n, waitLimit)
 	seen := map[string]int{}
 	for _, r := range rs {
-		seen[r.Key]++
+		seen[r.IdempotencyKey]++
 	}
 	for i := range n {
 		if k := "cut-" + strconv.Itoa(i); seen[k] != 1 {
@@ -466,70 +325,25 @@ func TestConnectionCutReconnectsAndLosesNothing(t *testing.T) {
 	}
 }
 
-// failingStore fails every insert while down is set.
-type failingStore struct {
-	inbox.Inserter
-	mu   sync.Mutex
-	down bool
-	hits int
-}
-
-func (f *failingStore) set(down bool) { f.mu.Lock(); f.down = down; f.mu.Unlock() }
-
-func (f *failingStore) fail() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.down {
-		f.hits++
-		return errors.New("the database is down")
-	}
-	return nil
-}
-
-func (f *failingStore) InboxInsert(ctx context.Context, p store.InboxInsertParams) (store.InboxInsertResult, error) {
-	if err := f.fail(); err != nil {
-		return store.InboxInsertResult{}, err
-	}
-	return f.Inserter.InboxInsert(ctx, p)
-}
-
-func (f *failingStore) InboxInsertBatch(ctx context.Context, ps []store.InboxInsertParams) ([]store.InboxInsertResult, error) {
-	if err := f.fail(); err != nil {
-		return nil, err
-	}
-	return f.Inserter.InboxInsertBatch(ctx, ps)
-}
-
 // TestStoreFailureRequeuesUntilTheDatabaseReturns fails the store for a while: nothing is
 // acknowledged meanwhile, and once the store returns every message is stored once.
 func TestStoreFailureRequeuesUntilTheDatabaseReturns(t *testing.T) {
-	d := inboxDB(t)
+	pool, st := dbstore.New(t)
 	q := newQueue(t)
-	fs := &failingStore{Inserter: d.store, down: true}
+	fs := consumetest.NewFailingSink(st)
+	fs.SetDown(true)
 	s := newSource(t, rabbitmq.SourceConfig{Queue: q, Backoff: connect.Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond}})
 	ch := testConn(t)
 	for i := range 20 {
 		produce(t, ch, q, amqp.Publishing{Body: []byte(`{"id":"down-` + strconv.Itoa(i) + `"}`)})
 	}
-	runSource(t, s, fs)
-	deadline := time.Now().Add(waitLimit)
-	for {
-		fs.mu.Lock()
-		hits := fs.hits
-		fs.mu.Unlock()
-		if hits >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the source tried the store %d times, want 3", hits)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got := len(rowsOf(t, d.pool, s.Name())); got != 0 {
+	consumetest.Start(t, s, fs)
+	fs.WaitDownFailures(t, 3, waitLimit)
+	if got := len(dbtest.InboxRows(t, pool, s.Name())); got != 0 {
 		t.Fatalf("%d rows stored while the store was down", got)
 	}
-	fs.set(false)
-	rs := waitRows(t, d.pool, s.Name(), 20)
+	fs.SetDown(false)
+	rs := dbtest.WaitInboxRows(t, pool, s.Name(), 20, waitLimit)
 	if len(rs) != 20 {
 		t.Errorf("%d rows, want 20", len(rs))
 	}

@@ -1,0 +1,162 @@
+package consumetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alternayte/queuebox/shared/store"
+)
+
+// Running is a source that Start runs in the background.
+type Running struct {
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+// errStillRunning is what Stop returns when Run did not return in time.
+var errStillRunning = fmt.Errorf("consumetest: Run did not return within %s of its context ending", WaitLimit)
+
+// Start runs s with sink in the background until Stop or the end of the test. When the test
+// ends it stops s, and fails the test when Run did not return within WaitLimit or returned
+// anything but nil or context.Canceled.
+func Start(t testing.TB, s Source, sink Sink) *Running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Running{cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- s.Run(ctx, sink) }()
+	t.Cleanup(func() {
+		err := r.Stop()
+		switch {
+		case errors.Is(err, errStillRunning):
+			t.Errorf("%v", err)
+		case err != nil && !errors.Is(err, context.Canceled):
+			t.Errorf("Run returned %v after its context was cancelled, want context.Canceled or nil", err)
+		}
+	})
+	return r
+}
+
+// Stop ends the source's context, as a crash or a shutdown would, and waits WaitLimit at
+// most for Run to return. It returns what Run returned (nil or context.Canceled when the
+// source stopped as asked), or an error when Run did not return in time; later calls return
+// the same.
+func (r *Running) Stop() error {
+	r.once.Do(func() {
+		r.cancel()
+		select {
+		case r.err = <-r.done:
+		case <-time.After(WaitLimit):
+			r.err = errStillRunning
+		}
+	})
+	return r.err
+}
+
+// FailingSink is a Sink over Next that fails inserts on demand, to stand for a database
+// that is down: every insert while SetDown(true) holds, and the inserts that hold a key
+// given to FailKey as many times as asked. It counts the inserts it failed while down and
+// every attempt to store each key. It is safe for concurrent use.
+type FailingSink struct {
+	next Sink
+
+	mu           sync.Mutex
+	down         bool
+	downFailures int
+	failKey      map[string]int // key -> failures left
+	attempts     map[string]int
+}
+
+// NewFailingSink returns a FailingSink over next that fails nothing yet.
+func NewFailingSink(next Sink) *FailingSink {
+	return &FailingSink{next: next, failKey: map[string]int{}, attempts: map[string]int{}}
+}
+
+// SetDown makes every insert fail (down) or none but those of FailKey (up).
+func (f *FailingSink) SetDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = down
+}
+
+// FailKey makes the next n inserts that hold key fail; a batch that holds several such keys
+// uses up the failure of its first.
+func (f *FailingSink) FailKey(key string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failKey[key] = n
+}
+
+// DownFailures is the number of inserts (single or batch) that failed because the sink was
+// down.
+func (f *FailingSink) DownFailures() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.downFailures
+}
+
+// WaitDownFailures waits until at least n inserts failed because the sink was down, and
+// fails the test when they did not within limit, which bounds the wait and is no speed
+// assertion.
+func (f *FailingSink) WaitDownFailures(t testing.TB, n int, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		hits := f.DownFailures()
+		if hits >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the source tried the store %d times, want %d", hits, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Attempts is the number of inserts, failed or not, that held key.
+func (f *FailingSink) Attempts(key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.attempts[key]
+}
+
+// check counts the attempts of ps and returns the error that fails them, if any.
+func (f *FailingSink) check(ps []store.InboxInsertParams) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range ps {
+		f.attempts[p.IdempotencyKey]++
+	}
+	if f.down {
+		f.downFailures++
+		return errors.New("consumetest: the database is down")
+	}
+	for _, p := range ps {
+		if f.failKey[p.IdempotencyKey] > 0 {
+			f.failKey[p.IdempotencyKey]--
+			return fmt.Errorf("consumetest: the store fails for %s", p.IdempotencyKey)
+		}
+	}
+	return nil
+}
+
+// InboxInsert stores p through the next sink unless it fails.
+func (f *FailingSink) InboxInsert(ctx context.Context, p store.InboxInsertParams) (store.InboxInsertResult, error) {
+	if err := f.check([]store.InboxInsertParams{p}); err != nil {
+		return store.InboxInsertResult{}, err
+	}
+	return f.next.InboxInsert(ctx, p)
+}
+
+// InboxInsertBatch stores ps through the next sink unless the batch fails.
+func (f *FailingSink) InboxInsertBatch(ctx context.Context, ps []store.InboxInsertParams) ([]store.InboxInsertResult, error) {
+	if err := f.check(ps); err != nil {
+		return nil, err
+	}
+	return f.next.InboxInsertBatch(ctx, ps)
+}
