@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -159,4 +162,73 @@ func (f *FailingSink) InboxInsertBatch(ctx context.Context, ps []store.InboxInse
 		return nil, err
 	}
 	return f.next.InboxInsertBatch(ctx, ps)
+}
+
+// killChildEnv marks a test process that RunKilledChild started; its value is the test's
+// settings, which the child reads with ChildSetting.
+const killChildEnv = "QUEUEBOX_CONSUMETEST_KILL_CHILD"
+
+// IsKilledChild reports whether this process is the child of RunKilledChild: the test then
+// runs its consumer with KillAfterCommit and never returns.
+func IsKilledChild() bool { return os.Getenv(killChildEnv) != "" }
+
+// ChildSetting returns the setting name that RunKilledChild passed to the child.
+func ChildSetting(name string) string { return os.Getenv(killChildEnv + "_" + name) }
+
+// RunKilledChild runs the test named test again in a child process (the test binary with
+// -test.run), with settings for ChildSetting, and waits for it to die. It fails the test
+// unless the child was killed by SIGKILL, as KillAfterCommit kills it, within limit.
+func RunKilledChild(t testing.TB, test string, settings map[string]string, limit time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), killChildEnv+"=1")
+	for k, v := range settings {
+		cmd.Env = append(cmd.Env, killChildEnv+"_"+k+"="+v)
+	}
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("the child consumer ended with %v, want killed by SIGKILL; output:\n%s", err, out)
+	}
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL || ctx.Err() != nil {
+		t.Fatalf("the child consumer ended with %v, want killed by SIGKILL after its commit; output:\n%s", err, out)
+	}
+}
+
+// KillAfterCommit returns a Sink over next that kills its own process with SIGKILL as soon as
+// a row of key has committed, before the source can acknowledge it: the crash between the
+// commit and the acknowledgement of spec/07.
+func KillAfterCommit(next Sink, key string) Sink { return &killSink{next: next, key: key} }
+
+type killSink struct {
+	next Sink
+	key  string
+}
+
+func (k *killSink) after(ps []store.InboxInsertParams) {
+	for _, p := range ps {
+		if p.IdempotencyKey == k.key {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
+		}
+	}
+}
+
+func (k *killSink) InboxInsert(ctx context.Context, p store.InboxInsertParams) (store.InboxInsertResult, error) {
+	res, err := k.next.InboxInsert(ctx, p)
+	if err == nil {
+		k.after([]store.InboxInsertParams{p})
+	}
+	return res, err
+}
+
+func (k *killSink) InboxInsertBatch(ctx context.Context, ps []store.InboxInsertParams) ([]store.InboxInsertResult, error) {
+	res, err := k.next.InboxInsertBatch(ctx, ps)
+	if err == nil {
+		k.after(ps)
+	}
+	return res, err
 }
