@@ -73,6 +73,7 @@ type FailingSink struct {
 	downFailures int
 	failKey      map[string]int // key -> failures left
 	attempts     map[string]int
+	maxBatch     int
 }
 
 // NewFailingSink returns a FailingSink over next that fails nothing yet.
@@ -128,6 +129,13 @@ func (f *FailingSink) Attempts(key string) int {
 	return f.attempts[key]
 }
 
+// MaxBatch is the largest number of rows that one insert held.
+func (f *FailingSink) MaxBatch() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.maxBatch
+}
+
 // check counts the attempts of ps and returns the error that fails them, if any.
 func (f *FailingSink) check(ps []store.InboxInsertParams) error {
 	f.mu.Lock()
@@ -135,6 +143,7 @@ func (f *FailingSink) check(ps []store.InboxInsertParams) error {
 	for _, p := range ps {
 		f.attempts[p.IdempotencyKey]++
 	}
+	f.maxBatch = max(f.maxBatch, len(ps))
 	if f.down {
 		f.downFailures++
 		return errors.New("consumetest: the database is down")
