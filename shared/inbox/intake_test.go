@@ -54,30 +54,9 @@ func (e *intakeEnv) store(t *testing.T, ds ...inbox.Delivery) []inbox.Outcome {
 	return out
 }
 
-// intakeRow is one inbox row as the intake tests read it.
-type intakeRow struct {
-	ID, Key, EventType, Payload, Consumption, State, LastError string
-}
+func (e *intakeEnv) rows(t *testing.T) []row { return sourceRows(t, e.pool, e.intake.Name()) }
 
-func (e *intakeEnv) rows(t *testing.T) []intakeRow {
-	t.Helper()
-	rs, err := e.pool.Query(context.Background(), `
-		SELECT id::text, idempotency_key, coalesce(event_type, ''), payload::text, consumption, state,
-		       coalesce(last_error, '')
-		FROM inbox WHERE source = $1 ORDER BY created_at, id`, e.intake.Name())
-	require.NoError(t, err)
-	defer rs.Close()
-	var out []intakeRow
-	for rs.Next() {
-		var r intakeRow
-		require.NoError(t, rs.Scan(&r.ID, &r.Key, &r.EventType, &r.Payload, &r.Consumption, &r.State, &r.LastError))
-		out = append(out, r)
-	}
-	require.NoError(t, rs.Err())
-	return out
-}
-
-func (e *intakeEnv) row(t *testing.T, key string) intakeRow {
+func (e *intakeEnv) row(t *testing.T, key string) row {
 	t.Helper()
 	for _, r := range e.rows(t) {
 		if r.Key == key {
@@ -85,7 +64,7 @@ func (e *intakeEnv) row(t *testing.T, key string) intakeRow {
 		}
 	}
 	t.Fatalf("no row with key %q", key)
-	return intakeRow{}
+	return row{}
 }
 
 func TestIntakeHeaderFilterDropsAndCounts(t *testing.T) {
