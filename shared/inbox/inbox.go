@@ -1,6 +1,13 @@
-// Package inbox is the HTTP inbox: a net/http handler that serves POST <inbox.basePath><path>
-// for every HTTP source (spec/26-http-api.md). The local process and the inbox Lambda function
-// both mount it, so every status code, header and body comes from this package.
+// Package inbox stores the received messages in the inbox table. Handler is the HTTP inbox:
+// a net/http handler that serves POST <inbox.basePath><path> for every HTTP source
+// (spec/26-http-api.md). The local process and the inbox Lambda function both mount it, so
+// every status code, header and body comes from this package. Intake stores the messages of
+// a RabbitMQ, Kafka or NATS source (spec/07-bridge-a-broker.md). Both follow one compiled rule
+// set per source (rules.go: filter, correlation identifier, JSON document, attributes with
+// their length limits, source transform, counting, relay wake) and one write (writeRows), so
+// that a rule of spec/ holds for every source by construction; they differ only as spec/25
+// and spec/26 say: where the attributes come from, and an HTTP answer where a broker source
+// stores a dead row.
 //
 // A request goes through these steps, in this order; the first that answers ends it:
 //
