@@ -164,17 +164,18 @@ func (b *batcher) write(batch []*pendingRow) {
 		}
 		live = append(live, r)
 	}
-	if len(live) == 0 {
+	switch len(live) {
+	case 0:
+		return
+	case 1:
+		// One row: its own request's context, as a single insert has.
+		r := live[0]
+		r.answer(writeRow(r.ctx, b.store, &r.params, nil))
 		return
 	}
-	// One row: its own request's context, as a single insert has. Two or more rows: no single
-	// request's context may cancel the write of the others.
-	ctx := live[0].ctx
-	if len(live) > 1 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(live[0].ctx), b.timeout)
-		defer cancel()
-	}
+	// Two or more rows: no single request's context may cancel the write of the others.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), b.timeout)
+	defer cancel()
 	params := make([]store.InboxInsertParams, len(live))
 	for i, r := range live {
 		params[i] = r.params
@@ -198,37 +199,46 @@ func (b *batcher) write(batch []*pendingRow) {
 func writeRows(ctx context.Context, st Inserter, rows []store.InboxInsertParams,
 	rowCtx func(i int) context.Context, refused func(ctx context.Context, p *store.InboxInsertParams, err error) bool,
 ) []rowResult {
+	if len(rows) == 1 {
+		return []rowResult{writeRow(ctx, st, &rows[0], refused)}
+	}
 	out := make([]rowResult, len(rows))
-	if len(rows) > 1 {
-		results, err := st.InboxInsertBatch(ctx, rows)
-		if err == nil && len(results) != len(rows) {
-			err = fmt.Errorf("inserting inbox rows: the store returned %d results for %d rows", len(results), len(rows))
+	results, err := st.InboxInsertBatch(ctx, rows)
+	if err == nil && len(results) != len(rows) {
+		err = fmt.Errorf("inserting inbox rows: the store returned %d results for %d rows", len(results), len(rows))
+	}
+	if err == nil {
+		for i := range out {
+			out[i].res = results[i]
 		}
-		if err == nil {
-			for i := range out {
-				out[i].res = results[i]
-			}
-			return out
+		return out
+	}
+	if !errors.Is(err, store.ErrInvalidValue) {
+		for i := range out {
+			out[i].err = err
 		}
-		if !errors.Is(err, store.ErrInvalidValue) {
-			for i := range out {
-				out[i].err = err
-			}
-			return out
-		}
+		return out
 	}
 	for i := range rows {
 		c := ctx
 		if rowCtx != nil {
 			c = rowCtx(i)
 		}
-		res, err := st.InboxInsert(c, rows[i])
-		if errors.Is(err, store.ErrInvalidValue) && refused != nil && refused(c, &rows[i], err) {
-			res, err = st.InboxInsert(c, rows[i])
-		}
-		out[i] = rowResult{res: res, err: err}
+		out[i] = writeRow(c, st, &rows[i], refused)
 	}
 	return out
+}
+
+// writeRow writes one row with InboxInsert. When the database refuses a value of it and
+// refused (when set) returns true, the row as refused changed it is written instead.
+func writeRow(ctx context.Context, st Inserter, p *store.InboxInsertParams,
+	refused func(ctx context.Context, p *store.InboxInsertParams, err error) bool,
+) rowResult {
+	res, err := st.InboxInsert(ctx, *p)
+	if errors.Is(err, store.ErrInvalidValue) && refused != nil && refused(ctx, p, err) {
+		res, err = st.InboxInsert(ctx, *p)
+	}
+	return rowResult{res: res, err: err}
 }
 
 // idle reports whether no writer runs and no row is queued.

@@ -444,8 +444,8 @@ func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route)
 	// 5 to 7. The JSON document, the three attributes and the source transform (shared). An
 	// HTTP source answers what a broker source stores as a dead row: 400 for a body that is
 	// not JSON and for a missing or too long attribute, 422 for a failed transform.
-	p, refused := rt.rules.prepare(r.Context(), &message{body: body, lookup: lookup, headers: headers,
-		correlationID: corrID, receivedAt: receivedAt})
+	p, refused := rt.rules.prepare(r.Context(), &message{body: body, headers: headers,
+		correlationID: corrID, receivedAt: receivedAt}, lookup)
 	if refused != nil {
 		switch refused.cause {
 		case causeInvalidJSON:

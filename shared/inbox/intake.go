@@ -253,9 +253,9 @@ func (in *Intake) prepare(ctx context.Context, d *Delivery) (store.InboxInsertPa
 	if !r.pass(lookup) {
 		return store.InboxInsertParams{}, false
 	}
-	m := &message{body: d.Body, lookup: lookup, headers: d.Headers, brokerKey: d.BrokerKey,
+	m := &message{body: d.Body, headers: d.Headers, brokerKey: d.BrokerKey,
 		recordKey: d.RecordKey, correlationID: r.correlation(lookup, d.CorrelationID), receivedAt: r.now()}
-	p, refused := r.prepare(ctx, m)
+	p, refused := r.prepare(ctx, m, lookup)
 	p.Headers, _ = encodeHeaders(cleanHeaders(d.Headers))
 	if refused == nil {
 		return p, true
@@ -264,7 +264,7 @@ func (in *Intake) prepare(ctx context.Context, d *Delivery) (store.InboxInsertPa
 	p.LastError = refused.Text()
 	switch refused.cause {
 	case causeInvalidJSON:
-		p.IdempotencyKey, _ = r.attrs[attrKey].resolve(nil, m, true)
+		p.IdempotencyKey, _ = r.attrs[attrKey].resolve(nil, m, lookup, true)
 		p.Payload = rawPayload(string(d.Body))
 	case causeTooLong:
 		p.IdempotencyKey = digest(d.Body)

@@ -113,9 +113,10 @@ type attribute struct {
 }
 
 // resolve returns the attribute's value: the first origin of its order that gives a
-// non-empty value, and whether that origin is its JSONPath. doc nil skips the path (a body
-// that is not JSON); fit skips a value longer than MaxKeyLength.
-func (a *attribute) resolve(doc any, m *message, fit bool) (string, bool) {
+// non-empty value, and whether that origin is its JSONPath. lookup finds a received header
+// in any letter case. doc nil skips the path (a body that is not JSON); fit skips a value
+// longer than MaxKeyLength.
+func (a *attribute) resolve(doc any, m *message, lookup filter.Lookup, fit bool) (string, bool) {
 	for _, o := range a.order {
 		var v string
 		switch o {
@@ -124,8 +125,8 @@ func (a *attribute) resolve(doc any, m *message, fit bool) (string, bool) {
 				v, _ = a.path.lookup(doc)
 			}
 		case fromHeader:
-			if a.header != "" && m.lookup != nil {
-				v, _ = m.lookup(a.header)
+			if a.header != "" && lookup != nil {
+				v, _ = lookup(a.header)
 			}
 		case fromBrokerKey:
 			v = m.brokerKey
@@ -237,12 +238,12 @@ func compileRules(s ruleSpec, sk sinks) (*rules, error) {
 	return r, nil
 }
 
-// message is one received message as the shared steps read it.
+// message is one received message as the shared steps read it. Its headers as the filter,
+// the correlation identifier and the attribute headers read them are a filter.Lookup beside
+// it, which is kept out of the struct so that the closure of an HTTP request stays on the
+// stack.
 type message struct {
 	body []byte
-	// lookup finds a received header in any letter case (the filter, the correlation
-	// identifier and the attribute headers read it).
-	lookup filter.Lookup
 	// headers are $headers of the transform.
 	headers map[string]string
 	// brokerKey and recordKey are Delivery.BrokerKey and Delivery.RecordKey.
@@ -326,7 +327,7 @@ func (f *refusal) Text() string {
 // spec/26): it parses the body as JSON, resolves the three attributes with their length
 // limits and runs the source transform. It returns the row without its headers column, or
 // the row as far as it was resolved and the refusal.
-func (r *rules) prepare(ctx context.Context, m *message) (store.InboxInsertParams, *refusal) {
+func (r *rules) prepare(ctx context.Context, m *message, lookup filter.Lookup) (store.InboxInsertParams, *refusal) {
 	p := store.InboxInsertParams{
 		Source:        r.name,
 		CorrelationID: m.correlationID,
@@ -341,7 +342,7 @@ func (r *rules) prepare(ctx context.Context, m *message) (store.InboxInsertParam
 	var ids identifiers
 	var fromPath [attrCount]bool
 	for a := range ids {
-		ids[a], fromPath[a] = r.attrs[a].resolve(doc, m, false)
+		ids[a], fromPath[a] = r.attrs[a].resolve(doc, m, lookup, false)
 	}
 	p.IdempotencyKey, p.EventType, p.AggregateID = ids[attrKey], ids[attrEventType], ids[attrAggregate]
 	if ids[attrKey] == "" {
