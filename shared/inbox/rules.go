@@ -61,7 +61,6 @@ const (
 // limits are checked, the default idempotency key path, and whether the error texts name the
 // JSONPath.
 type kind struct {
-	name string
 	// orders are the origins of each attribute; the first that gives a value wins. A key
 	// that no origin gives is refused ("Missing idempotency key at ...").
 	orders [attrCount][]origin
@@ -80,7 +79,6 @@ type kind struct {
 // httpKind: an HTTP source takes the three attributes from the body only, and refuses a
 // body without an idempotency key (spec/25, spec/26).
 var httpKind = &kind{
-	name: "HTTP",
 	orders: [attrCount][]origin{
 		attrKey:       {fromPath},
 		attrEventType: {fromPath},
@@ -93,7 +91,6 @@ var httpKind = &kind{
 // brokerKind: a RabbitMQ, Kafka or NATS source falls back to its attribute headers, the
 // broker's identifiers and, for the key, the digest of the body (spec/25).
 var brokerKind = &kind{
-	name: "broker",
 	orders: [attrCount][]origin{
 		attrKey:       {fromHeader, fromPath, fromBrokerKey, fromDigest},
 		attrEventType: {fromPath, fromHeader},
