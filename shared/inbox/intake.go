@@ -5,14 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/google/uuid"
 
 	"github.com/alternayte/queuebox/shared/filter"
 	"github.com/alternayte/queuebox/shared/store"
@@ -140,81 +137,42 @@ type IntakeOptions struct {
 }
 
 // Intake stores the messages of one broker source: the attribute orders of spec/25, the
-// header filter, the source transform, the deduplicated batched insert and the relay wake.
-// It is safe for concurrent use.
+// header filter, the source transform, the deduplicated batched insert and the relay wake,
+// through the rules and the write that the HTTP inbox follows too (rules.go, writeRows). It
+// is safe for concurrent use.
 type Intake struct {
-	src           BrokerSource
-	filter        *filter.Filter
-	consumption   string
-	keyPath       valuePath
-	aggregatePath *valuePath
-	eventTypePath *valuePath
-	keyHeader     string
-	aggHeader     string
-	typeHeader    string
-	st            Inserter
-	metrics       Metrics
-	waker         Waker
-	log           *slog.Logger
-	now           func() time.Time
+	rules *rules
+	st    Inserter
 }
 
 // NewIntake compiles the source's rules. It refuses a source without a name, a JSONPath
-// that is not definite and a consumption other than push or pull.
+// that is not definite, a filter that does not compile, a consumption other than push or
+// pull and an onError other than Fail, Skip or Dead.
 func NewIntake(src BrokerSource, st Inserter, o IntakeOptions) (*Intake, error) {
-	if src.Name == "" {
-		return nil, errors.New("creating inbox intake: a source needs a name")
-	}
 	if st == nil {
 		return nil, fmt.Errorf("creating inbox intake for source %s: a store is required", src.Name)
 	}
-	in := &Intake{src: src, st: st, metrics: o.Metrics, waker: o.Waker, log: o.Logger, now: o.Now}
-	if in.metrics == nil {
-		in.metrics = NopMetrics{}
+	h := src.AttributeHeaders
+	r, err := compileRules(ruleSpec{
+		kind:          brokerKind,
+		name:          src.Name,
+		consumption:   src.Consumption,
+		keyPath:       src.IdempotencyKeyPath,
+		eventTypePath: src.EventTypePath,
+		aggregatePath: src.AggregateIDPath,
+		headers: AttributeHeaders{
+			IdempotencyKey: orDefault(h.IdempotencyKey, DefaultIdempotencyKeyHeader),
+			AggregateID:    orDefault(h.AggregateID, DefaultAggregateIDHeader),
+			EventType:      orDefault(h.EventType, DefaultEventTypeHeader),
+		},
+		filter:    src.Filter,
+		transform: src.Transform,
+		onError:   src.OnError,
+	}, sinks{metrics: o.Metrics, waker: o.Waker, log: o.Logger, now: o.Now})
+	if err != nil {
+		return nil, fmt.Errorf("creating inbox intake: %w", err)
 	}
-	if in.log == nil {
-		in.log = slog.Default()
-	}
-	if in.now == nil {
-		in.now = time.Now
-	}
-	switch src.Consumption {
-	case "", store.ConsumptionPush:
-		in.consumption = store.ConsumptionPush
-	case store.ConsumptionPull:
-		in.consumption = store.ConsumptionPull
-	default:
-		return nil, fmt.Errorf("source %s: consumption must be push or pull, not %q", src.Name, src.Consumption)
-	}
-	keyPath := src.IdempotencyKeyPath
-	if keyPath == "" {
-		keyPath = DefaultBrokerKeyPath
-	}
-	var err error
-	if in.filter, err = filter.New(src.Filter); err != nil {
-		return nil, fmt.Errorf("source %s: filter: %w", src.Name, err)
-	}
-	if in.keyPath, err = compilePath(keyPath); err != nil {
-		return nil, fmt.Errorf("source %s: idempotencyKeyPath: %w", src.Name, err)
-	}
-	if src.AggregateIDPath != "" {
-		p, err := compilePath(src.AggregateIDPath)
-		if err != nil {
-			return nil, fmt.Errorf("source %s: aggregateIdPath: %w", src.Name, err)
-		}
-		in.aggregatePath = &p
-	}
-	if src.EventTypePath != "" {
-		p, err := compilePath(src.EventTypePath)
-		if err != nil {
-			return nil, fmt.Errorf("source %s: eventTypePath: %w", src.Name, err)
-		}
-		in.eventTypePath = &p
-	}
-	in.keyHeader = orDefault(src.AttributeHeaders.IdempotencyKey, DefaultIdempotencyKeyHeader)
-	in.aggHeader = orDefault(src.AttributeHeaders.AggregateID, DefaultAggregateIDHeader)
-	in.typeHeader = orDefault(src.AttributeHeaders.EventType, DefaultEventTypeHeader)
-	return in, nil
+	return &Intake{rules: r, st: st}, nil
 }
 
 func orDefault(s, def string) string {
@@ -225,13 +183,13 @@ func orDefault(s, def string) string {
 }
 
 // Name returns the source name.
-func (in *Intake) Name() string { return in.src.Name }
+func (in *Intake) Name() string { return in.rules.name }
 
 // Store stores the deliveries that arrived together with one batched insert (one statement
 // and one commit) and returns one outcome per delivery, in order. An error means that
 // nothing is known to be stored: the source must not acknowledge any of the deliveries,
 // so that the broker delivers them again (a redelivery of a stored message is then a
-// duplicate).
+// duplicate). A push source wakes the relay once per batch that stored a new row.
 func (in *Intake) Store(ctx context.Context, ds []Delivery) ([]Outcome, error) {
 	out := make([]Outcome, len(ds))
 	params := make([]store.InboxInsertParams, 0, len(ds))
@@ -248,225 +206,79 @@ func (in *Intake) Store(ctx context.Context, ds []Delivery) ([]Outcome, error) {
 	if len(params) == 0 {
 		return out, nil
 	}
-	results, err := in.insert(ctx, params)
-	if err != nil {
-		in.metrics.InboxRejection(ReasonStorageFailed)
-		return nil, fmt.Errorf("source %s: storing %d messages: %w", in.src.Name, len(params), err)
+	results := writeRows(ctx, in.st, params, nil, in.refused)
+	for _, res := range results {
+		if res.err != nil {
+			in.rules.metrics.InboxRejection(ReasonStorageFailed)
+			return nil, fmt.Errorf("source %s: storing %d messages: %w", in.rules.name, len(params), res.err)
+		}
 	}
 	woke := false
 	for j, res := range results {
-		i := index[j]
-		switch {
-		case res.Duplicate:
-			out[i] = Outcome{Status: Duplicate}
-			in.metrics.InboxMessage(StatusDuplicate)
-		case params[j].State == store.InboxDead:
-			out[i] = Outcome{Status: StoredDead, ID: res.ID}
-		default:
-			out[i] = Outcome{Status: Stored, ID: res.ID}
-			in.metrics.InboxMessage(StatusNew)
-			woke = woke || in.consumption == store.ConsumptionPush
+		status := in.rules.counted(&params[j], res.res)
+		out[index[j]] = Outcome{Status: status}
+		if status != Duplicate {
+			out[index[j]].ID = res.res.ID
 		}
+		woke = woke || status == Stored
 	}
-	if woke && in.waker != nil {
-		in.waker.Wake()
+	if woke {
+		in.rules.wake()
 	}
 	return out, nil
 }
 
-// insert writes the rows in one statement. When the database refuses a value of one row
-// (store.ErrInvalidValue: the statement does not say which), each row is written alone, and
-// a refused row is written again as a dead row of the raw body, so that one message the
-// database cannot hold does not block the others for ever.
-func (in *Intake) insert(ctx context.Context, params []store.InboxInsertParams) ([]store.InboxInsertResult, error) {
-	var results []store.InboxInsertResult
-	var err error
-	if len(params) == 1 {
-		var r store.InboxInsertResult
-		r, err = in.st.InboxInsert(ctx, params[0])
-		results = []store.InboxInsertResult{r}
-	} else {
-		results, err = in.st.InboxInsertBatch(ctx, params)
-		if err == nil && len(results) != len(params) {
-			err = fmt.Errorf("the store returned %d results for %d rows", len(results), len(params))
-		}
-	}
-	if !errors.Is(err, store.ErrInvalidValue) {
-		return results, err
-	}
-	results = make([]store.InboxInsertResult, len(params))
-	for i := range params {
-		r, err := in.st.InboxInsert(ctx, params[i])
-		if errors.Is(err, store.ErrInvalidValue) {
-			in.log.WarnContext(ctx, "inbox: the database refuses a value of the message; storing it as a dead row",
-				slog.String("source", in.src.Name), slog.String("idempotency_key", params[i].IdempotencyKey), slog.Any("error", err))
-			params[i] = refusedRow(params[i])
-			r, err = in.st.InboxInsert(ctx, params[i])
-		}
-		if err != nil {
-			return nil, err
-		}
-		results[i] = r
-	}
-	return results, nil
-}
-
-// refusedRow is p as a dead row whose payload is the raw text of the stored payload, with
-// every character the database refuses in a JSON document removed.
-func refusedRow(p store.InboxInsertParams) store.InboxInsertParams {
+// refused makes a row that the database refuses a dead row of the raw text of its payload,
+// with every character that the database refuses in a JSON document removed, so that one
+// message the database cannot hold does not block the others for ever.
+func (in *Intake) refused(ctx context.Context, p *store.InboxInsertParams, err error) bool {
+	in.rules.log.WarnContext(ctx, "inbox: the database refuses a value of the message; storing it as a dead row",
+		slog.String("source", in.rules.name), slog.String("idempotency_key", p.IdempotencyKey), slog.Any("error", err))
 	p.Payload = rawPayload(strings.ReplaceAll(string(p.Payload), `\u0000`, ""))
 	p.State = store.InboxDead
 	p.LastError = "The database refused a value of the message"
 	p.AggregateID, p.EventType = cleanText(p.AggregateID), cleanText(p.EventType)
-	return p
+	return true
 }
 
-// prepare turns a delivery into its row; false means the filter dropped it.
+// prepare turns a delivery into its row through the shared rules; false means the filter
+// dropped it. What an HTTP source answers with 400 or 422 a broker source stores as a dead
+// row and acknowledges, since a message never acknowledged blocks its queue or partition:
+// a body that is not JSON as {"raw": text} under the key of its header or broker
+// identifier (or the digest), an attribute too long for its column under the digest of the
+// body, a failed transform with the original body.
 func (in *Intake) prepare(ctx context.Context, d *Delivery) (store.InboxInsertParams, bool) {
+	r := in.rules
 	lookup := filter.FoldLookup(d.Headers)
-	if !in.filter.Pass(lookup) {
-		in.metrics.InboxFiltered(in.src.Name)
+	if !r.pass(lookup) {
 		return store.InboxInsertParams{}, false
 	}
-	headerJSON, _ := encodeHeaders(cleanHeaders(d.Headers))
-	p := store.InboxInsertParams{
-		Source:        in.src.Name,
-		Headers:       headerJSON,
-		CorrelationID: in.correlation(lookup, d),
-		Consumption:   in.consumption,
-	}
-	header := func(name string) string {
-		v, _ := lookup(strings.ToLower(name))
-		return v
-	}
-
-	doc, isJSON := parseJSON(d.Body)
-	if !isJSON {
-		// No consumer can read the body, and a message never acknowledged would block the
-		// queue or the partition: a dead row of the raw text, acknowledged.
-		in.metrics.InboxRejection(ReasonExtraction)
-		p.IdempotencyKey = firstKey(header(in.keyHeader), d.BrokerKey, d.Body)
-		p.Payload = rawPayload(string(d.Body))
-		p.State = store.InboxDead
-		p.LastError = "Invalid JSON"
-		return in.fitted(p), true
-	}
-
-	key, _ := in.keyPath.lookup(doc)
-	if v := header(in.keyHeader); v != "" {
-		key = v
-	}
-	if key == "" {
-		key = d.BrokerKey
-	}
-	p.IdempotencyKey = key
-	if p.IdempotencyKey == "" {
-		p.IdempotencyKey = digest(d.Body)
-	}
-	if in.aggregatePath != nil {
-		p.AggregateID, _ = in.aggregatePath.lookup(doc)
-	}
-	if p.AggregateID == "" {
-		p.AggregateID = header(in.aggHeader)
-	}
-	if p.AggregateID == "" {
-		p.AggregateID = d.RecordKey
-	}
-	if in.eventTypePath != nil {
-		p.EventType, _ = in.eventTypePath.lookup(doc)
-	}
-	if p.EventType == "" {
-		p.EventType = header(in.typeHeader)
-	}
-	p.Payload = json.RawMessage(d.Body)
-	if p = in.fitted(p); p.State == store.InboxDead {
+	m := &message{body: d.Body, headers: d.Headers, brokerKey: d.BrokerKey,
+		recordKey: d.RecordKey, correlationID: r.correlation(lookup, d.CorrelationID), receivedAt: r.now()}
+	p, refused := r.prepare(ctx, m, lookup)
+	p.Headers, _ = encodeHeaders(cleanHeaders(d.Headers))
+	if refused == nil {
 		return p, true
 	}
-
-	if in.src.Transform != nil {
-		res, err := in.src.Transform.Transform(ctx, TransformInput{
-			Payload:        p.Payload,
-			MessageID:      uuid.NewString(),
-			Topic:          p.EventType,
-			Timestamp:      in.now(),
-			Source:         in.src.Name,
-			Headers:        d.Headers,
-			IdempotencyKey: p.IdempotencyKey,
-			EventType:      p.EventType,
-		})
-		if err == nil && !json.Valid(res) {
-			err = errors.New("the transform returned no JSON document")
+	p.State = store.InboxDead
+	p.LastError = refused.Text()
+	switch refused.cause {
+	case causeInvalidJSON:
+		p.IdempotencyKey, _ = r.attrs[attrKey].resolve(nil, m, lookup, true)
+		p.Payload = rawPayload(string(d.Body))
+	case causeTooLong:
+		p.IdempotencyKey = digest(d.Body)
+		if textLength(p.AggregateID) > MaxKeyLength {
+			p.AggregateID = ""
 		}
-		switch {
-		case err == nil:
-			p.Payload = res
-		case in.src.OnError == OnErrorSkip:
-			in.log.WarnContext(ctx, "inbox: source transform failed, storing the original body",
-				slog.String("source", in.src.Name), slog.String("correlation_id", p.CorrelationID), slog.Any("error", err))
-		default:
-			in.metrics.InboxRejection(ReasonTransformFailed)
-			in.log.InfoContext(ctx, "inbox: source transform failed, storing the message as a dead row",
-				slog.String("source", in.src.Name), slog.String("correlation_id", p.CorrelationID), slog.Any("error", err))
-			p.State = store.InboxDead
-			p.LastError = "Transform failed: " + err.Error()
+		if textLength(p.EventType) > MaxKeyLength {
+			p.EventType = ""
 		}
+	case causeTransform:
+		r.logger(p.CorrelationID).InfoContext(ctx, "inbox: source transform failed, storing the message as a dead row", slog.Any("error", refused.err))
+		p.Payload = json.RawMessage(d.Body)
 	}
 	return p, true
-}
-
-// fitted returns p, or p as a dead row when an attribute is too long for its column: the
-// message can never be stored as it is, so it is kept dead under the digest of its body
-// instead of being refused for ever.
-func (in *Intake) fitted(p store.InboxInsertParams) store.InboxInsertParams {
-	var what string
-	switch {
-	case textLength(p.IdempotencyKey) > MaxKeyLength:
-		what = "Idempotency key"
-	case textLength(p.AggregateID) > MaxKeyLength:
-		what = "Aggregate id"
-	case textLength(p.EventType) > MaxKeyLength:
-		what = "Event type"
-	default:
-		return p
-	}
-	in.metrics.InboxRejection(ReasonExtraction)
-	body := []byte(p.Payload)
-	if p.State == store.InboxDead {
-		body = []byte(p.IdempotencyKey) // already a dead row: a digest of its key
-	}
-	p.IdempotencyKey = digest(body)
-	if textLength(p.AggregateID) > MaxKeyLength {
-		p.AggregateID = ""
-	}
-	if textLength(p.EventType) > MaxKeyLength {
-		p.EventType = ""
-	}
-	p.State = store.InboxDead
-	p.LastError = fmt.Sprintf("%s exceeds %d characters", what, MaxKeyLength)
-	return p
-}
-
-// correlation returns the correlation identifier: the X-Correlation-Id header in any letter
-// case, then the broker's property, then a new UUID; cleaned and cut to 128 characters.
-func (in *Intake) correlation(lookup filter.Lookup, d *Delivery) string {
-	if v, ok := lookup(correlationKey); ok {
-		if id := CleanCorrelationID(v); id != "" {
-			return id
-		}
-	}
-	return correlationID(d.CorrelationID)
-}
-
-// firstKey is the key of a body that is not JSON: the header, the broker's identifier,
-// then the digest.
-func firstKey(header, brokerKey string, body []byte) string {
-	switch {
-	case header != "" && textLength(header) <= MaxKeyLength:
-		return header
-	case brokerKey != "" && textLength(brokerKey) <= MaxKeyLength:
-		return brokerKey
-	}
-	return digest(body)
 }
 
 // digest is the idempotency key of a message that gives none: sha256: and the hexadecimal
