@@ -219,13 +219,13 @@ func compileRules(s ruleSpec, sk sinks) (*rules, error) {
 		}
 		p, err := compilePath(raw)
 		if err != nil {
-			return nil, fmt.Errorf("source %s: %s: %w", s.name, [attrCount]string{"idempotencyKeyPath", "eventTypePath", "aggregateIdPath"}[a], err)
+			return nil, fmt.Errorf("source %s: %w", s.name, err)
 		}
 		at.path = &p
 	}
 	var err error
 	if r.filter, err = filter.New(s.filter); err != nil {
-		return nil, fmt.Errorf("source %s: filter: %w", s.name, err)
+		return nil, fmt.Errorf("source %s: %w", s.name, err)
 	}
 	switch s.onError {
 	case "", OnErrorFail, OnErrorSkip, OnErrorDead:
