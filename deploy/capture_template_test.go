@@ -241,7 +241,7 @@ func TestCaptureTemplateEnvironment(t *testing.T) {
 	assert.Empty(t, warnings)
 	assert.True(t, cfg.Outbox.Capture.Enabled)
 	assert.Equal(t, config.CapturePostgresLogical, cfg.Outbox.Capture.Mode)
-	s, err := node.ParseSettings(sample)
+	s, err := node.ParseSettings(sample, cfg.Outbox.Capture.Enabled)
 	require.NoError(t, err)
 	assert.NotEmpty(t, s.PollFunction)
 	assert.NotEmpty(t, s.RelayFunction)
