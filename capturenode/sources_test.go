@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -111,6 +112,15 @@ func TestConsumersOnlyNodeStoresIntoTheInboxAndWakesTheRelay(t *testing.T) {
 	assert.JSONEq(t, `{"id":"o-1"}`, string(rows[0].Payload))
 	waitFor(t, 30*time.Second, "the relay function's invoke after the push row", func() bool { return fake.count(relayInvokes) >= 1 })
 	assert.Zero(t, fake.count(pollInvokes), "without capture the poll function is never woken")
+
+	// The sources report the inbox families, and the store's pool its own.
+	resp, err := http.Get(n.base + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Contains(t, string(body), `queuebox_inbox_messages_total{status="new"} 1`)
+	assert.Contains(t, string(body), `hikaricp_connections{pool="queuebox"}`)
 
 	require.NoError(t, n.cmd.Process.Signal(syscall.SIGTERM))
 	assert.Equal(t, 0, n.wait(t, 60*time.Second), "a SIGTERM stops the node cleanly")
