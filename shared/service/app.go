@@ -33,8 +33,10 @@ const (
 	// Always builds the part whatever its switch says: the relay function runs the relay that
 	// it exists for.
 	Always
-	// Required builds the part and refuses a configuration that switches it off: the capture
-	// node exists for capture.
+	// Required builds the part and refuses a configuration that switches it off, naming the
+	// program (AppOptions.Name). The capture node asks for capture with IfEnabled instead,
+	// since it may run only the broker sources; it refuses itself a configuration with
+	// neither.
 	Required
 )
 
@@ -108,10 +110,12 @@ type AppOptions struct {
 	// returned as it is.
 	RemoteWakers func(ctx context.Context) (Wakers, error)
 	// CaptureDecides makes the outbox-capture health component decide readiness (the
-	// capture node, which exists for capture); otherwise it is advisory (spec/26-http-api.md).
+	// capture node, where capture is not a side task); otherwise it is advisory
+	// (spec/26-http-api.md).
 	CaptureDecides bool
 	// HealthPool makes the database health component probe a lazy pool of one connection on
-	// database.url instead of a store (the capture node, which opens no store).
+	// database.url instead of a store (the capture node without broker sources, which opens
+	// no store).
 	HealthPool bool
 	// Sources builds the broker sources (shared/service/sources.Build); the runtime passes it,
 	// so that only the programs that consume (queuebox serve, the capture node) link the
