@@ -120,7 +120,7 @@ bridge_database() {
     local db
     db="qb_example_${bridge_name//-/_}_$(date +%s)_$$"
     psql -X -q -d postgres -v ON_ERROR_STOP=1 -c "CREATE DATABASE $db" >/dev/null 2>"$bridge_work/psql.err" ||
-      bridge_fail "PostgreSQL at $PGHOST:$PGPORT (user $PGUSER) refused CREATE DATABASE: $(cat "$bridge_work/psql.err").
+      bridge_fail "PostgreSQL at $PGHOST:$PGPORT (user $PGUSER): CREATE DATABASE failed: $(cat "$bridge_work/psql.err").
 Start it with: pg_ctlcluster --skip-systemctl-redirect \$(ls /etc/postgresql) main start (or make services),
 or set QUEUEBOX_DATABASE_URL to an existing database"
     if [ "${QUEUEBOX_EXAMPLE_KEEP:-}" = 1 ]; then
