@@ -22,18 +22,6 @@ var driverPrefixes = []string{"github.com/jackc/pgx", "github.com/jackc/pglogrep
 // dialectFolders may import their driver: each dialect's code lives there.
 var dialectFolders = []string{module + "/shared/store/postgres", module + "/shared/store/sqlserver"}
 
-// driverExceptions are the packages outside the dialect folders that still import a database
-// driver, each with its reason. The test fails when one of them no longer does, so the list
-// only shrinks.
-var driverExceptions = map[string]string{
-	// The benchmarks and the chaos suite are tools outside the product: they drive the real
-	// database directly, to load it, time it or break it, and no QueueBox binary links them.
-	module + "/bench/benchdb":     "tool outside the product (benchmark): drives the real database directly",
-	module + "/bench/lambda":      "tool outside the product (benchmark): drives the real database directly",
-	module + "/bench/outboxbench": "tool outside the product (benchmark): drives the real database directly",
-	module + "/test/chaos":        "tool outside the product (chaos suite): drives the real database directly",
-}
-
 type listedPackage struct {
 	ImportPath string
 	Imports    []string
@@ -42,7 +30,8 @@ type listedPackage struct {
 
 // TestDatabaseDriversOnlyInDialectFolders lists every package that the module's packages
 // depend on (go list -deps) and checks that only the dialect folders import a database
-// driver, apart from the exceptions above.
+// driver. There are no exceptions: the tools outside the product (bench/, test/chaos) reach
+// pgx through shared/store/postgres/pgtool.
 func TestDatabaseDriversOnlyInDialectFolders(t *testing.T) {
 	t.Parallel()
 	cmd := exec.Command("go", "list", "-deps", "-json", module+"/...")
@@ -79,17 +68,10 @@ func TestDatabaseDriversOnlyInDialectFolders(t *testing.T) {
 		if inDialectFolder(pkg) {
 			continue
 		}
-		if _, ok := driverExceptions[pkg]; ok {
-			continue
-		}
 		offenders = append(offenders, pkg+" imports "+strings.Join(drivers, ", "))
 	}
 	sort.Strings(offenders)
 	assert.Empty(t, offenders, "only shared/store/postgres and shared/store/sqlserver may import a database driver")
-
-	for pkg, reason := range driverExceptions {
-		assert.NotEmpty(t, importers[pkg], "%s no longer imports a database driver (%s): remove its exception", pkg, reason)
-	}
 }
 
 func inDialectFolder(pkg string) bool {
