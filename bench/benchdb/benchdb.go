@@ -6,14 +6,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/alternayte/queuebox/migrations"
+	"github.com/alternayte/queuebox/shared/store/postgres/pgtool"
 )
 
 // Database is the private database of one bench run.
@@ -24,7 +23,7 @@ type Database struct {
 	Name, URL string
 	// Admin is a small pool for the bench's own statements (setup, checks); QueueBox opens
 	// its own pool.
-	Admin *pgxpool.Pool
+	Admin *pgtool.Pool
 	logf  func(format string, args ...any)
 }
 
@@ -32,15 +31,13 @@ type Database struct {
 // version order, as an operator would with psql. adminConns sizes the Admin pool; logf
 // receives the problems of Drop.
 func Create(ctx context.Context, server string, adminConns int32, logf func(format string, args ...any)) (*Database, error) {
-	conn, err := pgx.Connect(ctx, server)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to PostgreSQL at %s (start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start, or set QUEUEBOX_TEST_DATABASE_URL): %w", RedactURL(server), err)
-	}
-	defer conn.Close(ctx)
 	var suffix [6]byte
 	_, _ = rand.Read(suffix[:])
 	name := "qb_bench_" + hex.EncodeToString(suffix[:])
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	if err := pgtool.CreateDatabase(ctx, server, name); err != nil {
+		if ce, ok := errors.AsType[*pgtool.ConnectError](err); ok {
+			return nil, fmt.Errorf("connecting to PostgreSQL at %s (start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start, or set QUEUEBOX_TEST_DATABASE_URL): %w", RedactURL(server), ce.Err)
+		}
 		return nil, fmt.Errorf("creating database %s: %w", name, err)
 	}
 	u, err := url.Parse(server)
@@ -50,13 +47,7 @@ func Create(ctx context.Context, server string, adminConns int32, logf func(form
 	u.Path = "/" + name
 	db := &Database{Server: server, Name: name, URL: u.String(), logf: logf}
 
-	cfg, err := pgxpool.ParseConfig(db.URL)
-	if err != nil {
-		db.Drop()
-		return nil, fmt.Errorf("parsing the database URL: %w", err)
-	}
-	cfg.MaxConns = adminConns
-	if db.Admin, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+	if db.Admin, err = pgtool.OpenPool(ctx, db.URL, pgtool.PoolOptions{MaxConns: adminConns}); err != nil {
 		db.Drop()
 		return nil, fmt.Errorf("opening the admin pool: %w", err)
 	}
@@ -81,13 +72,7 @@ func (db *Database) Drop() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, db.Server)
-	if err != nil {
-		db.logf("dropping database %s: %v", db.Name, err)
-		return
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db.Name}.Sanitize()+" WITH (FORCE)"); err != nil {
+	if err := pgtool.DropDatabase(ctx, db.Server, db.Name); err != nil {
 		db.logf("dropping database %s: %v", db.Name, err)
 	}
 }
@@ -108,7 +93,7 @@ WHERE name IN ('fsync', 'synchronous_commit', 'wal_sync_method', 'commit_delay',
 	}
 	settings := map[string]string{}
 	var name, value string
-	_, err = pgx.ForEachRow(rows, []any{&name, &value}, func() error {
+	err = pgtool.ForEachRow(rows, []any{&name, &value}, func() error {
 		settings[name] = value
 		return nil
 	})
@@ -124,7 +109,7 @@ func (db *Database) BackendPIDs(ctx context.Context) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing backends: %w", err)
 	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	pids, err := pgtool.CollectRows[int32](rows)
 	if err != nil {
 		return nil, fmt.Errorf("listing backends: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -18,11 +19,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/alternayte/queuebox/functions/rietest"
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
+	"github.com/alternayte/queuebox/shared/store/postgres/pgtool"
 )
 
 // InitTarget is the cold-start init time that a function should stay under.
@@ -280,15 +280,13 @@ func eventFor(name string) (func(i int) []byte, string, error) {
 // returns its URL and a function that drops it.
 func benchDatabase(ctx context.Context) (string, func(), error) {
 	server := dbtest.ServerURL()
-	admin, err := pgx.Connect(ctx, server)
-	if err != nil {
-		return "", nil, fmt.Errorf("connecting to PostgreSQL for the Lambda timing (%s): %w", dbtest.StartHint, err)
-	}
-	defer admin.Close(ctx)
 	suffix := make([]byte, 6)
 	_, _ = rand.Read(suffix)
 	name := "qb_lambdabench_" + hex.EncodeToString(suffix)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	if err := pgtool.CreateDatabase(ctx, server, name); err != nil {
+		if ce, ok := errors.AsType[*pgtool.ConnectError](err); ok {
+			return "", nil, fmt.Errorf("connecting to PostgreSQL for the Lambda timing (%s): %w", dbtest.StartHint, ce.Err)
+		}
 		return "", nil, fmt.Errorf("creating the bench database: %w", err)
 	}
 	u, err := url.Parse(server)
@@ -299,13 +297,7 @@ func benchDatabase(ctx context.Context) (string, func(), error) {
 	drop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, err := pgx.Connect(ctx, server)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "dropping the bench database %s: %v\n", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		if err := pgtool.DropDatabase(ctx, server, name); err != nil {
 			fmt.Fprintf(os.Stderr, "dropping the bench database %s: %v\n", name, err)
 		}
 	}

@@ -26,8 +26,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/outbox"
@@ -35,6 +33,7 @@ import (
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres"
+	"github.com/alternayte/queuebox/shared/store/postgres/pgtool"
 )
 
 // Settings are the outbox settings a run uses.
@@ -389,7 +388,7 @@ func runName(keys int, tuned bool) string {
 
 // queueBox is the measured QueueBox of one run: its pool, store, publisher and poller.
 type queueBox struct {
-	pool   *pgxpool.Pool
+	pool   *pgtool.Pool
 	pub    *webhook.Publisher
 	poller *outbox.Poller
 	tracer *stmtTracer
@@ -398,15 +397,12 @@ type queueBox struct {
 const pollerAppName = "outboxbench-poller"
 
 func (b *bench) newQueueBox(ctx context.Context, s Settings) (*queueBox, error) {
-	cfg, err := pgxpool.ParseConfig(b.db.URL)
-	if err != nil {
-		return nil, fmt.Errorf("parsing the database URL: %w", err)
-	}
-	cfg.MaxConns = int32(b.opts.PoolSize)
-	cfg.ConnConfig.RuntimeParams["application_name"] = pollerAppName
 	qb := &queueBox{tracer: newStmtTracer()}
-	cfg.ConnConfig.Tracer = qb.tracer
-	if qb.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+	var err error
+	qb.pool, err = pgtool.OpenPool(ctx, b.db.URL, pgtool.PoolOptions{
+		MaxConns: int32(b.opts.PoolSize), AppName: pollerAppName, Timer: qb.tracer.observe,
+	})
+	if err != nil {
 		return nil, fmt.Errorf("opening the poller pool: %w", err)
 	}
 	st, err := postgres.New(qb.pool, store.DefaultNames())

@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/alternayte/queuebox/bench/benchdb"
+	"github.com/alternayte/queuebox/shared/store/postgres/pgtool"
 )
 
 // benchDatabase is the private database of one bench run (see benchdb), with the statements
@@ -73,7 +72,7 @@ func (db *benchDatabase) stateCounts(ctx context.Context) (map[string]int, error
 	out := map[string]int{}
 	var state string
 	var n int
-	_, err = pgx.ForEachRow(rows, []any{&state, &n}, func() error {
+	err = pgtool.ForEachRow(rows, []any{&state, &n}, func() error {
 		out[state] = n
 		return nil
 	})

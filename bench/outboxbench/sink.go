@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/alternayte/queuebox/shared/store/postgres/pgtool"
 )
 
 // SinkFlag is the flag that turns the bench binary into its helper process.
@@ -153,13 +153,7 @@ func (s *sink) produce(w http.ResponseWriter, r *http.Request) {
 // records, per row, the time the insert returned: the commit as the application sees it.
 func (s *sink) runProducer(ctx context.Context, req produceRequest) (produceResult, error) {
 	workers := max(req.Workers, 1)
-	cfg, err := pgxpool.ParseConfig(req.DatabaseURL)
-	if err != nil {
-		return produceResult{}, fmt.Errorf("parsing the database URL: %w", err)
-	}
-	cfg.MaxConns = int32(workers)
-	cfg.MinConns = int32(workers)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgtool.OpenPool(ctx, req.DatabaseURL, pgtool.PoolOptions{MaxConns: int32(workers), MinConns: int32(workers)})
 	if err != nil {
 		return produceResult{}, fmt.Errorf("opening the producer pool: %w", err)
 	}

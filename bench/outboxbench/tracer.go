@@ -1,12 +1,9 @@
 package outboxbench
 
 import (
-	"context"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // StatementStats sums the statements of one kind that the poller ran, as the client saw them:
@@ -22,7 +19,8 @@ type StatementStats struct {
 	RowsPerStatement float64 `json:"rowsPerStatement"`
 }
 
-// stmtTracer is a pgx query tracer that sums time and rows per statement kind.
+// stmtTracer sums time and rows per statement kind; its observe is the pgtool.QueryTimer of
+// the poller pool.
 type stmtTracer struct {
 	mu    sync.Mutex
 	kinds map[string]*stmtAcc
@@ -33,13 +31,6 @@ type stmtAcc struct {
 	rows  int64
 	total time.Duration
 	max   time.Duration
-}
-
-type traceKey struct{}
-
-type traceStart struct {
-	kind  string
-	start time.Time
 }
 
 func newStmtTracer() *stmtTracer { return &stmtTracer{kinds: map[string]*stmtAcc{}} }
@@ -66,27 +57,20 @@ func kindOf(sql string) string {
 	}
 }
 
-// TraceQueryStart implements pgx.QueryTracer.
-func (t *stmtTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	return context.WithValue(ctx, traceKey{}, traceStart{kind: kindOf(data.SQL), start: time.Now()})
-}
-
-// TraceQueryEnd implements pgx.QueryTracer.
-func (t *stmtTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
-	st, ok := ctx.Value(traceKey{}).(traceStart)
-	if !ok {
-		return
-	}
-	d := time.Since(st.start)
+// observe adds one query that took d and affected rows to the sums of its kind. It is the
+// pgtool.QueryTimer of the poller pool: pgtool measures d from the start of the query to its
+// end, whether it failed or not.
+func (t *stmtTracer) observe(sql string, d time.Duration, rows int64, _ error) {
+	kind := kindOf(sql)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	a := t.kinds[st.kind]
+	a := t.kinds[kind]
 	if a == nil {
 		a = &stmtAcc{}
-		t.kinds[st.kind] = a
+		t.kinds[kind] = a
 	}
 	a.count++
-	a.rows += data.CommandTag.RowsAffected()
+	a.rows += rows
 	a.total += d
 	a.max = max(a.max, d)
 }

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/alternayte/queuebox/shared/store/postgres/pgtool"
 )
 
 // cluster is the suite's own PostgreSQL cluster: initdb and pg_ctl of the machine, run as the
@@ -119,14 +119,10 @@ func (c *cluster) jdbc(name string) string {
 	return fmt.Sprintf("jdbc:postgresql://127.0.0.1:%d/%s", c.port, name)
 }
 
-// createDatabase creates an empty database.
+// createDatabase creates an empty database. name is a lowercase identifier, so its quoted
+// form names the same database as the bare one.
 func (c *cluster) createDatabase(ctx context.Context, name string) error {
-	pool, err := pgxpool.New(ctx, c.url("postgres"))
-	if err != nil {
-		return fmt.Errorf("connecting to the cluster: %w", err)
-	}
-	defer pool.Close()
-	if _, err := pool.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	if err := pgtool.CreateDatabase(ctx, c.url("postgres"), name); err != nil {
 		return fmt.Errorf("creating database %s: %w", name, err)
 	}
 	return nil

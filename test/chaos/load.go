@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/alternayte/queuebox/shared/store/postgres/pgtool"
 )
 
 // keyName is the key of row i: rows go round robin over the keys, so row i is number i/keys
@@ -34,7 +34,7 @@ func rowPayload(i, keys int, poison bool) payload {
 // key in order, in small batches spread evenly over spread. A batch whose commit failed (the
 // database restarting) is looked up by its ids and inserted again only when it is absent.
 // maxAttempts gives the max_attempts of a row of a key (0: the column default).
-func produceOutbox(ctx context.Context, pool *pgxpool.Pool, rows, keys int, spread time.Duration, poison bool, maxAttempts func(key string) int) (int, error) {
+func produceOutbox(ctx context.Context, pool *pgtool.Pool, rows, keys int, spread time.Duration, poison bool, maxAttempts func(key string) int) (int, error) {
 	batches := max(1, int(spread/(100*time.Millisecond)))
 	size := (rows + batches - 1) / batches
 	start := time.Now()
@@ -66,7 +66,7 @@ SELECT 'chaos.direct', u.k, u.p::jsonb, CASE WHEN u.m > 0 THEN u.m ELSE 5 END
 FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS u(k, p, m, n)
 ORDER BY u.n`
 
-func insertBatch(ctx context.Context, pool *pgxpool.Pool, ids, keys, bodies []string, atts []int32) error {
+func insertBatch(ctx context.Context, pool *pgtool.Pool, ids, keys, bodies []string, atts []int32) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	var lastErr error
 	for attempt := 0; attempt < 1200 && time.Now().Before(deadline); attempt++ {

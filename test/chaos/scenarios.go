@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/alternayte/queuebox/shared/store/postgres/pgtool"
 )
 
 // result is the outcome of one scenario.
@@ -98,7 +98,7 @@ type env struct {
 	s        *suite
 	name     string
 	db       string
-	pool     *pgxpool.Pool
+	pool     *pgtool.Pool
 	rcv      *receiver
 	cfg      string
 	replicas []*proc
@@ -158,7 +158,7 @@ func (s *suite) newEnv(ctx context.Context, name string, f faults) (*env, error)
 	if err := os.WriteFile(e.cfg, fmt.Appendf(nil, configYAML, s.cl.jdbc(e.db), e.rcv.url, destinationTimeout.Milliseconds()), 0o644); err != nil {
 		return e, fmt.Errorf("writing %s: %w", e.cfg, err)
 	}
-	if e.pool, err = pgxpool.New(ctx, s.cl.url(e.db)+"&pool_max_conns=4"); err != nil {
+	if e.pool, err = pgtool.OpenPool(ctx, s.cl.url(e.db)+"&pool_max_conns=4", pgtool.PoolOptions{}); err != nil {
 		return e, fmt.Errorf("connecting to %s: %w", e.db, err)
 	}
 	return e, nil
