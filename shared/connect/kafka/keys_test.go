@@ -68,6 +68,7 @@ func TestAutoOffsetReset(t *testing.T) {
 	}
 	// The earliest group reads the record produced before it started (with those produced
 	// after, in any order within a batch).
+	deadline = time.Now().Add(sourceWait)
 	for found := false; !found; {
 		for _, r := range dbtest.InboxRows(t, pool, "kafka-early") {
 			found = found || r.IdempotencyKey == "before"
