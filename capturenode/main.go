@@ -1,14 +1,18 @@
 // Command capturenode is the standalone capture node of the AWS deployment: a small
-// long-running service (one ECS Fargate task, deploy/capture-node.yaml) that reads the
-// PostgreSQL logical replication stream of the outbox table (outbox.capture.mode
-// postgres-logical) and wakes the poll Lambda function with a debounced asynchronous invoke
-// when an outbox row commits. It loads the same configuration as `queuebox serve` (the
-// QUEUEBOX_ variables over QUEUEBOX_CONFIG_FILE), takes the functions to wake from
-// CAPTURE_POLL_FUNCTION and CAPTURE_RELAY_FUNCTION, and serves /health/live, /health/ready,
-// /health and /metrics on server.managementPort (or server.httpPort). See shared/capture/node.
+// long-running service (one ECS Fargate task, deploy/capture-node.yaml) that runs capture,
+// the broker sources, or both. Capture reads the PostgreSQL logical replication stream of the
+// outbox table (outbox.capture.mode postgres-logical) and wakes the poll Lambda function with
+// a debounced asynchronous invoke when an outbox row commits. The broker sources
+// (sources.<name> of type rabbitmq, kafka or nats) store what they consume into the inbox
+// table and wake the relay function after they stored push rows. With outbox.capture.enabled
+// false the node runs the broker sources only; with neither it refuses to start. It loads
+// the same configuration as `queuebox serve` (the QUEUEBOX_ variables over
+// QUEUEBOX_CONFIG_FILE), takes the functions to wake from CAPTURE_POLL_FUNCTION and
+// CAPTURE_RELAY_FUNCTION, and serves /health/live, /health/ready, /health and /metrics on
+// server.managementPort (or server.httpPort). See shared/capture/node and
+// deploy/capture-node.md.
 //
-// Not in this build: SQL Server change data capture (sqlserver-cdc is refused at start) and
-// the RabbitMQ, Kafka and NATS inbox sources that DESIGN.md also places here.
+// Not in this build: SQL Server change data capture (sqlserver-cdc is refused at start).
 //
 // Exit codes: 0 after SIGTERM or SIGINT, 1 when the start fails or capture stops with a fault
 // (the reason is printed on stderr).

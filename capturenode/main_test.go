@@ -94,8 +94,8 @@ type process struct {
 }
 
 // start runs the capture node with the configuration of dbURL in the environment, as the
-// ECS task runs it.
-func start(t *testing.T, dbURL, lambdaURL, stateDir string) *process {
+// ECS task runs it; extra variables (NAME=value) come last and replace those of the same name.
+func start(t *testing.T, dbURL, lambdaURL, stateDir string, extra ...string) *process {
 	t.Helper()
 	u, err := url.Parse(dbURL)
 	require.NoError(t, err)
@@ -127,6 +127,8 @@ func start(t *testing.T, dbURL, lambdaURL, stateDir string) *process {
 		"AWS_CONFIG_FILE=" + filepath.Join(t.TempDir(), "none"),
 		"AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(t.TempDir(), "none"),
 	}
+	// exec.Cmd keeps the last value of a variable that appears twice.
+	cmd.Env = append(cmd.Env, extra...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())

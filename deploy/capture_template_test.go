@@ -241,10 +241,30 @@ func TestCaptureTemplateEnvironment(t *testing.T) {
 	assert.Empty(t, warnings)
 	assert.True(t, cfg.Outbox.Capture.Enabled)
 	assert.Equal(t, config.CapturePostgresLogical, cfg.Outbox.Capture.Mode)
-	s, err := node.ParseSettings(sample)
+	s, err := node.ParseSettings(sample, cfg.Outbox.Capture.Enabled)
 	require.NoError(t, err)
 	assert.NotEmpty(t, s.PollFunction)
 	assert.NotEmpty(t, s.RelayFunction)
+	assert.False(t, node.HasBrokerSources(cfg), "as it stands, the template runs capture only")
+
+	// Consumers only (capture-node.md): CaptureEnabled false and a broker source added to the
+	// environment make a configuration that the node runs, waking the relay function.
+	assert.Equal(t, map[string]any{"Ref": "CaptureEnabled"}, env["QUEUEBOX_OUTBOX_CAPTURE_ENABLED"])
+	assert.Contains(t, mapAt(mapAt(tpl, "Parameters"), "CaptureEnabled")["AllowedValues"], "false")
+	sample["QUEUEBOX_OUTBOX_CAPTURE_ENABLED"] = "false"
+	for k, v := range map[string]string{
+		"TYPE": "rabbitmq", "QUEUENAME": "incoming-orders", "CONNECTIONURL": "amqp://rabbitmq.internal:5672", "TOPIC": "order.received",
+	} {
+		sample["QUEUEBOX_SOURCES_ORDERS_"+k] = v
+	}
+	cfg, warnings, err = config.Load(config.LoadOptions{Env: sample})
+	require.NoError(t, err, "consumers only is a valid configuration")
+	assert.Empty(t, warnings)
+	assert.False(t, cfg.Outbox.Capture.Enabled)
+	assert.True(t, node.HasBrokerSources(cfg))
+	s, err = node.ParseSettings(sample, cfg.Outbox.Capture.Enabled)
+	require.NoError(t, err)
+	assert.NotEmpty(t, s.RelayFunction, "the broker sources wake the relay function")
 }
 
 func keys(m map[string]any) []string {

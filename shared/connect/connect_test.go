@@ -18,10 +18,25 @@ var drivers = map[string]string{
 	"github.com/nats-io/":            module + "/shared/connect/nats",
 }
 
-// testOnly are the packages whose tests, and tests alone, may read from the brokers with
-// their clients: the end-to-end tests of queuebox serve, which observe what it delivered.
+// testOnly are the packages whose tests, and tests alone, may reach the brokers with their
+// clients: the end-to-end tests of queuebox serve, which observe what it delivered and
+// publish what its sources consume, and those of the capture node, which publish what its
+// sources consume (and start a kfake cluster).
 var testOnly = map[string]bool{
 	module + "/shared/localserver": true,
+	module + "/capturenode":        true,
+	// The test of the bridge examples checks that the brokers are up before it runs them.
+	module + "/examples": true,
+}
+
+// applicationSide are the programs of the examples that stand for what is not QueueBox, so
+// they use the broker's own client as a user would: the application that publishes a
+// message, the operator who creates a JetStream stream, and the Kafka cluster (kfake) that
+// this machine lacks. No QueueBox binary links them.
+var applicationSide = map[string]bool{
+	module + "/examples/internal/publish":   true,
+	module + "/examples/nats-bridge/stream": true,
+	module + "/examples/kafka-bridge/kfake": true,
 }
 
 // driverOf returns the folder that may import path, or "" when path is no broker client.
@@ -79,7 +94,7 @@ func TestBrokerClientsStayInTheirFolder(t *testing.T) {
 					continue
 				}
 				seen[home] = true
-				if inFolder(pkg, home) || (test && testOnly[pkg]) {
+				if inFolder(pkg, home) || (test && testOnly[pkg]) || applicationSide[pkg] {
 					continue
 				}
 				t.Errorf("%s imports %s, which belongs to %s alone", pkg, imp, home)
@@ -95,28 +110,46 @@ func TestBrokerClientsStayInTheirFolder(t *testing.T) {
 	}
 }
 
-// The programs that do not deliver outbox rows link no broker client: their composition
-// roots pass no broker destination (shared/service/destinations, which only the delivering
-// programs import, holds them). The poll function, which delivers, links all three.
-func TestOnlyDeliveringProgramsLinkBrokerClients(t *testing.T) {
+// The programs that neither deliver outbox rows nor consume from a broker link no broker
+// client: their composition roots pass no broker destination (shared/service/destinations,
+// which only the delivering programs import, holds them) and no source builder
+// (shared/service/sources, which only the consuming programs import). The poll function,
+// which delivers, links all three; so does the capture node, which runs the broker sources
+// (RabbitMQ, Kafka and NATS JetStream into the inbox) but delivers nothing, so it links the
+// sources and not the destinations.
+func TestOnlyDeliveringAndConsumingProgramsLinkBrokerClients(t *testing.T) {
 	t.Parallel()
-	for _, prog := range []string{"./functions/inbox", "./functions/relay", "./functions/retention", "./functions/admin", "./capturenode"} {
+	for _, prog := range []string{"./functions/inbox", "./functions/relay", "./functions/retention", "./functions/admin"} {
 		for _, dep := range goList(t, "-deps", prog) {
 			if driverOf(dep) != "" {
 				t.Errorf("%s links %s", prog, dep)
 			}
 		}
 	}
-	linked := map[string]bool{}
-	for _, dep := range goList(t, "-deps", "./functions/poll") {
-		if home := driverOf(dep); home != "" {
-			linked[home] = true
+	links := func(prog string) map[string]bool {
+		out := map[string]bool{}
+		for _, dep := range goList(t, "-deps", prog) {
+			if home := driverOf(dep); home != "" {
+				out[home] = true
+			}
+			out[dep] = true
 		}
+		return out
 	}
+	poll, node := links("./functions/poll"), links("./capturenode")
 	for _, home := range drivers {
-		if !linked[home] {
+		if !poll[home] {
 			t.Errorf("functions/poll does not link the client of %s", home)
 		}
+		if !node[home] {
+			t.Errorf("capturenode does not link the client of %s, which its broker sources use", home)
+		}
+	}
+	if !node[module+"/shared/service/sources"] {
+		t.Errorf("capturenode does not link shared/service/sources, through which it runs the broker sources")
+	}
+	if node[module+"/shared/service/destinations"] {
+		t.Errorf("capturenode links shared/service/destinations; it delivers no outbox row")
 	}
 }
 

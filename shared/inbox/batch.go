@@ -39,7 +39,7 @@ const (
 // ends. Nothing needs closing: the last writer ends with the last queued row, and every
 // request is answered before its handler returns.
 type batcher struct {
-	store   store.InboxStore
+	store   Inserter
 	max     int
 	writers int
 	timeout time.Duration
@@ -63,7 +63,7 @@ type rowResult struct {
 	err error
 }
 
-func newBatcher(st store.InboxStore, max, writers int, timeout time.Duration) *batcher {
+func newBatcher(st Inserter, max, writers int, timeout time.Duration) *batcher {
 	return &batcher{store: st, max: max, writers: writers, timeout: timeout}
 }
 
@@ -170,8 +170,7 @@ func (b *batcher) write(batch []*pendingRow) {
 	case 1:
 		// One row: its own request's context, as a single insert has.
 		r := live[0]
-		res, err := b.store.InboxInsert(r.ctx, r.params)
-		r.answer(rowResult{res: res, err: err})
+		r.answer(writeRow(r.ctx, b.store, &r.params, nil))
 		return
 	}
 	// Two or more rows: no single request's context may cancel the write of the others.
@@ -181,27 +180,65 @@ func (b *batcher) write(batch []*pendingRow) {
 	for i, r := range live {
 		params[i] = r.params
 	}
-	results, err := b.store.InboxInsertBatch(ctx, params)
-	if err == nil && len(results) != len(live) {
-		err = fmt.Errorf("inserting inbox rows: the store returned %d results for %d rows", len(results), len(live))
+	// A row that the database refuses is answered with store.ErrInvalidValue (400).
+	results := writeRows(ctx, b.store, params, func(i int) context.Context { return live[i].ctx }, nil)
+	for i, r := range live {
+		r.answer(results[i])
 	}
-	switch {
-	case err == nil:
-		for i, r := range live {
-			r.answer(rowResult{res: results[i]})
-		}
-	case errors.Is(err, store.ErrInvalidValue):
-		// The database refused a value of one message and wrote nothing; the statement does
-		// not say which. Each row is written alone, so that only the refused one fails.
-		for _, r := range live {
-			res, err := b.store.InboxInsert(r.ctx, r.params)
-			r.answer(rowResult{res: res, err: err})
-		}
-	default:
-		for _, r := range live {
-			r.answer(rowResult{err: err})
-		}
+}
+
+// writeRows is the one write of inbox rows, for the HTTP batcher and the broker intake. It
+// writes the rows in one statement and one commit under ctx (a single row with InboxInsert)
+// and returns one result per row; a failed batch gives its error to every row. When the
+// database refuses a value of one row (store.ErrInvalidValue: the statement does not say
+// which and writes nothing), each row is written alone, under rowCtx(i) when rowCtx is set,
+// so that only the refused row fails. refused, when set, is given a refused row and its
+// error: when it returns true, the row as it changed it (a dead row) is written in its place
+// at once, before the next row, so that the order of the writes, and so which of two rows
+// with one key is the duplicate, stays that of the rows.
+func writeRows(ctx context.Context, st Inserter, rows []store.InboxInsertParams,
+	rowCtx func(i int) context.Context, refused func(ctx context.Context, p *store.InboxInsertParams, err error) bool,
+) []rowResult {
+	if len(rows) == 1 {
+		return []rowResult{writeRow(ctx, st, &rows[0], refused)}
 	}
+	out := make([]rowResult, len(rows))
+	results, err := st.InboxInsertBatch(ctx, rows)
+	if err == nil && len(results) != len(rows) {
+		err = fmt.Errorf("inserting inbox rows: the store returned %d results for %d rows", len(results), len(rows))
+	}
+	if err == nil {
+		for i := range out {
+			out[i].res = results[i]
+		}
+		return out
+	}
+	if !errors.Is(err, store.ErrInvalidValue) {
+		for i := range out {
+			out[i].err = err
+		}
+		return out
+	}
+	for i := range rows {
+		c := ctx
+		if rowCtx != nil {
+			c = rowCtx(i)
+		}
+		out[i] = writeRow(c, st, &rows[i], refused)
+	}
+	return out
+}
+
+// writeRow writes one row with InboxInsert. When the database refuses a value of it and
+// refused (when set) returns true, the row as refused changed it is written instead.
+func writeRow(ctx context.Context, st Inserter, p *store.InboxInsertParams,
+	refused func(ctx context.Context, p *store.InboxInsertParams, err error) bool,
+) rowResult {
+	res, err := st.InboxInsert(ctx, *p)
+	if errors.Is(err, store.ErrInvalidValue) && refused != nil && refused(ctx, p, err) {
+		res, err = st.InboxInsert(ctx, *p)
+	}
+	return rowResult{res: res, err: err}
 }
 
 // idle reports whether no writer runs and no row is queued.

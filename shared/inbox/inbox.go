@@ -1,6 +1,13 @@
-// Package inbox is the HTTP inbox: a net/http handler that serves POST <inbox.basePath><path>
-// for every HTTP source (spec/26-http-api.md). The local process and the inbox Lambda function
-// both mount it, so every status code, header and body comes from this package.
+// Package inbox stores the received messages in the inbox table. Handler is the HTTP inbox:
+// a net/http handler that serves POST <inbox.basePath><path> for every HTTP source
+// (spec/26-http-api.md). The local process and the inbox Lambda function both mount it, so
+// every status code, header and body comes from this package. Intake stores the messages of
+// a RabbitMQ, Kafka or NATS source (spec/07-bridge-a-broker.md). Both follow one compiled rule
+// set per source (rules.go: filter, correlation identifier, JSON document, attributes with
+// their length limits, source transform, counting, relay wake) and one write (writeRows), so
+// that a rule of spec/ holds for every source by construction; they differ only as spec/25
+// and spec/26 say: where the attributes come from, and an HTTP answer where a broker source
+// stores a dead row.
 //
 // A request goes through these steps, in this order; the first that answers ends it:
 //
@@ -49,7 +56,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"golang.org/x/time/rate"
 
 	"github.com/alternayte/queuebox/shared/filter"
@@ -214,29 +220,23 @@ type Options struct {
 	BatchTimeout time.Duration
 }
 
-// route is one compiled source.
+// route is one compiled source: the rules that every source follows (rules.go) and what
+// only an HTTP source has, the credential check and the rate limit.
 type route struct {
 	src            Source
-	consumption    string
-	keyPath        valuePath
-	eventTypePath  *valuePath
-	aggregatePath  *valuePath
-	filter         *filter.Filter
+	rules          *rules
 	limiter        *rate.Limiter
 	excludeHeaders []string // lower case
 }
 
 // Handler is the HTTP inbox. It is safe for concurrent use.
 type Handler struct {
+	sinks
 	routes    map[string]*route // by full path
 	maxBody   int64
 	tooLarge  []byte
 	gate      http.Handler // Gate over route
 	batch     *batcher
-	metrics   Metrics
-	log       *slog.Logger
-	now       func() time.Time
-	waker     Waker
 	draining  func() bool
 	drainFlag atomic.Bool
 }
@@ -255,15 +255,6 @@ func New(opts Options) (*Handler, error) {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if opts.Metrics == nil {
-		opts.Metrics = NopMetrics{}
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = DefaultMaxBatch
 	}
@@ -274,20 +265,17 @@ func New(opts Options) (*Handler, error) {
 		opts.BatchTimeout = DefaultBatchTimeout
 	}
 	h := &Handler{
+		sinks:    sinks{metrics: opts.Metrics, waker: opts.Waker, log: opts.Logger, now: opts.Now}.withDefaults(),
 		routes:   make(map[string]*route, len(opts.Sources)),
 		maxBody:  opts.MaxBodyBytes,
 		tooLarge: errorBody(fmt.Sprintf("Request body exceeds %d bytes", opts.MaxBodyBytes)),
 		batch:    newBatcher(opts.Store, opts.MaxBatch, opts.Writers, opts.BatchTimeout),
-		metrics:  opts.Metrics,
-		log:      opts.Logger,
-		now:      opts.Now,
-		waker:    opts.Waker,
 		draining: opts.Draining,
 	}
 	h.gate = Gate(http.HandlerFunc(h.route), h.Draining, h.maxBody)
 	names := make(map[string]bool, len(opts.Sources))
 	for _, src := range opts.Sources {
-		rt, err := compileSource(src)
+		rt, err := compileSource(src, h.sinks)
 		if err != nil {
 			return nil, fmt.Errorf("creating inbox handler: %w", err)
 		}
@@ -304,55 +292,34 @@ func New(opts Options) (*Handler, error) {
 	return h, nil
 }
 
-func compileSource(src Source) (*route, error) {
-	if src.Name == "" {
-		return nil, errors.New("a source needs a name")
-	}
-	if src.Path == "" {
+// compileSource compiles the shared rules of an HTTP source (the HTTP kind: the attributes
+// come from the body only, and the idempotency key path is required) and its route: the
+// path, the rate limit and the credential headers that no row keeps.
+func compileSource(src Source, sk sinks) (*route, error) {
+	if src.Name != "" && src.Path == "" {
 		return nil, fmt.Errorf("source %s: a path is required", src.Name)
 	}
-	rt := &route{src: src, consumption: src.Consumption}
-	if rt.consumption == "" {
-		rt.consumption = store.ConsumptionPush
+	rules, err := compileRules(ruleSpec{
+		kind:          httpKind,
+		name:          src.Name,
+		consumption:   src.Consumption,
+		keyPath:       src.IdempotencyKeyPath,
+		eventTypePath: src.EventTypePath,
+		aggregatePath: src.AggregateIDPath,
+		filter:        src.Filter,
+		transform:     src.Transform,
+		onError:       src.OnError,
+	}, sk)
+	if err != nil {
+		return nil, err
 	}
-	if rt.consumption != store.ConsumptionPush && rt.consumption != store.ConsumptionPull {
-		return nil, fmt.Errorf("source %s: consumption %q is not push or pull", src.Name, src.Consumption)
-	}
-	if src.IdempotencyKeyPath == "" {
-		return nil, fmt.Errorf("source %s: an idempotency key path is required", src.Name)
-	}
-	var err error
-	if rt.keyPath, err = compilePath(src.IdempotencyKeyPath); err != nil {
-		return nil, fmt.Errorf("source %s: %w", src.Name, err)
-	}
-	if src.EventTypePath != "" {
-		p, err := compilePath(src.EventTypePath)
-		if err != nil {
-			return nil, fmt.Errorf("source %s: %w", src.Name, err)
-		}
-		rt.eventTypePath = &p
-	}
-	if src.AggregateIDPath != "" {
-		p, err := compilePath(src.AggregateIDPath)
-		if err != nil {
-			return nil, fmt.Errorf("source %s: %w", src.Name, err)
-		}
-		rt.aggregatePath = &p
-	}
-	if rt.filter, err = filter.New(src.Filter); err != nil {
-		return nil, fmt.Errorf("source %s: %w", src.Name, err)
-	}
+	rt := &route{src: src, rules: rules}
 	switch {
 	case src.RequestsPerMinute < 0:
 		return nil, fmt.Errorf("source %s: requestsPerMinute must be above 0", src.Name)
 	case src.RequestsPerMinute > 0:
 		n := src.RequestsPerMinute
 		rt.limiter = rate.NewLimiter(rate.Limit(float64(n)/60), n)
-	}
-	switch src.OnError {
-	case "", OnErrorFail, OnErrorSkip, OnErrorDead:
-	default:
-		return nil, fmt.Errorf("source %s: onError %q is not Fail, Skip or Dead", src.Name, src.OnError)
 	}
 	rt.excludeHeaders = append(rt.excludeHeaders, alwaysExcluded...)
 	if src.Verifier != nil {
@@ -456,92 +423,48 @@ func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route)
 		}
 	}
 
-	// 3. The header filter.
+	// 3. The header filter (shared).
 	headers := requestHeaders(r)
-	if !rt.filter.Pass(func(name string) (string, bool) { v, ok := headers[name]; return v, ok }) {
-		h.metrics.InboxFiltered(src.Name)
+	lookup := func(name string) (string, bool) { v, ok := headers[name]; return v, ok }
+	if !rt.rules.pass(lookup) {
 		writeJSON(w, http.StatusAccepted, bodyFiltered)
 		return
 	}
 
-	// 4. The correlation identifier: the last received value, cleaned, or a new UUID.
-	corrID := correlationID(headers[correlationKey])
+	// 4. The correlation identifier (shared): the last received value, cleaned, or a new UUID.
+	corrID := rt.rules.correlation(lookup, "")
 	w.Header().Set(CorrelationHeader, corrID)
 	for _, name := range rt.excludeHeaders {
 		delete(headers, name)
 	}
-	// The request's logger, built only when a line is written.
-	log := func() *slog.Logger {
-		return h.log.With(slog.String("source", src.Name), slog.String("correlation_id", corrID))
-	}
 
-	// 5. The JSON document.
-	doc, ok := parseJSON(body)
-	if !ok {
-		h.metrics.InboxRejection(ReasonExtraction)
-		writeJSON(w, http.StatusBadRequest, bodyInvalidJSON)
+	// 5 to 7. The JSON document, the three attributes and the source transform (shared). An
+	// HTTP source answers what a broker source stores as a dead row: 400 for a body that is
+	// not JSON and for a missing or too long attribute, 422 for a failed transform.
+	p, refused := rt.rules.prepare(r.Context(), &message{body: body, headers: headers,
+		correlationID: corrID, receivedAt: receivedAt}, lookup)
+	if refused != nil {
+		switch refused.cause {
+		case causeInvalidJSON:
+			writeJSON(w, http.StatusBadRequest, bodyInvalidJSON)
+		case causeTransform:
+			rt.rules.logger(corrID).InfoContext(r.Context(), "inbox: source transform failed", slog.Any("error", refused.err))
+			writeJSON(w, http.StatusUnprocessableEntity, errorBody(refused.Text()))
+		default:
+			rt.rules.logger(corrID).DebugContext(r.Context(), "inbox: request refused", slog.String("reason", refused.Text()))
+			writeJSON(w, http.StatusBadRequest, errorBody(refused.Text()))
+		}
 		return
 	}
 
-	// 6. The idempotency key, the event type and the aggregate identifier.
-	ids, msg := rt.extract(doc)
-	if msg != "" {
-		h.metrics.InboxRejection(ReasonExtraction)
-		log().DebugContext(r.Context(), "inbox: request refused", slog.String("reason", msg))
-		writeJSON(w, http.StatusBadRequest, errorBody(msg))
-		return
-	}
-
-	// 7. The source transform.
-	payload := json.RawMessage(body)
-	if src.Transform != nil {
-		out, err := src.Transform.Transform(r.Context(), TransformInput{
-			Payload:        payload,
-			MessageID:      uuid.NewString(),
-			Topic:          ids.eventType,
-			Timestamp:      receivedAt,
-			Source:         src.Name,
-			Headers:        headers,
-			IdempotencyKey: ids.key,
-			EventType:      ids.eventType,
-		})
-		if err == nil && (len(bytes.TrimSpace(out)) == 0 || !json.Valid(out)) {
-			err = errors.New("the transform returned no JSON document")
-		}
-		if err != nil {
-			if src.OnError == OnErrorSkip {
-				log().WarnContext(r.Context(), "inbox: source transform failed, storing the original body", slog.Any("error", err))
-			} else {
-				h.metrics.InboxRejection(ReasonTransformFailed)
-				log().InfoContext(r.Context(), "inbox: source transform failed", slog.Any("error", err))
-				writeJSON(w, http.StatusUnprocessableEntity, errorBody("Transform failed: "+err.Error()))
-				return
-			}
-		} else {
-			payload = out
-		}
-	}
-
-	// 8. The row.
-	headerJSON, err := encodeHeaders(headers)
-	if err != nil { // unreachable: a map of strings always encodes
-		headerJSON = json.RawMessage(`{}`)
-	}
-	res, err := h.batch.insert(r.Context(), store.InboxInsertParams{
-		Source:         src.Name,
-		IdempotencyKey: ids.key,
-		AggregateID:    ids.aggregateID,
-		EventType:      ids.eventType,
-		Payload:        payload,
-		Headers:        headerJSON,
-		CorrelationID:  corrID,
-		Consumption:    rt.consumption,
-	})
+	// 8. The row, through the batcher of concurrent requests (the shared write).
+	p.Headers, _ = encodeHeaders(headers) // a map of strings always encodes
+	res, err := h.batch.insert(r.Context(), p)
 	if errors.Is(err, store.ErrInvalidValue) {
 		// Valid JSON that the database cannot hold (a \u0000 escape, a lone surrogate, a
 		// number beyond its range): storing it again fails again, so the sender must not retry.
 		h.metrics.InboxRejection(ReasonExtraction)
-		log().Warn("inbox: the database refuses a value of the message", slog.Any("error", err))
+		rt.rules.logger(corrID).Warn("inbox: the database refuses a value of the message", slog.Any("error", err))
 		writeJSON(w, http.StatusBadRequest, bodyInvalidJSON)
 		return
 	}
@@ -551,59 +474,18 @@ func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route)
 		if r.Context().Err() != nil {
 			level = slog.LevelWarn // the client went away during the write; it sends again
 		}
-		log().Log(r.Context(), level, "inbox: storing the message", slog.Any("error", err))
+		rt.rules.logger(corrID).Log(r.Context(), level, "inbox: storing the message", slog.Any("error", err))
 		writeJSON(w, http.StatusInternalServerError, bodyStorage)
 		return
 	}
-	if res.Duplicate {
-		h.metrics.InboxMessage(StatusDuplicate)
+	if rt.rules.counted(&p, res) == Duplicate {
 		writeJSON(w, http.StatusOK, bodyDuplicate)
 		return
 	}
-	h.metrics.InboxMessage(StatusNew)
-	if rt.consumption == store.ConsumptionPush && h.waker != nil {
-		h.waker.Wake()
-	}
+	rt.rules.wake() // every new push row of an HTTP request wakes the relay
 	answer := make([]byte, 0, len(`{"messageId":""}`)+len(res.ID))
 	answer = appendJSONString(append(answer, `{"messageId":`...), res.ID)
 	writeJSON(w, http.StatusAccepted, append(answer, '}'))
-}
-
-// identifiers are the values that step 6 extracts.
-type identifiers struct {
-	key, eventType, aggregateID string
-}
-
-// extract reads the three identifiers. The second result is the text of the 400 answer, or
-// empty. A missing or null idempotency key, or an empty one, is refused: an empty key would
-// make every such message a duplicate of the first. A missing event type or aggregate
-// identifier is stored as null. A value longer than its column is refused, naming the path,
-// so that a request that can never be stored does not get 500.
-func (rt *route) extract(doc any) (identifiers, string) {
-	var ids identifiers
-	key, ok := rt.keyPath.lookup(doc)
-	if !ok || key == "" {
-		return ids, "Missing idempotency key at " + rt.keyPath.raw
-	}
-	if textLength(key) > MaxKeyLength {
-		return ids, fmt.Sprintf("Idempotency key at %s exceeds %d characters", rt.keyPath.raw, MaxKeyLength)
-	}
-	ids.key = key
-	if rt.eventTypePath != nil {
-		v, _ := rt.eventTypePath.lookup(doc)
-		if textLength(v) > MaxKeyLength {
-			return ids, fmt.Sprintf("Event type at %s exceeds %d characters", rt.eventTypePath.raw, MaxKeyLength)
-		}
-		ids.eventType = v
-	}
-	if rt.aggregatePath != nil {
-		v, _ := rt.aggregatePath.lookup(doc)
-		if textLength(v) > MaxKeyLength {
-			return ids, fmt.Sprintf("Aggregate id at %s exceeds %d characters", rt.aggregatePath.raw, MaxKeyLength)
-		}
-		ids.aggregateID = v
-	}
-	return ids, ""
 }
 
 // readBody reads the whole body, at most limit bytes; a longer body gives *http.MaxBytesError.

@@ -149,14 +149,18 @@ func (e *env) do(t testing.TB, req *http.Request) response {
 
 // row is one inbox row as the tests read it.
 type row struct {
-	ID, Source, Key, AggregateID, EventType, Payload, Headers, CorrelationID, Consumption, State string
+	ID, Source, Key, AggregateID, EventType, Payload, Headers, CorrelationID, Consumption, State, LastError string
 }
 
-func (e *env) rows(t testing.TB, source string) []row {
+func (e *env) rows(t testing.TB, source string) []row { return sourceRows(t, e.pool, source) }
+
+// sourceRows reads the inbox rows of a source, oldest first.
+func sourceRows(t testing.TB, pool *pgxpool.Pool, source string) []row {
 	t.Helper()
-	rs, err := e.pool.Query(context.Background(), `
+	rs, err := pool.Query(context.Background(), `
 		SELECT id::text, source, idempotency_key, coalesce(aggregate_id, ''), coalesce(event_type, ''),
-		       payload::text, headers::text, coalesce(correlation_id, ''), consumption, state
+		       payload::text, headers::text, coalesce(correlation_id, ''), consumption, state,
+		       coalesce(last_error, '')
 		FROM inbox WHERE source = $1 ORDER BY created_at, id`, source)
 	require.NoError(t, err)
 	defer rs.Close()
@@ -164,7 +168,7 @@ func (e *env) rows(t testing.TB, source string) []row {
 	for rs.Next() {
 		var r row
 		require.NoError(t, rs.Scan(&r.ID, &r.Source, &r.Key, &r.AggregateID, &r.EventType, &r.Payload,
-			&r.Headers, &r.CorrelationID, &r.Consumption, &r.State))
+			&r.Headers, &r.CorrelationID, &r.Consumption, &r.State, &r.LastError))
 		out = append(out, r)
 	}
 	require.NoError(t, rs.Err())

@@ -26,6 +26,7 @@ import (
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/service/destinations"
+	"github.com/alternayte/queuebox/shared/service/sources"
 )
 
 // HTTPDrainTimeout is how long the HTTP servers drain requests in flight at shutdown.
@@ -55,6 +56,7 @@ func options(log *slog.Logger, m service.Recorder, pool service.PoolMetrics, dra
 		Poller: true, Brokers: destinations.All(),
 		Relay: service.IfEnabled, Retention: true, Admin: service.IfEnabled,
 		Inbox: true, Draining: draining, Capture: service.IfEnabled,
+		Sources: sources.Build,
 	}
 }
 
@@ -121,6 +123,7 @@ func (l *Local) Addrs() []net.Addr {
 func (l *Local) Ready() <-chan struct{} { return l.ready }
 
 // Run serves and works until ctx is cancelled, then shuts down in the documented order: the
+// broker sources stop consuming (finishing and acknowledging a batch whose store began), the
 // HTTP servers refuse new requests with 503 and drain for up to 5 s, the workers stop (the
 // poller waits up to outbox.shutdownTimeoutMs for publishes in flight), then the publishers
 // and the pool close.
@@ -176,6 +179,11 @@ func (l *Local) Run(ctx context.Context) error {
 			l.log.Info("inbox relay stopped", "forwarded", sum.Forwarded, "dead", sum.Dead, "claims_lost", sum.ClaimsLost)
 		}()
 	}
+	// The broker sources consume into the inbox (spec/07); at shutdown they stop first, so
+	// that nothing new arrives while the rest finishes.
+	if a.Sources != nil {
+		a.Sources.Start(context.WithoutCancel(ctx), a.DB.Store)
+	}
 	l.log.Info("QueueBox started", "version", service.Version, "addresses", addrStrings(l.Addrs()))
 
 	var runErr error
@@ -185,6 +193,9 @@ func (l *Local) Run(ctx context.Context) error {
 	}
 	l.log.Info("QueueBox is shutting down")
 	l.shuttingDown.Store(true)
+	if a.Sources != nil && !a.Sources.Stop(service.SourceStopTimeout) {
+		l.log.Warn("a broker source did not stop in time", "timeout", service.SourceStopTimeout.String())
+	}
 	drainCtx, cancel := context.WithTimeout(context.Background(), HTTPDrainTimeout)
 	for _, s := range servers {
 		if err := s.srv.Shutdown(drainCtx); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/alternayte/queuebox/shared/admin"
 	"github.com/alternayte/queuebox/shared/capture"
@@ -32,8 +33,10 @@ const (
 	// Always builds the part whatever its switch says: the relay function runs the relay that
 	// it exists for.
 	Always
-	// Required builds the part and refuses a configuration that switches it off: the capture
-	// node exists for capture.
+	// Required builds the part and refuses a configuration that switches it off, naming the
+	// program (AppOptions.Name). The capture node asks for capture with IfEnabled instead,
+	// since it may run only the broker sources; it refuses itself a configuration with
+	// neither.
 	Required
 )
 
@@ -107,11 +110,51 @@ type AppOptions struct {
 	// returned as it is.
 	RemoteWakers func(ctx context.Context) (Wakers, error)
 	// CaptureDecides makes the outbox-capture health component decide readiness (the
-	// capture node, which exists for capture); otherwise it is advisory (spec/26-http-api.md).
+	// capture node, where capture is not a side task); otherwise it is advisory
+	// (spec/26-http-api.md).
 	CaptureDecides bool
 	// HealthPool makes the database health component probe a lazy pool of one connection on
-	// database.url instead of a store (the capture node, which opens no store).
+	// database.url instead of a store (the capture node without broker sources, which opens
+	// no store).
 	HealthPool bool
+	// Sources builds the broker sources (shared/service/sources.Build); the runtime passes it,
+	// so that only the programs that consume (queuebox serve, the capture node) link the
+	// broker clients. Nil: no broker source runs in this process.
+	Sources SourceBuilder
+}
+
+// SourceStopTimeout bounds the stop of the broker sources at shutdown: a batch whose store
+// began is finished (connect.StoreTimeout bounds it) and acknowledged.
+const SourceStopTimeout = 35 * time.Second
+
+// SourceBuilder builds the broker sources of a configuration (sources.<name> of kind
+// rabbitmq, kafka and nats).
+type SourceBuilder func(cfg *Config, o SourceOptions) (SourceGroup, error)
+
+// SourceOptions are what the broker sources of a process share.
+type SourceOptions struct {
+	// Metrics receives the inbox measurements.
+	Metrics inbox.Metrics
+	// Waker is told after push rows were stored: the relay of this process, or the remote
+	// waker of the relay function.
+	Waker inbox.Waker
+	// Logger receives the log lines.
+	Logger *slog.Logger
+	// Engine compiles the source transforms.
+	Engine *transform.Engine
+}
+
+// SourceGroup is the running broker sources of a process.
+type SourceGroup interface {
+	// Checks returns their health components (rabbitmq.<name>, kafka.<name>, nats.<name>).
+	Checks() []health.Check
+	// Len is the number of sources.
+	Len() int
+	// Start runs every consumer, storing through sink, until Stop.
+	Start(ctx context.Context, sink inbox.Inserter)
+	// Stop stops the consumers (a batch whose store began is finished and acknowledged) and
+	// waits up to timeout; false means one did not return in time.
+	Stop(timeout time.Duration) bool
 }
 
 // App is an assembly: the parts that one runtime runs, each built once from the
@@ -130,6 +173,9 @@ type App struct {
 	Inbox *inbox.Handler
 	// Capture is the capture connector.
 	Capture *capture.Connector
+	// Sources are the broker sources; nil when AppOptions.Sources is nil or none is
+	// configured.
+	Sources SourceGroup
 	// DB is the open database: AppOptions.Database, or what Open opened.
 	DB *Database
 
@@ -273,6 +319,26 @@ func (a *App) build(ctx context.Context) error {
 		}
 		if a.wakers.Close != nil {
 			a.closers = append(a.closers, a.wakers.Close)
+		}
+	}
+	if o.Sources != nil {
+		so := SourceOptions{Logger: log, Engine: a.engine}
+		if o.Metrics != nil {
+			so.Metrics = o.Metrics
+		}
+		switch {
+		case a.Relay != nil:
+			so.Waker = a.Relay
+		case a.wakers.Inbox != nil:
+			so.Waker = a.wakers.Inbox
+		}
+		g, err := o.Sources(cfg, so)
+		if err != nil {
+			return startError("build the inbox sources", err)
+		}
+		if g != nil && g.Len() > 0 {
+			a.Sources = g
+			a.checks = append(a.checks, g.Checks()...)
 		}
 	}
 	if withCapture {

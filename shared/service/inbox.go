@@ -128,3 +128,9 @@ func nonEmpty(s string) *string {
 	}
 	return &s
 }
+
+// SourceTransformer compiles a source transform on engine for a broker source's intake, as
+// the HTTP inbox's sources get theirs.
+func SourceTransformer(engine *transform.Engine, t *transform.Config) (inbox.Transformer, error) {
+	return sourceTransformer(engine, t)
+}

@@ -1,26 +1,36 @@
 // Package node is the standalone capture node of the AWS deployment (capturenode/main.go): a
 // small long-running service that loads the same configuration as every other QueueBox
-// process, runs the capture connector of shared/capture with the PostgreSQL logical-replication
-// source (shared/store/postgres/logical, as service.CaptureConfig builds it), and wakes the poll
-// Lambda function (and, optionally, the relay function) with a debounced asynchronous invoke
-// (shared/waker.LambdaInvoker). It serves GET /health/live, /health/ready, /health and
-// /metrics on server.managementPort, or on server.httpPort when no management port is set.
+// process and runs, in one process, either or both of:
+//
+//   - capture (outbox.capture.enabled): the capture connector of shared/capture with the
+//     PostgreSQL logical-replication source (shared/store/postgres/logical, as
+//     service.CaptureConfig builds it), which wakes the poll Lambda function (and, optionally,
+//     the relay function) with a debounced asynchronous invoke (shared/waker.LambdaInvoker);
+//   - the broker sources (sources.<name> of type rabbitmq, kafka or nats, built by
+//     shared/service/sources): consumers that store what they read into the inbox table and
+//     wake the relay function after they stored push rows.
+//
+// A node with neither refuses to start. It serves GET /health/live, /health/ready, /health
+// and /metrics on server.managementPort, or on server.httpPort when no management port is
+// set; /health/ready lists database, outbox-capture (with capture) and rabbitmq.<name>,
+// kafka.<name>, nats.<name> (one per broker source).
 //
 // The node's settings that are not configuration keys come from these environment variables
 // (without the QUEUEBOX_ prefix, which the configuration loader reserves for its keys, as
 // LAMBDA_MODE does for the functions):
 //
-//   - CAPTURE_POLL_FUNCTION (required): the name or ARN of the poll function;
-//   - CAPTURE_RELAY_FUNCTION: the relay function, woken by the reconciliation timer and by
-//     inserts into the inbox table when the publication publishes that table;
+//   - CAPTURE_POLL_FUNCTION (required with capture): the name or ARN of the poll function;
+//   - CAPTURE_RELAY_FUNCTION: the relay function, woken by the reconciliation timer, by
+//     inserts into the inbox table when the publication publishes that table, and after a
+//     broker source stored push rows;
 //   - CAPTURE_WAKE_INTERVAL_MS: the debounce interval of the invokes (default 1000);
 //   - CAPTURE_LAMBDA_ENDPOINT: another Lambda endpoint, for a VPC interface endpoint or a
 //     test server;
 //   - AWS_REGION and the default AWS credential chain (the ECS task role).
 //
-// sqlserver-cdc is not implemented in this build and is refused at start. The broker sources
-// (RabbitMQ, Kafka, NATS) that DESIGN.md also places in the capture node are not part of it
-// yet. spec/28-metrics.md lists no capture metric: /metrics shows the process families.
+// sqlserver-cdc is not implemented in this build and is refused at start. spec/28-metrics.md
+// lists no capture metric: /metrics shows the process families, and with broker sources the
+// inbox families of the sources and those of the database pool.
 package node
 
 import (
@@ -40,6 +50,7 @@ import (
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/service/sources"
 	"github.com/alternayte/queuebox/shared/waker"
 )
 
@@ -53,9 +64,10 @@ const (
 
 // Settings are the node's settings that are not configuration keys.
 type Settings struct {
-	// PollFunction is the poll function to wake. Required.
+	// PollFunction is the poll function to wake. Required when the node runs capture.
 	PollFunction string
-	// RelayFunction is the relay function to wake. Optional.
+	// RelayFunction is the relay function to wake. Optional: without it, the relay function's
+	// schedule finds the stored rows.
 	RelayFunction string
 	// WakeInterval is the debounce interval of each function's invokes. Default 1 s.
 	WakeInterval time.Duration
@@ -64,7 +76,10 @@ type Settings struct {
 }
 
 // ParseSettings reads the settings from env, the environment as service.EnvMap returns it.
-func ParseSettings(env map[string]string) (Settings, error) {
+// withCapture says whether the node runs capture (outbox.capture.enabled): the poll function
+// is required then, and only then (a node that runs only broker sources wakes the relay
+// function alone).
+func ParseSettings(env map[string]string, withCapture bool) (Settings, error) {
 	s := Settings{
 		PollFunction:  strings.TrimSpace(env[PollFunctionVariable]),
 		RelayFunction: strings.TrimSpace(env[RelayFunctionVariable]),
@@ -72,7 +87,7 @@ func ParseSettings(env map[string]string) (Settings, error) {
 		WakeInterval:  waker.DefaultInterval,
 	}
 	var problems []error
-	if s.PollFunction == "" {
+	if withCapture && s.PollFunction == "" {
 		problems = append(problems, fmt.Errorf("%s is not set; it names the poll function that capture wakes", PollFunctionVariable))
 	}
 	if v := strings.TrimSpace(env[WakeIntervalVariable]); v != "" {
@@ -96,7 +111,7 @@ type Options struct {
 // Node is the capture node.
 type Node struct {
 	log      *slog.Logger
-	app      *service.App // capture, the health pool and the Lambda wakers
+	app      *service.App // capture, the broker sources, the database and the Lambda wakers
 	metrics  *metrics.Registry
 	addr     string
 	listener net.Listener
@@ -104,40 +119,101 @@ type Node struct {
 	mu       sync.Mutex
 }
 
-// New builds the node's assembly (service.Build): capture, which it requires (it refuses a
-// configuration without postgres-logical capture, and sqlserver-cdc, which this build does
-// not implement), a lazy pool of one connection on database.url (not the capture account's
-// replication connection) for the database health component, and the Lambda wakers of the
-// poll function and, with s.RelayFunction, the relay function, which capture wakes.
+// errNothingToRun refuses a node with neither capture nor a broker source.
+var errNothingToRun = errors.New("outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED) and no broker source " +
+	"is configured (sources.<name> of type rabbitmq, kafka or nats); the capture node runs capture, the broker sources or both: " +
+	"set outbox.capture.enabled true with outbox.capture.mode postgres-logical, or configure a broker source")
+
+// HasBrokerSources reports whether cfg configures a broker source (sources.<name> of type
+// rabbitmq, kafka or nats), which the node then runs.
+func HasBrokerSources(cfg *service.Config) bool {
+	for _, s := range cfg.Sources {
+		if s != nil && s.Broker() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// New builds the node's assembly (service.Build). With outbox.capture.enabled it builds
+// capture (refusing a mode other than postgres-logical, and sqlserver-cdc, which this build
+// does not implement), which wakes the Lambda wakers of the poll function and, with
+// s.RelayFunction, the relay function. With broker sources (sources.Build) it builds them,
+// waking the relay function after they stored push rows, and opens the database (waiting for
+// it, migrating or checking the schema) for the inbox store they write to. A node without
+// broker sources opens no store: the database health component probes a lazy pool of one
+// connection on database.url (not the capture account's replication connection). A
+// configuration with neither capture nor a broker source is refused.
 func New(ctx context.Context, cfg *service.Config, s Settings, o Options, log *slog.Logger) (*Node, error) {
 	n := &Node{log: log, metrics: metrics.New(service.Version), ready: make(chan struct{}), addr: o.Addr}
+	withSources := HasBrokerSources(cfg)
+	if !cfg.Outbox.Capture.Enabled && !withSources {
+		return nil, service.NewStartError("start the capture node", errNothingToRun)
+	}
+	if cfg.Outbox.Capture.Enabled && s.PollFunction == "" {
+		return nil, service.NewStartError("start capture", fmt.Errorf("%s is not set; it names the poll function that capture wakes", PollFunctionVariable))
+	}
 	lc := func(function string) waker.LambdaConfig {
 		return waker.LambdaConfig{FunctionName: function, Interval: s.WakeInterval, Endpoint: s.Endpoint,
 			Client: o.Client, Payload: []byte(`{"source":"queuebox.capture"}`), Logger: log}
 	}
-	app, err := service.Build(ctx, cfg, service.AppOptions{
+	ao := service.AppOptions{
 		Logger: log, Name: "the capture node",
-		Capture: service.Required, CaptureDecides: true, HealthPool: true,
+		// Capture runs when outbox.capture.enabled; without it, the broker sources are all
+		// that the node runs (the refusal above needs one of them).
+		Capture: service.IfEnabled, CaptureDecides: true,
+		Sources: sources.Build,
+		// Without broker sources the node opens no store, so the database component probes a
+		// health pool of its own.
+		HealthPool: !withSources,
 		RemoteWakers: func(ctx context.Context) (service.Wakers, error) {
-			poll, err := waker.NewLambdaInvoker(ctx, lc(s.PollFunction))
-			if err != nil {
-				return service.Wakers{}, service.NewStartError("build the Lambda waker", err)
+			var w service.Wakers
+			var closers []func()
+			if s.PollFunction != "" {
+				poll, err := waker.NewLambdaInvoker(ctx, lc(s.PollFunction))
+				if err != nil {
+					return service.Wakers{}, service.NewStartError("build the Lambda waker", err)
+				}
+				w.Outbox = poll
+				closers = append(closers, poll.Close)
 			}
-			w := service.Wakers{Outbox: poll, Close: poll.Close}
 			if s.RelayFunction != "" {
 				relay, err := waker.NewLambdaInvoker(ctx, lc(s.RelayFunction))
 				if err != nil {
-					poll.Close()
+					for _, c := range closers {
+						c()
+					}
 					return service.Wakers{}, service.NewStartError("build the Lambda waker", err)
 				}
 				w.Inbox = relay
-				w.Close = func() { poll.Close(); relay.Close() }
+				closers = append(closers, relay.Close)
+			}
+			w.Close = func() {
+				for _, c := range closers {
+					c()
+				}
 			}
 			return w, nil
 		},
-	})
+	}
+	if withSources {
+		// The sources report the inbox families, and the store's pool its own.
+		ao.Metrics = n.metrics
+		ao.Pool = metrics.NewPoolTracer(n.metrics, metrics.PoolName)
+	}
+	app, err := service.Build(ctx, cfg, ao)
 	if err != nil {
 		return nil, err
+	}
+	if app.Sources != nil {
+		if s.RelayFunction == "" {
+			log.Warn("the broker sources wake no relay function: " + RelayFunctionVariable + " is not set, so the relay " +
+				"function's schedule forwards their push rows")
+		}
+		if err := app.Open(ctx); err != nil {
+			app.Close()
+			return nil, err
+		}
 	}
 	n.app = app
 	if n.addr == "" {
@@ -146,7 +222,7 @@ func New(ctx context.Context, cfg *service.Config, s Settings, o Options, log *s
 	return n, nil
 }
 
-// Connector returns the capture connector.
+// Connector returns the capture connector, or nil when the node runs only broker sources.
 func (n *Node) Connector() *capture.Connector { return n.app.Capture }
 
 // Ready is closed when the node listens.
@@ -162,9 +238,13 @@ func (n *Node) Addr() net.Addr {
 	return n.listener.Addr()
 }
 
+// Sources returns the broker sources, or nil when none is configured.
+func (n *Node) Sources() service.SourceGroup { return n.app.Sources }
+
 // Handler serves the health routes and /metrics. The database component decides readiness
 // as everywhere (spec/26-http-api.md); outbox-capture decides it too in the node, since
-// capture is all that the node does.
+// capture is one of the two things that the node does, and so does each broker source's
+// component (rabbitmq.<name>, kafka.<name>, nats.<name>).
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", n.metrics.Handler())
@@ -173,9 +253,14 @@ func (n *Node) Handler() http.Handler {
 	return mux
 }
 
-// Run serves and captures until ctx is done, then stops the server (draining for up to 5 s),
-// capture and the wakers. It returns an error when the node cannot listen, and when a capture
-// fault stops the stream: the node exists for capture, so it exits and says why.
+// Run serves, captures and consumes until ctx is done. The broker sources start once the
+// node listens, storing into the inbox through the database that New opened. At shutdown
+// the broker sources stop first (a batch whose store began is finished and acknowledged,
+// within service.SourceStopTimeout), then capture, then the server (draining for up to 5 s)
+// and the wakers. It returns an error when the node cannot listen, and when a capture fault
+// stops the stream: capture needs a decision then, so the node exits and says why. A broker
+// source that stops for good (a missing queue or stream) stays down in its health component
+// and the node goes on.
 func (n *Node) Run(ctx context.Context) error {
 	defer n.app.Close()
 	ln, err := net.Listen("tcp", n.addr)
@@ -197,33 +282,53 @@ func (n *Node) Run(ctx context.Context) error {
 	capCtx, stopCapture := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopCapture()
 	capDone := make(chan error, 1)
+	var faulted <-chan struct{} // nil without capture: never ready
 	conn := n.app.Capture
-	go func() { capDone <- conn.Run(capCtx) }()
-	identity, slot := n.app.CaptureNames()
-	n.log.Info("QueueBox capture node started", "version", service.Version, "address", ln.Addr().String(),
-		"identity", identity, "slot", slot)
+	if conn != nil {
+		faulted = conn.Faulted()
+		go func() { capDone <- conn.Run(capCtx) }()
+	}
+	srcs := n.app.Sources
+	if srcs != nil {
+		srcs.Start(context.WithoutCancel(ctx), n.app.DB.Store)
+	}
+	attrs := []any{"version", service.Version, "address", ln.Addr().String(), "capture", conn != nil}
+	if conn != nil {
+		identity, slot := n.app.CaptureNames()
+		attrs = append(attrs, "identity", identity, "slot", slot)
+	}
+	if srcs != nil {
+		attrs = append(attrs, "broker_sources", srcs.Len())
+	}
+	n.log.Info("QueueBox capture node started", attrs...)
 
 	var runErr error
 	select {
 	case <-ctx.Done():
 	case runErr = <-serveErr:
-	case <-conn.Faulted():
+	case <-faulted:
 		runErr = service.NewStartError("run capture", conn.Fault())
 	}
 	n.log.Info("QueueBox capture node is shutting down")
+	if srcs != nil && !srcs.Stop(service.SourceStopTimeout) {
+		n.log.Warn("a broker source did not stop in time", "timeout", service.SourceStopTimeout.String())
+	}
+	stopCapture()
+	if conn != nil {
+		<-capDone
+	}
 	drainCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if err := srv.Shutdown(drainCtx); err != nil {
 		n.log.Warn("HTTP server did not drain in time", "error", redact.Error(err))
 	}
 	cancel()
-	stopCapture()
-	<-capDone
 	n.log.Info("QueueBox capture node stopped")
 	return runErr
 }
 
 // Main runs the capture node of capturenode/main.go and returns its exit code: 0 after a
-// clean stop, 1 when the configuration, the settings or the start fail, or capture faults.
+// clean stop, 1 when the configuration, the settings or the start fail (a configuration with
+// neither capture nor a broker source among them), or capture faults.
 func Main(ctx context.Context, environ []string, readFile func(string) ([]byte, error), stderr io.Writer) int {
 	log := service.NewLogger(stderr, slog.LevelInfo)
 	env := service.EnvMap(environ)
@@ -235,7 +340,7 @@ func Main(ctx context.Context, environ []string, readFile func(string) ([]byte, 
 		fmt.Fprint(stderr, service.LoadErrorText(err))
 		return 1
 	}
-	settings, err := ParseSettings(env)
+	settings, err := ParseSettings(env, cfg.Outbox.Capture.Enabled)
 	if err != nil {
 		fmt.Fprintf(stderr, "QueueBox could not read the capture node settings. Reason: %s\n", redact.Error(err))
 		return 1

@@ -12,3 +12,10 @@ import (
 func NewWithRootCAs(name string, c Config, roots *x509.CertPool) (*Publisher, error) {
 	return newPublisher(name, c, func(_ *[]kgo.Opt, tc *tls.Config) { tc.RootCAs = roots })
 }
+
+// WithClientOpts returns c with opts added to the consumer's client options, for a test that
+// needs a shorter group session than the default.
+func WithClientOpts(c SourceConfig, opts ...kgo.Opt) SourceConfig {
+	c.extra = append(c.extra, opts...)
+	return c
+}

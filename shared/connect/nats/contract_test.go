@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alternayte/queuebox/shared/connect/connecttest"
 	qbnats "github.com/alternayte/queuebox/shared/connect/nats"
 	"github.com/alternayte/queuebox/shared/connect/publishtest"
 	"github.com/alternayte/queuebox/shared/outbox"
@@ -46,11 +47,11 @@ func TestPublisherContract(t *testing.T) {
 			if !ok {
 				t.Fatal("the target has no proxy")
 			}
-			px := v.(*proxy)
-			px.cut()
+			px := v.(*connecttest.Proxy)
+			px.Cut()
 			return nil, func() {
-				if px.accepted() < 2 {
-					t.Fatalf("the proxy saw %d connections, want a reconnect", px.accepted())
+				if px.Accepted() < 2 {
+					t.Fatalf("the proxy saw %d connections, want a reconnect", px.Accepted())
 				}
 			}
 		},
@@ -63,8 +64,8 @@ func TestPublisherContract(t *testing.T) {
 // message and that the stream holds n messages exactly.
 func newTarget(t *testing.T) publishtest.Target {
 	f := newFixture(t)
-	px := newProxy(t, "127.0.0.1:4222")
-	p := newPublisher(t, qbnats.Config{Servers: []string{"nats://" + px.addr()}, Subject: f.prefix + ".{{ key }}", Timeout: 30 * time.Second})
+	px := connecttest.Listen(t, "127.0.0.1:4222")
+	p := newPublisher(t, qbnats.Config{Servers: []string{"nats://" + px.Addr()}, Subject: f.prefix + ".{{ key }}", Timeout: 30 * time.Second})
 	proxies.Store(p, px)
 	t.Cleanup(func() { proxies.Delete(p) })
 	return publishtest.Target{

@@ -6,9 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -341,87 +339,4 @@ func TestCoreNATS(t *testing.T) {
 		"x-attempt":     {"3"},
 		"x-message-key": {m.Key},
 	})
-}
-
-// proxy forwards loopback TCP connections to a target, and can cut them all.
-type proxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	count  int
-	wg     sync.WaitGroup
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	px := &proxy{ln: ln, target: target}
-	px.wg.Add(1)
-	go px.serve()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		px.cut()
-		px.wg.Wait()
-	})
-	return px
-}
-
-func (px *proxy) addr() string { return px.ln.Addr().String() }
-
-func (px *proxy) accepted() int {
-	px.mu.Lock()
-	defer px.mu.Unlock()
-	return px.count
-}
-
-func (px *proxy) serve() {
-	defer px.wg.Done()
-	for {
-		c, err := px.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", px.target)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		px.mu.Lock()
-		px.count++
-		px.conns = append(px.conns, c, up)
-		px.mu.Unlock()
-		px.wg.Add(2)
-		go px.pipe(c, up)
-		go px.pipe(up, c)
-	}
-}
-
-func (px *proxy) pipe(dst, src net.Conn) {
-	defer px.wg.Done()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			_ = dst.Close()
-			return
-		}
-	}
-}
-
-func (px *proxy) cut() {
-	px.mu.Lock()
-	defer px.mu.Unlock()
-	for _, c := range px.conns {
-		_ = c.Close()
-	}
-	px.conns = nil
 }

@@ -1,0 +1,140 @@
+package nats_test
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/alternayte/queuebox/shared/connect/consumetest"
+	qbnats "github.com/alternayte/queuebox/shared/connect/nats"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest/dbstore"
+)
+
+// TestBatchSizeBoundsEachStoredBatch: no insert holds more messages than one fetch.
+func TestBatchSizeBoundsEachStoredBatch(t *testing.T) {
+	pool, st := dbstore.New(t)
+	f := newFixture(t)
+	const n = 100
+	for i := range n {
+		f.produce(t, "b", `{"id":"b-`+strconv.Itoa(i)+`"}`, nil)
+	}
+	sink := consumetest.NewFailingSink(st)
+	s := newSource(t, f, qbnats.SourceConfig{BatchSize: 7})
+	consumetest.Start(t, s, sink)
+	dbtest.WaitInboxRows(t, pool, s.Name(), n, waitLimit)
+	if got := sink.MaxBatch(); got > 7 {
+		t.Errorf("an insert held %d messages, above batchSize 7", got)
+	}
+}
+
+// privateServer starts a NATS server with JetStream on a free port with the given auth
+// arguments, for the credential tests (the machine's server has no auth).
+func privateServer(t *testing.T, auth ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("nats-server")
+	if err != nil {
+		bin = "/usr/sbin/nats-server"
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	args := append([]string{"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", t.TempDir()}, auth...)
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting a private nats-server (%s): %v; install the nats-server package", bin, err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	deadline := time.Now().Add(waitLimit)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			_ = c.Close()
+			return "nats://" + addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the private nats-server did not listen on %s", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestCredentials consumes from servers that require a token, or a user name and a
+// password; wrong credentials leave the source down with a reason that holds no secret.
+func TestCredentials(t *testing.T) {
+	cases := []struct {
+		name      string
+		auth      []string
+		client    natsgo.Option
+		good, bad qbnats.SourceConfig
+		secret    string
+	}{
+		{"token", []string{"--auth", "tok-s3cret"}, natsgo.Token("tok-s3cret"),
+			qbnats.SourceConfig{Token: "tok-s3cret"}, qbnats.SourceConfig{Token: "tok-wrong-777"}, "tok-wrong-777"},
+		{"user and password", []string{"--user", "qb", "--pass", "pw-s3cret"}, natsgo.UserInfo("qb", "pw-s3cret"),
+			qbnats.SourceConfig{Username: "qb", Password: "pw-s3cret"}, qbnats.SourceConfig{Username: "qb", Password: "pw-wrong-777"}, "pw-wrong-777"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pool, st := dbstore.New(t)
+			url := privateServer(t, tc.auth...)
+			nc, err := natsgo.Connect(url, tc.client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(nc.Close)
+			js, err := jetstream.New(nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "AUTH", Subjects: []string{"auth.>"}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := js.Publish(ctx, "auth.x", []byte(`{"id":"auth-1"}`)); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []*qbnats.SourceConfig{&tc.good, &tc.bad} {
+				c.Servers, c.Stream, c.Durable = []string{url}, "AUTH", "qb-"+unique(t)
+				c.Intake.Name = "nats-auth-" + unique(t)
+			}
+			good, err := qbnats.NewSource(tc.good)
+			if err != nil {
+				t.Fatal(err)
+			}
+			consumetest.Start(t, good, st)
+			dbtest.WaitInboxRows(t, pool, good.Name(), 1, waitLimit)
+
+			bad, err := qbnats.NewSource(tc.bad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runCtx, cancel := context.WithTimeout(ctx, waitLimit)
+			defer cancel()
+			runErr := bad.Run(runCtx, st)
+			cerr := bad.Check(ctx)
+			if runErr == nil || cerr == nil {
+				t.Fatalf("the source with wrong credentials: Run = %v, health = %v; want both errors", runErr, cerr)
+			}
+			for _, text := range []string{runErr.Error(), cerr.Error()} {
+				if strings.Contains(text, tc.secret) {
+					t.Errorf("an error shows the credential: %s", text)
+				}
+			}
+			if rs := dbtest.InboxRows(t, pool, bad.Name()); len(rs) != 0 {
+				t.Errorf("the source with wrong credentials stored %d rows", len(rs))
+			}
+		})
+	}
+}

@@ -1,0 +1,306 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/alternayte/queuebox/shared/connect"
+	"github.com/alternayte/queuebox/shared/inbox"
+	"github.com/alternayte/queuebox/shared/redact"
+)
+
+// Defaults of a NATS source.
+const (
+	// DefaultAckWait is the default of sources.<name>.ackWaitMs.
+	DefaultAckWait = 30 * time.Second
+	// DefaultBatchSize is the default of sources.<name>.batchSize.
+	DefaultBatchSize = 100
+	// fetchWait bounds one fetch that finds nothing, so the consumer notices a stop or a
+	// broken connection.
+	fetchWait = 5 * time.Second
+)
+
+// SourceConfig is one NATS JetStream source (sources.<name> with servers, stream and
+// durable, spec/07-bridge-a-broker.md).
+type SourceConfig struct {
+	// Servers are the server URLs. Required.
+	Servers []string
+	// Stream is the JetStream stream; QueueBox never creates it. Required.
+	Stream string
+	// Durable names the durable consumer, which the source creates or updates; replicas
+	// with the same name share the work. Required.
+	Durable string
+	// FilterSubject limits the consumer to a subject. Empty: every subject of the stream.
+	FilterSubject string
+	// AckWait is how long JetStream waits for the acknowledgement before it redelivers.
+	// Default: DefaultAckWait.
+	AckWait time.Duration
+	// BatchSize is the largest number of messages in one fetch, stored together.
+	// Default: DefaultBatchSize.
+	BatchSize int
+	// Username with Password, or Token, authenticate the connection.
+	Username, Password, Token string
+	// Intake holds how the inbox stores the messages. Its Name is the source name. Required.
+	Intake inbox.BrokerSource
+	// IntakeOptions are the metrics, waker, logger and clock of the intake.
+	IntakeOptions inbox.IntakeOptions
+	// Logger receives the consumer's log lines. Default: slog.Default().
+	Logger *slog.Logger
+	// Backoff is the wait between two attempts to set up the consumer, and after a failed
+	// store. Default: 250 ms doubling to 30 s.
+	Backoff connect.Backoff
+}
+
+// WithDefaults returns c with every unset optional field at its default.
+func (c SourceConfig) WithDefaults() SourceConfig {
+	if c.AckWait <= 0 {
+		c.AckWait = DefaultAckWait
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.IntakeOptions.Logger == nil {
+		c.IntakeOptions.Logger = c.Logger
+	}
+	return c
+}
+
+func (c SourceConfig) validate() error {
+	name := c.Intake.Name
+	switch {
+	case name == "":
+		return errors.New("creating NATS source: a source name is required")
+	case len(c.Servers) == 0:
+		return fmt.Errorf("source %s: servers is required", name)
+	case c.Stream == "":
+		return fmt.Errorf("source %s: stream is required", name)
+	case c.Durable == "":
+		return fmt.Errorf("source %s: durable is required", name)
+	case c.Token != "" && c.Username != "":
+		return fmt.Errorf("source %s: set a token or a user name, not both", name)
+	}
+	return nil
+}
+
+// Source consumes a JetStream stream through a durable pull consumer into the inbox: it
+// stores each fetched batch with one batched insert, acknowledges each message once the
+// rows commit, and sends a negative acknowledgement when the store fails, so JetStream
+// delivers it again at once. The client reconnects by itself after the connection breaks.
+// Its Check is the health component nats.<name>.
+type Source struct {
+	cfg     SourceConfig
+	state   connect.SourceState
+	secrets []string
+}
+
+// NewSource checks c and returns the source; it makes no connection.
+func NewSource(c SourceConfig) (*Source, error) {
+	c = c.WithDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	s := &Source{cfg: c}
+	for _, secret := range []string{c.Password, c.Token} {
+		if secret != "" {
+			s.secrets = append(s.secrets, secret)
+		}
+	}
+	for _, srv := range c.Servers {
+		if u, err := url.Parse(srv); err == nil && u.User != nil {
+			if pw, ok := u.User.Password(); ok {
+				s.secrets = append(s.secrets, pw)
+			} else if u.User.Username() != "" {
+				s.secrets = append(s.secrets, u.User.Username())
+			}
+		}
+	}
+	return s, nil
+}
+
+// Name returns the source name.
+func (s *Source) Name() string { return s.cfg.Intake.Name }
+
+// Check is the probe of the health component nats.<name>.
+func (s *Source) Check(ctx context.Context) error { return s.state.Check(ctx) }
+
+// scrub removes the source's credentials from an error text.
+func (s *Source) scrub(err error) string {
+	text := redact.Error(err)
+	for _, secret := range s.secrets {
+		text = strings.ReplaceAll(text, secret, redactedMark)
+	}
+	return text
+}
+
+// Run consumes until ctx ends, storing through sink, and returns ctx's error; or it returns
+// an error wrapping connect.ErrStopped when the stream is missing. A batch whose store
+// began is finished and acknowledged after ctx ends; JetStream redelivers what the consumer
+// fetched beyond it after AckWait.
+func (s *Source) Run(ctx context.Context, sink inbox.Inserter) error {
+	intake, err := inbox.NewIntake(s.cfg.Intake, sink, s.cfg.IntakeOptions)
+	if err != nil {
+		return err
+	}
+	log := s.cfg.Logger.With(slog.String("source", s.Name()))
+	opts := []natsgo.Option{
+		natsgo.Name("queuebox source " + s.Name()),
+		natsgo.MaxReconnects(-1),
+		natsgo.RetryOnFailedConnect(true),
+		natsgo.ErrorHandler(func(*natsgo.Conn, *natsgo.Subscription, error) {}),
+		natsgo.DisconnectErrHandler(func(nc *natsgo.Conn, err error) {
+			if !nc.IsClosed() { // a close at the end of Run keeps the final state
+				s.state.Down("the connection to NATS is lost; reconnecting", err)
+			}
+		}),
+	}
+	if s.cfg.Username != "" {
+		opts = append(opts, natsgo.UserInfo(s.cfg.Username, s.cfg.Password))
+	}
+	if s.cfg.Token != "" {
+		opts = append(opts, natsgo.Token(s.cfg.Token))
+	}
+	nc, err := natsgo.Connect(strings.Join(s.cfg.Servers, ","), opts...)
+	if err != nil {
+		err = fmt.Errorf("source %s: connecting to NATS: %s", s.Name(), s.scrub(err))
+		s.state.Down("the source cannot connect to NATS", err)
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("source %s: %s", s.Name(), s.scrub(err))
+	}
+	backoff := s.cfg.Backoff
+	for {
+		err := s.consume(ctx, js, intake, &backoff, log)
+		if ctx.Err() != nil {
+			s.state.Down("the source stopped", nil)
+			return ctx.Err()
+		}
+		if errors.Is(err, connect.ErrStopped) {
+			s.state.Down(err.Error(), nil)
+			log.Error("nats source stopped", slog.String("error", err.Error()))
+			return err
+		}
+		s.state.Down("the consumer is reconnecting to NATS", err)
+		log.Warn("nats source: the consumer failed; retrying", slog.String("error", s.scrub(err)))
+		if backoff.Wait(ctx) != nil {
+			s.state.Down("the source stopped", nil)
+			return ctx.Err()
+		}
+	}
+}
+
+// consume sets up the durable consumer and fetches, stores and acknowledges batches until
+// ctx ends or a fetch fails.
+func (s *Source) consume(ctx context.Context, js jetstream.JetStream, intake *inbox.Intake, backoff *connect.Backoff, log *slog.Logger) error {
+	setup, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	stream, err := js.Stream(setup, s.cfg.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("source %s: stream %q does not exist; create it before QueueBox starts (QueueBox never creates a stream): %w",
+			s.Name(), s.cfg.Stream, connect.ErrStopped)
+	}
+	if err != nil {
+		return fmt.Errorf("source %s: looking up stream %q: %s", s.Name(), s.cfg.Stream, s.scrub(err))
+	}
+	cons, err := stream.CreateOrUpdateConsumer(setup, jetstream.ConsumerConfig{
+		Durable:       s.cfg.Durable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.cfg.AckWait,
+		FilterSubject: s.cfg.FilterSubject,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxAckPending: max(1000, 2*s.cfg.BatchSize),
+	})
+	if err != nil {
+		return fmt.Errorf("source %s: creating durable consumer %q on stream %q: %s", s.Name(), s.cfg.Durable, s.cfg.Stream, s.scrub(err))
+	}
+	s.state.Up()
+	backoff.Reset()
+	log.Info("nats source consuming", slog.String("stream", s.cfg.Stream), slog.String("durable", s.cfg.Durable))
+
+	batch := make([]jetstream.Msg, 0, s.cfg.BatchSize)
+	msgs := make([]inbox.Delivery, 0, s.cfg.BatchSize)
+	for {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		fctx, fcancel := context.WithTimeout(ctx, fetchWait)
+		fetched, err := cons.Fetch(s.cfg.BatchSize, jetstream.FetchContext(fctx))
+		if err != nil {
+			fcancel()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("source %s: fetching: %s", s.Name(), s.scrub(err))
+		}
+		batch, msgs = batch[:0], msgs[:0]
+		for m := range fetched.Messages() {
+			batch = append(batch, m)
+		}
+		fcancel()
+		if err := fetched.Error(); err != nil && ctx.Err() == nil && !errors.Is(err, natsgo.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+			log.Debug("nats source: a fetch ended early", slog.String("error", s.scrub(err)))
+		}
+		if nc := js.Conn(); nc.IsConnected() {
+			s.state.Up()
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		for _, m := range batch {
+			msgs = append(msgs, delivery(m))
+		}
+		sctx, cancel := connect.StoreContext(ctx)
+		_, err = intake.Store(sctx, msgs)
+		cancel()
+		if err != nil {
+			log.Error("nats source: storing messages failed; sending negative acknowledgements", slog.Int("messages", len(batch)), slog.Any("error", err))
+			for _, m := range batch {
+				_ = m.Nak()
+			}
+			if backoff.Wait(ctx) != nil {
+				return ctx.Err()
+			}
+			continue
+		}
+		backoff.Reset()
+		for _, m := range batch {
+			if err := m.Ack(); err != nil {
+				// The row is stored: JetStream delivers the message again after AckWait
+				// and the store finds it a duplicate.
+				log.Warn("nats source: acknowledging a stored message failed", slog.String("error", s.scrub(err)))
+			}
+		}
+	}
+}
+
+// delivery converts a JetStream message: every header with its last value, Nats-Msg-Id as
+// the third idempotency key.
+func delivery(m jetstream.Msg) inbox.Delivery {
+	h := m.Headers()
+	d := inbox.Delivery{Body: m.Data()}
+	if len(h) > 0 {
+		d.Headers = make(map[string]string, len(h))
+		for name, values := range h {
+			if len(values) > 0 {
+				d.Headers[name] = values[len(values)-1]
+			}
+		}
+		if ids := h.Values(HeaderMsgID); len(ids) > 0 {
+			d.BrokerKey = ids[len(ids)-1]
+		}
+	}
+	return d
+}

@@ -1,0 +1,364 @@
+package rabbitmq
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/alternayte/queuebox/shared/connect"
+	"github.com/alternayte/queuebox/shared/inbox"
+)
+
+// DefaultPrefetchCount is the default of sources.<name>.prefetchCount.
+const DefaultPrefetchCount = 10
+
+// SourceConfig is one RabbitMQ source (sources.<name> with queueName and connectionUrl,
+// spec/07-bridge-a-broker.md).
+type SourceConfig struct {
+	// URL is connectionUrl, the AMQP URI of the broker. Required.
+	URL string
+	// Queue is queueName, the queue to consume. Required.
+	Queue string
+	// PrefetchCount is the largest number of unacknowledged deliveries, and so the largest
+	// number of messages stored in one batch. Default: DefaultPrefetchCount.
+	PrefetchCount int
+	// DeclareQueue declares the queue as durable before the consumer starts; otherwise a
+	// missing queue stops the source with an error that names it. Default: false.
+	DeclareQueue bool
+	// Intake holds how the inbox stores the messages (keys, filter, transform). Its Name is
+	// the source name. Required.
+	Intake inbox.BrokerSource
+	// IntakeOptions are the metrics, waker, logger and clock of the intake.
+	IntakeOptions inbox.IntakeOptions
+	// Logger receives the consumer's log lines. Default: slog.Default().
+	Logger *slog.Logger
+	// Backoff is the wait between two connection attempts, and after a failed store.
+	// Default: 250 ms doubling to 30 s.
+	Backoff connect.Backoff
+}
+
+// WithDefaults returns c with every unset optional field at its default.
+func (c SourceConfig) WithDefaults() SourceConfig {
+	if c.PrefetchCount <= 0 {
+		c.PrefetchCount = DefaultPrefetchCount
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.IntakeOptions.Logger == nil {
+		c.IntakeOptions.Logger = c.Logger
+	}
+	return c
+}
+
+func (c SourceConfig) validate() error {
+	if c.Intake.Name == "" {
+		return errors.New("creating RabbitMQ source: a source name is required")
+	}
+	if c.Queue == "" {
+		return fmt.Errorf("source %s: queueName is required", c.Intake.Name)
+	}
+	if _, err := amqp.ParseURI(c.URL); err != nil {
+		return fmt.Errorf("source %s: connectionUrl: %s", c.Intake.Name, uriError(err, c.URL))
+	}
+	return nil
+}
+
+// Source consumes one RabbitMQ queue into the inbox: it stores the deliveries of each
+// prefetch window with one batched insert, acknowledges them once the rows commit, and
+// requeues them when the store fails. It reconnects with backoff after the connection
+// breaks. Its State is the health component rabbitmq.<name>.
+type Source struct {
+	cfg   SourceConfig
+	state connect.SourceState
+}
+
+// NewSource checks c and returns the source; it makes no connection.
+func NewSource(c SourceConfig) (*Source, error) {
+	c = c.WithDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return &Source{cfg: c}, nil
+}
+
+// Name returns the source name.
+func (s *Source) Name() string { return s.cfg.Intake.Name }
+
+// Check is the probe of the health component rabbitmq.<name>: nil while the consumer
+// consumes.
+func (s *Source) Check(ctx context.Context) error { return s.state.Check(ctx) }
+
+// Run consumes until ctx ends, storing through sink, and returns ctx's error; or it returns
+// an error wrapping connect.ErrStopped when the queue is missing. A batch whose store began
+// is finished and acknowledged after ctx ends; what the consumer holds beyond it returns to
+// the queue when the connection closes.
+func (s *Source) Run(ctx context.Context, sink inbox.Inserter) error {
+	intake, err := inbox.NewIntake(s.cfg.Intake, sink, s.cfg.IntakeOptions)
+	if err != nil {
+		return err
+	}
+	log := s.cfg.Logger.With(slog.String("source", s.Name()))
+	backoff := s.cfg.Backoff
+	for {
+		err := s.session(ctx, intake, &backoff, log)
+		if ctx.Err() != nil {
+			s.state.Down("the source stopped", nil)
+			return ctx.Err()
+		}
+		if errors.Is(err, connect.ErrStopped) {
+			s.state.Down(err.Error(), nil)
+			log.Error("rabbitmq source stopped", slog.Any("error", err))
+			return err
+		}
+		s.state.Down("the consumer is reconnecting to the broker", err)
+		log.Warn("rabbitmq source: the consumer lost the broker; reconnecting", slog.Any("error", err))
+		if backoff.Wait(ctx) != nil {
+			s.state.Down("the source stopped", nil)
+			return ctx.Err()
+		}
+	}
+}
+
+// session connects, consumes until the connection breaks or ctx ends, and closes the
+// connection, which returns every unacknowledged delivery to the queue.
+func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *connect.Backoff, log *slog.Logger) error {
+	props := amqp.NewConnectionProperties()
+	props.SetClientConnectionName("queuebox source " + s.Name())
+	conn, err := amqp.DialConfig(s.cfg.URL, amqp.Config{
+		Heartbeat:  10 * time.Second,
+		Properties: props,
+		Dial:       amqp.DefaultDial(dialTimeout),
+	})
+	if err != nil {
+		return fmt.Errorf("connecting source %s: %s", s.Name(), uriError(err, s.cfg.URL))
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("opening a channel for source %s: %w", s.Name(), err)
+	}
+	if s.cfg.DeclareQueue {
+		_, err = ch.QueueDeclare(s.cfg.Queue, true, false, false, false, nil)
+	} else {
+		_, err = ch.QueueDeclarePassive(s.cfg.Queue, true, false, false, false, nil)
+	}
+	if err != nil {
+		var aerr *amqp.Error
+		if errors.As(err, &aerr) && aerr.Code == amqp.NotFound {
+			return fmt.Errorf("source %s: queue %q does not exist on the broker; create it, or set declareQueue: true: %w",
+				s.Name(), s.cfg.Queue, connect.ErrStopped)
+		}
+		if errors.As(err, &aerr) && aerr.Code == amqp.AccessRefused {
+			return fmt.Errorf("source %s: the broker refuses access to queue %q: %s: %w", s.Name(), s.cfg.Queue, aerr.Reason, connect.ErrStopped)
+		}
+		return fmt.Errorf("source %s: checking queue %q: %w", s.Name(), s.cfg.Queue, err)
+	}
+	if err := ch.Qos(s.cfg.PrefetchCount, 0, false); err != nil {
+		return fmt.Errorf("source %s: setting the prefetch count: %w", s.Name(), err)
+	}
+	deliveries, err := ch.Consume(s.cfg.Queue, "queuebox-"+s.Name(), false, false, false, false, nil)
+	if err != nil {
+		return fmt.Errorf("source %s: consuming queue %q: %w", s.Name(), s.cfg.Queue, err)
+	}
+	s.state.Up()
+	backoff.Reset()
+	log.Info("rabbitmq source consuming", slog.String("queue", s.cfg.Queue), slog.Int("prefetch_count", s.cfg.PrefetchCount))
+
+	batch := make([]amqp.Delivery, 0, s.cfg.PrefetchCount)
+	msgs := make([]inbox.Delivery, 0, s.cfg.PrefetchCount)
+	for {
+		batch, msgs = batch[:0], msgs[:0]
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case d, ok := <-deliveries:
+			if !ok {
+				return fmt.Errorf("source %s: the broker closed the consumer: %w", s.Name(), closeReason(conn))
+			}
+			batch = append(batch, d)
+		}
+		// Whatever else of the prefetch window has arrived joins the batch.
+	window:
+		for len(batch) < s.cfg.PrefetchCount {
+			select {
+			case d, ok := <-deliveries:
+				if !ok {
+					break window
+				}
+				batch = append(batch, d)
+			default:
+				break window
+			}
+		}
+		for i := range batch {
+			msgs = append(msgs, delivery(&batch[i]))
+		}
+		last := batch[len(batch)-1].DeliveryTag
+		sctx, cancel := connect.StoreContext(ctx)
+		_, err := intake.Store(sctx, msgs)
+		cancel()
+		if err != nil {
+			log.Error("rabbitmq source: storing messages failed; requeueing them", slog.Int("messages", len(batch)), slog.Any("error", err))
+			if nerr := ch.Nack(last, true, true); nerr != nil {
+				return fmt.Errorf("source %s: requeueing after a failed store: %w", s.Name(), nerr)
+			}
+			if backoff.Wait(ctx) != nil {
+				return ctx.Err()
+			}
+			continue
+		}
+		backoff.Reset()
+		// Every delivery up to last is answered: the batch holds each unacknowledged one.
+		if err := ch.Ack(last, true); err != nil {
+			return fmt.Errorf("source %s: acknowledging stored messages: %w", s.Name(), err)
+		}
+	}
+}
+
+// closeReason is the error with which the connection closed, or a generic one.
+func closeReason(conn *amqp.Connection) error {
+	if conn.IsClosed() {
+		return errors.New("the connection closed")
+	}
+	return errors.New("the delivery channel closed")
+}
+
+// delivery converts an AMQP delivery: the headers by the rules of spec/27-inbox-table.md,
+// message_id as the third idempotency key, correlation_id as the second correlation
+// identifier.
+func delivery(d *amqp.Delivery) inbox.Delivery {
+	return inbox.Delivery{
+		Body:          d.Body,
+		Headers:       Headers(d.Headers),
+		BrokerKey:     d.MessageId,
+		CorrelationID: d.CorrelationId,
+	}
+}
+
+// Headers converts AMQP headers to the inbox's text values: a string as it is; a number, a
+// boolean or a timestamp (RFC 3339, UTC) as its string form; a nested table or array as
+// JSON text; a byte array as UTF-8 text, or base64: and its Base64 text when it is not
+// valid UTF-8; a void value as an empty string.
+func Headers(t amqp.Table) map[string]string {
+	if len(t) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(t))
+	for k, v := range t {
+		out[k] = headerText(v)
+	}
+	return out
+}
+
+func headerText(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case []byte:
+		return bytesText(x)
+	case amqp.Table, []any:
+		b, err := json.Marshal(jsonValue(x))
+		if err != nil {
+			return fmt.Sprint(x)
+		}
+		return string(b)
+	}
+	return scalarText(v)
+}
+
+func scalarText(v any) string {
+	switch x := v.(type) {
+	case bool:
+		return strconv.FormatBool(x)
+	case int8:
+		return strconv.FormatInt(int64(x), 10)
+	case int16:
+		return strconv.FormatInt(int64(x), 10)
+	case int32:
+		return strconv.FormatInt(int64(x), 10)
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case int:
+		return strconv.Itoa(x)
+	case uint8:
+		return strconv.FormatUint(uint64(x), 10)
+	case uint16:
+		return strconv.FormatUint(uint64(x), 10)
+	case uint32:
+		return strconv.FormatUint(uint64(x), 10)
+	case uint64:
+		return strconv.FormatUint(x, 10)
+	case float32:
+		return strconv.FormatFloat(float64(x), 'g', -1, 32)
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case time.Time:
+		return x.UTC().Format(time.RFC3339)
+	case amqp.Decimal:
+		return decimalText(x)
+	}
+	return fmt.Sprint(v)
+}
+
+// decimalText renders an AMQP decimal: value * 10^-scale.
+func decimalText(d amqp.Decimal) string {
+	neg := d.Value < 0
+	digits := strconv.FormatInt(int64(d.Value), 10)
+	if neg {
+		digits = digits[1:]
+	}
+	if s := int(d.Scale); s > 0 {
+		for len(digits) <= s {
+			digits = "0" + digits
+		}
+		digits = digits[:len(digits)-s] + "." + digits[len(digits)-s:]
+	}
+	if neg {
+		return "-" + digits
+	}
+	return digits
+}
+
+func bytesText(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return "base64:" + base64.StdEncoding.EncodeToString(b)
+}
+
+// jsonValue converts a nested table or array to values that encoding/json writes: strings,
+// numbers and booleans as themselves, byte arrays and timestamps as their text.
+func jsonValue(v any) any {
+	switch x := v.(type) {
+	case amqp.Table:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = jsonValue(e)
+		}
+		return m
+	case []any:
+		a := make([]any, len(x))
+		for i, e := range x {
+			a[i] = jsonValue(e)
+		}
+		return a
+	case nil, string, bool, int8, int16, int32, int64, int, uint8, uint16, uint32, uint64, float32, float64:
+		return x
+	case []byte:
+		return bytesText(x)
+	case amqp.Decimal:
+		return json.Number(decimalText(x))
+	}
+	return scalarText(v)
+}

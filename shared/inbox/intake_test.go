@@ -1,0 +1,240 @@
+package inbox_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alternayte/queuebox/shared/filter"
+	"github.com/alternayte/queuebox/shared/inbox"
+	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/postgres"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
+)
+
+// The intake tests cover what the broker source tests of shared/connect do not: the filter,
+// the transform strategies, the length limit of a header key, a refused value within a batch,
+// and the wake of push and pull sources, on a real PostgreSQL database.
+
+// intakeEnv is one broker intake on a private database.
+type intakeEnv struct {
+	pool    *pgxpool.Pool
+	intake  *inbox.Intake
+	metrics *countingMetrics
+	waker   *countingWaker
+}
+
+func newIntake(t *testing.T, src inbox.BrokerSource) *intakeEnv {
+	t.Helper()
+	pool, _ := dbtest.Migrated(t)
+	st, err := postgres.New(pool, store.DefaultNames())
+	require.NoError(t, err)
+	e := &intakeEnv{pool: pool, metrics: &countingMetrics{}, waker: &countingWaker{}}
+	if src.Name == "" {
+		src.Name = "broker"
+	}
+	e.intake, err = inbox.NewIntake(src, st, inbox.IntakeOptions{
+		Metrics: e.metrics, Waker: e.waker, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	return e
+}
+
+func (e *intakeEnv) store(t *testing.T, ds ...inbox.Delivery) []inbox.Outcome {
+	t.Helper()
+	out, err := e.intake.Store(context.Background(), ds)
+	require.NoError(t, err)
+	require.Len(t, out, len(ds))
+	return out
+}
+
+func (e *intakeEnv) rows(t *testing.T) []row { return sourceRows(t, e.pool, e.intake.Name()) }
+
+func (e *intakeEnv) row(t *testing.T, key string) row {
+	t.Helper()
+	for _, r := range e.rows(t) {
+		if r.Key == key {
+			return r
+		}
+	}
+	t.Fatalf("no row with key %q", key)
+	return row{}
+}
+
+func TestIntakeHeaderFilterDropsAndCounts(t *testing.T) {
+	t.Parallel()
+	e := newIntake(t, inbox.BrokerSource{Name: "filtered",
+		Filter: filter.Config{Require: []filter.Rule{{Header: "X-Env", Equals: new("prod")}}}})
+	out := e.store(t,
+		inbox.Delivery{Body: []byte(`{"id":"dev-1"}`), Headers: map[string]string{"X-Env": "dev"}},
+		inbox.Delivery{Body: []byte(`{"id":"none-1"}`)},
+		inbox.Delivery{Body: []byte(`{"id":"prod-1"}`), Headers: map[string]string{"x-ENV": "prod"}},
+	)
+	assert.Equal(t, inbox.Filtered, out[0].Status)
+	assert.Empty(t, out[0].ID)
+	assert.Equal(t, inbox.Filtered, out[1].Status)
+	assert.Equal(t, inbox.Stored, out[2].Status)
+	assert.Equal(t, 2, e.metrics.get("filtered:filtered"), "queuebox_inbox_filtered_total counts each dropped message")
+	rows := e.rows(t)
+	require.Len(t, rows, 1, "a filtered message has no row")
+	assert.Equal(t, "prod-1", rows[0].Key)
+	assert.Equal(t, 1, e.metrics.get("message:new"))
+
+	// A batch that the filter drops entirely writes nothing and wakes nothing.
+	before := e.waker.n.Load()
+	out = e.store(t, inbox.Delivery{Body: []byte(`{"id":"dev-2"}`), Headers: map[string]string{"X-Env": "dev"}})
+	assert.Equal(t, inbox.Filtered, out[0].Status)
+	assert.Len(t, e.rows(t), 1)
+	assert.Equal(t, before, e.waker.n.Load())
+}
+
+func TestIntakeTransformStoresItsOutput(t *testing.T) {
+	t.Parallel()
+	tr := &fakeTransform{}
+	e := newIntake(t, inbox.BrokerSource{Transform: tr})
+	out := e.store(t, inbox.Delivery{Body: []byte(`{"id":"t-1"}`),
+		Headers: map[string]string{"X-Event-Type": "order.created", "X-Tenant": "acme"}})
+	require.Equal(t, inbox.Stored, out[0].Status)
+	r := e.row(t, "t-1")
+	assert.Equal(t, "pending", r.State)
+	assert.Equal(t, "order.created", r.EventType)
+	assert.JSONEq(t, `{"wrapped":{"id":"t-1"},"source":"broker","topic":"order.created","key":"t-1",
+		"headers":{"X-Event-Type":"order.created","X-Tenant":"acme"}}`, r.Payload)
+	tr.mu.Lock()
+	in := tr.seen[0]
+	tr.mu.Unlock()
+	assert.Equal(t, "order.created", in.EventType)
+	assert.False(t, in.Timestamp.IsZero())
+	assert.NotEmpty(t, in.MessageID)
+}
+
+func TestIntakeFailedTransform(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		onError inbox.OnError
+		state   string
+		err     string
+	}{
+		{onError: "", state: "dead", err: "Transform failed: boom at $.total"},
+		{onError: inbox.OnErrorFail, state: "dead", err: "Transform failed: boom at $.total"},
+		{onError: inbox.OnErrorDead, state: "dead", err: "Transform failed: boom at $.total"},
+		{onError: inbox.OnErrorSkip, state: "pending"},
+	} {
+		t.Run(string(tt.onError), func(t *testing.T) {
+			t.Parallel()
+			tr := &fakeTransform{}
+			tr.fail.Store(true)
+			e := newIntake(t, inbox.BrokerSource{Transform: tr, OnError: tt.onError})
+			body := `{"id":"f-1","total":[1, 2]}`
+			out := e.store(t, inbox.Delivery{Body: []byte(body)})
+			r := e.row(t, "f-1")
+			assert.Equal(t, tt.state, r.State)
+			assert.Equal(t, tt.err, r.LastError)
+			assert.JSONEq(t, body, r.Payload, "the original payload is stored")
+			if tt.state == "dead" {
+				assert.Equal(t, inbox.StoredDead, out[0].Status)
+				assert.Equal(t, 1, e.metrics.get("rejection:transform_failed"))
+				assert.Zero(t, e.metrics.get("message:new"))
+				assert.Zero(t, e.waker.n.Load(), "a dead row wakes no relay")
+			} else {
+				assert.Equal(t, inbox.Stored, out[0].Status)
+				assert.Zero(t, e.metrics.get("rejection:transform_failed"))
+				assert.Equal(t, 1, e.metrics.get("message:new"))
+			}
+		})
+	}
+}
+
+func TestIntakeOverlongHeaderKeyIsADeadRowUnderTheDigest(t *testing.T) {
+	t.Parallel()
+	e := newIntake(t, inbox.BrokerSource{})
+	body := `{"id":"in-the-body"}`
+	out := e.store(t, inbox.Delivery{Body: []byte(body),
+		Headers: map[string]string{"X-Idempotency-Key": strings.Repeat("k", inbox.MaxKeyLength+1)}})
+	assert.Equal(t, inbox.StoredDead, out[0].Status)
+	assert.NotEmpty(t, out[0].ID)
+	sum := sha256.Sum256([]byte(body))
+	rows := e.rows(t)
+	require.Len(t, rows, 1)
+	assert.Equal(t, inbox.DigestPrefix+hex.EncodeToString(sum[:]), rows[0].Key)
+	assert.Equal(t, "dead", rows[0].State)
+	assert.Equal(t, "Idempotency key exceeds 255 characters", rows[0].LastError)
+	assert.JSONEq(t, body, rows[0].Payload)
+	assert.Equal(t, 1, e.metrics.get("rejection:extraction_failed"))
+
+	// A key of exactly 255 characters is stored as it is.
+	key := strings.Repeat("k", inbox.MaxKeyLength)
+	out = e.store(t, inbox.Delivery{Body: []byte(body), Headers: map[string]string{"x-idempotency-key": key}})
+	assert.Equal(t, inbox.Stored, out[0].Status)
+	assert.Equal(t, "pending", e.row(t, key).State)
+}
+
+func TestIntakeRefusedValueInABatchIsADeadRawRow(t *testing.T) {
+	t.Parallel()
+	e := newIntake(t, inbox.BrokerSource{})
+	out := e.store(t,
+		inbox.Delivery{Body: []byte(`{"id":"good-1"}`)},
+		inbox.Delivery{Body: []byte(`{"id":"bad","v":"a\u0000b"}`)},
+		inbox.Delivery{Body: []byte(`{"id":"good-2"}`)},
+	)
+	assert.Equal(t, []inbox.Status{inbox.Stored, inbox.StoredDead, inbox.Stored},
+		[]inbox.Status{out[0].Status, out[1].Status, out[2].Status})
+	for _, key := range []string{"good-1", "good-2"} {
+		r := e.row(t, key)
+		assert.Equal(t, "pending", r.State, key)
+		assert.JSONEq(t, `{"id":"`+key+`"}`, r.Payload)
+	}
+	bad := e.row(t, "bad")
+	assert.Equal(t, "dead", bad.State)
+	assert.Equal(t, "The database refused a value of the message", bad.LastError)
+	assert.JSONEq(t, `{"raw":"{\"id\":\"bad\",\"v\":\"ab\"}"}`, bad.Payload)
+	assert.Equal(t, 2, e.metrics.get("message:new"))
+	assert.EqualValues(t, 1, e.waker.n.Load())
+}
+
+func TestIntakePullStoresPullAndDoesNotWake(t *testing.T) {
+	t.Parallel()
+	e := newIntake(t, inbox.BrokerSource{Consumption: store.ConsumptionPull})
+	e.store(t, inbox.Delivery{Body: []byte(`{"id":"p-1"}`)}, inbox.Delivery{Body: []byte(`{"id":"p-2"}`)})
+	rows := e.rows(t)
+	require.Len(t, rows, 2)
+	for _, r := range rows {
+		assert.Equal(t, "pull", r.Consumption)
+		assert.Equal(t, "pending", r.State)
+	}
+	assert.Zero(t, e.waker.n.Load())
+}
+
+func TestIntakePushWakesOncePerBatch(t *testing.T) {
+	t.Parallel()
+	e := newIntake(t, inbox.BrokerSource{})
+	batch := []inbox.Delivery{{Body: []byte(`{"id":"w-1"}`)}, {Body: []byte(`{"id":"w-2"}`)}, {Body: []byte(`{"id":"w-3"}`)}}
+	out := e.store(t, batch...)
+	for _, o := range out {
+		assert.Equal(t, inbox.Stored, o.Status)
+	}
+	assert.EqualValues(t, 1, e.waker.n.Load(), "one wake for a batch of three new rows")
+	for _, r := range e.rows(t) {
+		assert.Equal(t, "push", r.Consumption)
+	}
+
+	// The same batch again: three duplicates, no new row, no wake.
+	out = e.store(t, batch...)
+	for _, o := range out {
+		assert.Equal(t, inbox.Duplicate, o.Status)
+		assert.Empty(t, o.ID)
+	}
+	assert.EqualValues(t, 1, e.waker.n.Load())
+	assert.Equal(t, 3, e.metrics.get("message:duplicate"))
+
+	// One new row among duplicates wakes once more.
+	e.store(t, append(batch, inbox.Delivery{Body: []byte(`{"id":"w-4"}`)})...)
+	assert.EqualValues(t, 2, e.waker.n.Load())
+	assert.Equal(t, 4, e.metrics.get("message:new"))
+}

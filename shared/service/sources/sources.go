@@ -1,0 +1,250 @@
+// Package sources is the part of the composition root that builds the broker sources: the
+// RabbitMQ, Kafka and NATS JetStream consumers of spec/07-bridge-a-broker.md (in
+// shared/connect/rabbitmq, shared/connect/kafka and shared/connect/nats). FromConfig maps
+// each sources.<name> entry of a broker kind to its system's SourceConfig, once, and Group
+// runs them: one health component each (rabbitmq.<name>, kafka.<name>, nats.<name>, deciding
+// readiness), started together and stopped first at shutdown.
+//
+// Only the programs that run consumers import this package (queuebox serve and the capture
+// node), so the Lambda functions link no broker client through it.
+package sources
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect/kafka"
+	"github.com/alternayte/queuebox/shared/connect/nats"
+	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
+	"github.com/alternayte/queuebox/shared/health"
+	"github.com/alternayte/queuebox/shared/inbox"
+	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/transform"
+)
+
+// Source is one broker source: its consumer, which stores through the sink it runs with.
+type Source interface {
+	// Name is the source name.
+	Name() string
+	// Check is the probe of its health component.
+	Check(ctx context.Context) error
+	// Run consumes until ctx ends.
+	Run(ctx context.Context, sink inbox.Inserter) error
+}
+
+// Runner is one source with its kind, the prefix of its health component.
+type Runner struct {
+	// Kind is rabbitmq, kafka or nats.
+	Kind config.SourceKind
+	Source
+}
+
+// Component is the name of the source's health component: <kind>.<name>.
+func (r Runner) Component() string { return string(r.Kind) + "." + r.Name() }
+
+// Options are what every source of a program shares.
+type Options struct {
+	// Metrics receives the inbox measurements. Default: inbox.NopMetrics.
+	Metrics inbox.Metrics
+	// Waker is told after push rows were stored (the relay). Default: none.
+	Waker inbox.Waker
+	// Logger receives the log lines. Default: slog.Default().
+	Logger *slog.Logger
+	// Engine compiles the source transforms. Default: a new engine (service.NewEngine).
+	Engine *transform.Engine
+}
+
+// Build is the service.SourceBuilder of the programs that consume: the sources of cfg as a
+// Group.
+func Build(cfg *service.Config, o service.SourceOptions) (service.SourceGroup, error) {
+	runners, err := FromConfig(cfg, Options{Metrics: o.Metrics, Waker: o.Waker, Logger: o.Logger, Engine: o.Engine})
+	if err != nil {
+		return nil, err
+	}
+	return NewGroup(runners, o.Logger), nil
+}
+
+var _ service.SourceBuilder = Build
+
+// FromConfig builds the broker sources of cfg, in name order; it makes no connection.
+func FromConfig(cfg *config.Config, o Options) ([]Runner, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Engine == nil {
+		o.Engine = service.NewEngine()
+	}
+	names := make([]string, 0, len(cfg.Sources))
+	for name, s := range cfg.Sources {
+		if s != nil && s.Broker() != nil {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	var out []Runner
+	for _, name := range names {
+		s := cfg.Sources[name]
+		intake, err := intakeOf(o.Engine, name, s)
+		if err != nil {
+			return nil, err
+		}
+		opts := inbox.IntakeOptions{Metrics: o.Metrics, Waker: o.Waker, Logger: o.Logger}
+		var src Source
+		switch {
+		case s.RabbitMQ != nil:
+			src, err = rabbitmq.NewSource(RabbitMQConfig(s, intake, opts, o.Logger))
+		case s.Kafka != nil:
+			src, err = kafka.NewSource(KafkaConfig(s, intake, opts, o.Logger))
+		case s.NATS != nil:
+			src, err = nats.NewSource(NATSConfig(s, intake, opts, o.Logger))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("building source %s: %w", name, err)
+		}
+		out = append(out, Runner{Kind: s.Kind, Source: src})
+	}
+	return out, nil
+}
+
+// intakeOf maps the keys that every broker source shares to the inbox intake's rules.
+func intakeOf(engine *transform.Engine, name string, s *config.Source) (inbox.BrokerSource, error) {
+	b := s.Broker()
+	in := inbox.BrokerSource{
+		Name:               name,
+		Consumption:        string(s.Consumption),
+		IdempotencyKeyPath: s.IdempotencyKeyPath,
+		AggregateIDPath:    s.AggregateIDPath,
+		EventTypePath:      s.EventTypePath,
+		AttributeHeaders: inbox.AttributeHeaders{
+			IdempotencyKey: b.AttributeHeaders.IdempotencyKey,
+			AggregateID:    b.AttributeHeaders.AggregateID,
+			EventType:      b.AttributeHeaders.EventType,
+		},
+		Filter: service.FilterConfig(s.Filter),
+	}
+	if s.Transform != nil {
+		t, err := service.SourceTransformer(engine, service.TransformConfig(s.Transform))
+		if err != nil {
+			return inbox.BrokerSource{}, fmt.Errorf("building the transform of source %s: %w", name, err)
+		}
+		in.Transform = t
+		in.OnError = inbox.OnError(s.Transform.OnError)
+	}
+	return in, nil
+}
+
+// RabbitMQConfig maps a RabbitMQ source.
+func RabbitMQConfig(s *config.Source, in inbox.BrokerSource, o inbox.IntakeOptions, log *slog.Logger) rabbitmq.SourceConfig {
+	r := s.RabbitMQ
+	return rabbitmq.SourceConfig{
+		URL: r.ConnectionURL.Reveal(), Queue: r.QueueName, PrefetchCount: r.PrefetchCount, DeclareQueue: r.DeclareQueue,
+		Intake: in, IntakeOptions: o, Logger: log,
+	}
+}
+
+// KafkaConfig maps a Kafka source.
+func KafkaConfig(s *config.Source, in inbox.BrokerSource, o inbox.IntakeOptions, log *slog.Logger) kafka.SourceConfig {
+	k := s.Kafka
+	return kafka.SourceConfig{
+		Brokers: k.Brokers(), Topics: k.Topics, GroupID: k.GroupID, AutoOffsetReset: string(k.AutoOffsetReset),
+		MaxPollRecords:   k.MaxPollRecords,
+		SecurityProtocol: kafka.SecurityProtocol(k.SecurityProtocol), SASLMechanism: k.SASLMechanism,
+		SASLUsername: k.SASLUsername, SASLPassword: k.SASLPassword.Reveal(),
+		Intake: in, IntakeOptions: o, Logger: log,
+	}
+}
+
+// NATSConfig maps a NATS source.
+func NATSConfig(s *config.Source, in inbox.BrokerSource, o inbox.IntakeOptions, log *slog.Logger) nats.SourceConfig {
+	n := s.NATS
+	return nats.SourceConfig{
+		Servers: n.ServerList(), Stream: n.Stream, Durable: n.Durable, FilterSubject: n.FilterSubject,
+		AckWait: n.AckWaitMs.Duration(), BatchSize: n.BatchSize,
+		Username: n.Username, Password: n.Password.Reveal(), Token: n.Token.Reveal(),
+		Intake: in, IntakeOptions: o, Logger: log,
+	}
+}
+
+// Group runs the sources of a program.
+type Group struct {
+	runners []Runner
+	log     *slog.Logger
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+	errs   []error
+}
+
+// NewGroup returns the group of runners.
+func NewGroup(runners []Runner, log *slog.Logger) *Group {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Group{runners: runners, log: log}
+}
+
+// Checks returns the health components of the sources; each decides readiness.
+func (g *Group) Checks() []health.Check {
+	out := make([]health.Check, 0, len(g.runners))
+	for _, r := range g.runners {
+		out = append(out, health.Check{Name: r.Component(), Decides: true, Probe: r.Check})
+	}
+	return out
+}
+
+// Len returns the number of sources.
+func (g *Group) Len() int { return len(g.runners) }
+
+// Start runs every source in the background, storing through sink, until Stop. A source that
+// stops for good (a missing queue or stream) stays down in its health component; the others
+// go on.
+func (g *Group) Start(ctx context.Context, sink inbox.Inserter) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.done != nil || len(g.runners) == 0 {
+		return
+	}
+	ctx, g.cancel = context.WithCancel(ctx)
+	g.done = make(chan struct{})
+	var wg sync.WaitGroup
+	for _, r := range g.runners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := r.Run(ctx, sink)
+			if err != nil && !errors.Is(err, context.Canceled) {
+				g.log.Error("inbox source stopped", slog.String("component", r.Component()), slog.String("error", err.Error()))
+				g.mu.Lock()
+				g.errs = append(g.errs, err)
+				g.mu.Unlock()
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(g.done) }()
+}
+
+// Stop stops every consumer and waits up to timeout for them to return: a batch whose store
+// began is finished and acknowledged first. It returns false when a consumer did not return
+// in time.
+func (g *Group) Stop(timeout time.Duration) bool {
+	g.mu.Lock()
+	cancel, done := g.cancel, g.done
+	g.mu.Unlock()
+	if done == nil {
+		return true
+	}
+	cancel()
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
