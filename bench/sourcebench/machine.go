@@ -1,0 +1,72 @@
+package sourcebench
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// clockTicks is USER_HZ, the unit of the CPU times in /proc/stat.
+const clockTicks = 100
+
+// cpuSample is one reading of the machine's and the process's CPU counters, in seconds.
+type cpuSample struct {
+	busy, total float64 // every core, since boot
+	self        float64 // this process, user + system
+}
+
+func readCPU() cpuSample {
+	var s cpuSample
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		line, _, _ := strings.Cut(string(b), "\n")
+		f := strings.Fields(line)
+		var total, idle float64
+		// user nice system idle iowait irq softirq steal; guest time is already in user.
+		for i, v := range f[1:min(len(f), 9)] {
+			n, _ := strconv.ParseFloat(v, 64)
+			total += n
+			if i == 3 || i == 4 { // idle, iowait
+				idle += n
+			}
+		}
+		s.total, s.busy = total/clockTicks, (total-idle)/clockTicks
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		s.self = tv(ru.Utime) + tv(ru.Stime)
+	}
+	return s
+}
+
+// busyPct is the machine's busy share of all cores between before and s.
+func (s cpuSample) busyPct(before cpuSample) float64 {
+	if total := s.total - before.total; total > 0 {
+		return round(100*(s.busy-before.busy)/total, 1)
+	}
+	return 0
+}
+
+func tv(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+
+// loadAverage returns the 1, 5 and 15 minute load averages.
+func loadAverage() [3]float64 {
+	var la [3]float64
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return la
+	}
+	f := strings.Fields(string(b))
+	for i := 0; i < 3 && i < len(f); i++ {
+		la[i], _ = strconv.ParseFloat(f[i], 64)
+	}
+	return la
+}
+
+func round(v float64, digits int) float64 {
+	p := 1.0
+	for range digits {
+		p *= 10
+	}
+	return float64(int64(v*p+0.5)) / p
+}
