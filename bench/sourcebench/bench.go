@@ -74,6 +74,10 @@ type Options struct {
 	PoolSize int
 	// RunTimeout bounds each measurement.
 	RunTimeout time.Duration
+	// CPUProfile, when set, is the prefix of one CPU profile per source run
+	// (<prefix>-<broker>-<batch>.pprof); the profile covers the whole bench process, so the
+	// in-process kfake broker is in the Kafka one.
+	CPUProfile string
 	// Out is the JSON report file; empty writes none.
 	Out string
 	// Stdout receives the table.

@@ -140,6 +140,13 @@ func sourceRun(ctx context.Context, o Options, bl backlog, broker string, batch 
 	rctx, cancel := context.WithTimeout(ctx, o.RunTimeout)
 	defer cancel()
 	m := Measure{Messages: o.Messages, Load1: loadAverage()[0]}
+	if o.CPUProfile != "" {
+		stop, err := startProfile(fmt.Sprintf("%s-%s-%d.pprof", o.CPUProfile, broker, batch))
+		if err != nil {
+			return m, err
+		}
+		defer stop()
+	}
 	before := readCPU()
 	ran := make(chan error, 1)
 	t0 := time.Now()

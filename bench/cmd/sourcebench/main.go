@@ -45,6 +45,7 @@ func run(ctx context.Context, args []string) int {
 	runTimeout := fs.Duration("run-timeout", 3*time.Minute, "bound of each measurement")
 	rabbitURL := fs.String("rabbitmq-url", defaultRabbit, "AMQP URL of the RabbitMQ broker")
 	natsURL := fs.String("nats-url", defaultNATS, "URL of the NATS server (JetStream enabled)")
+	profile := fs.String("cpuprofile", "", "prefix of one CPU profile per source run (<prefix>-<broker>-<batch>.pprof)")
 	out := fs.String("out", "bench/results/sources.json", "JSON report file (empty writes none)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -74,6 +75,7 @@ func run(ctx context.Context, args []string) int {
 		NATSMemory:      *natsMemory,
 		PoolSize:        *poolSize,
 		RunTimeout:      *runTimeout,
+		CPUProfile:      *profile,
 		Out:             *out,
 		Stdout:          os.Stdout,
 	}
