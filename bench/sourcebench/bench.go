@@ -22,6 +22,7 @@
 package sourcebench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +68,9 @@ type Options struct {
 	// Settings are the batch settings per broker: RabbitMQ prefetchCount, NATS batchSize,
 	// Kafka maxPollRecords.
 	Settings map[string][]int
+	// Rounds is how many times each broker and setting is measured (1); the targets judge
+	// the median round.
+	Rounds int
 	// KafkaPartitions is the partition count of the Kafka topic (1).
 	KafkaPartitions int
 	// NATSMemory keeps the stream in memory; by default it is on file, JetStream's default.
@@ -90,10 +95,13 @@ type Report struct {
 	Machine  Machine        `json:"machine"`
 	Postgres PostgresInfo   `json:"postgres"`
 	Settings map[string]any `json:"settings"`
-	Results  []Result       `json:"results"`
-	Targets  []Target       `json:"targets"`
-	Seconds  float64        `json:"totalSeconds"`
-	Problems []string       `json:"problems,omitempty"`
+	// Rounds are every measured round; Results the median round of each broker and
+	// setting (by the source's share of the lower ceiling), which the targets judge.
+	Rounds   []Result `json:"rounds"`
+	Results  []Result `json:"results"`
+	Targets  []Target `json:"targets"`
+	Seconds  float64  `json:"totalSeconds"`
+	Problems []string `json:"problems,omitempty"`
 }
 
 // Machine describes where the bench ran.
@@ -115,6 +123,8 @@ type PostgresInfo struct {
 // Result is one broker at one batch setting.
 type Result struct {
 	Broker string `json:"broker"`
+	// Round numbers the rounds from 1; 0 marks the median of several.
+	Round int `json:"round"`
 	// Setting names the batch setting (prefetchCount, batchSize, maxPollRecords), Batch its
 	// value and Default whether it is the documented default.
 	Setting string `json:"setting"`
@@ -193,7 +203,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			OS: runtime.GOOS + "/" + runtime.GOARCH, LoadAvgStart: loadAverage()},
 		Settings: map[string]any{"messages": o.Messages, "bodyBytes": o.BodyBytes, "brokers": o.Brokers,
 			"batchSettings": o.Settings, "kafkaPartitions": o.KafkaPartitions, "natsMemoryStorage": o.NATSMemory,
-			"poolSize": o.PoolSize},
+			"poolSize": o.PoolSize, "rounds": o.Rounds},
 	}
 	if db, err := benchdb.Create(ctx, o.ServerURL, 1, logf); err == nil {
 		rep.Postgres.Version, rep.Postgres.Settings, _ = db.ServerFacts(ctx)
@@ -212,19 +222,23 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		settingName, def := b.setting()
 		for _, batch := range o.Settings[name] {
-			if ctx.Err() != nil {
-				break
+			var rounds []Result
+			for r := 1; r <= max(1, o.Rounds) && ctx.Err() == nil; r++ {
+				res, err := measure(ctx, o, name, b, batch, r)
+				res.Setting, res.Default = settingName, batch == def
+				if err != nil {
+					err = fmt.Errorf("%s at %s %d, round %d: %w", name, settingName, batch, r, err)
+					rep.Problems = append(rep.Problems, err.Error())
+					failed = errors.Join(failed, err)
+					continue
+				}
+				rep.Rounds = append(rep.Rounds, res)
+				rounds = append(rounds, res)
+				printResult(o.Stdout, res)
 			}
-			res, err := measure(ctx, o, name, b, batch)
-			res.Setting, res.Default = settingName, batch == def
-			if err != nil {
-				err = fmt.Errorf("%s at %s %d: %w", name, settingName, batch, err)
-				rep.Problems = append(rep.Problems, err.Error())
-				failed = errors.Join(failed, err)
-				continue
+			if len(rounds) > 0 {
+				rep.Results = append(rep.Results, median(rounds))
 			}
-			rep.Results = append(rep.Results, res)
-			printResult(o.Stdout, res)
 		}
 		b.close()
 	}
@@ -252,46 +266,63 @@ func newBroker(ctx context.Context, name string, o Options) (brokerBench, error)
 	return nil, fmt.Errorf("unknown broker %q (use rabbitmq, nats, kafka)", name)
 }
 
-// measure runs the three measurements of one broker at one batch size.
-func measure(ctx context.Context, o Options, name string, b brokerBench, batch int) (Result, error) {
-	res := Result{Broker: name, Batch: batch}
-	logf("%s batch %d: filling %d messages", name, batch, o.Messages)
-	bl, err := b.fill(ctx, bodies(o.Messages, o.BodyBytes))
+// measure runs the three measurements of one broker at one batch size, back to back: both
+// backlogs are filled first, so that the three figures are taken as close in time as they
+// can be.
+func measure(ctx context.Context, o Options, name string, b brokerBench, batch, round int) (Result, error) {
+	res := Result{Broker: name, Batch: batch, Round: round}
+	logf("%s batch %d round %d: filling two backlogs of %d messages", name, batch, round, o.Messages)
+	first, err := b.fill(ctx, bodies(o.Messages, o.BodyBytes))
 	if err != nil {
 		return res, fmt.Errorf("filling the backlog: %w", err)
 	}
+	second, err := b.fill(ctx, bodies(o.Messages, o.BodyBytes))
+	if err != nil {
+		first.close()
+		return res, fmt.Errorf("filling the backlog: %w", err)
+	}
+	defer second.close()
 	rctx, cancel := context.WithTimeout(ctx, o.RunTimeout)
 	var batches int
 	res.Consume, err = timed(o.Messages, func() (err error) {
-		batches, err = bl.consume(rctx, o.Messages, batch)
+		batches, err = first.consume(rctx, o.Messages, batch)
 		return err
 	})
 	cancel()
+	first.close()
 	res.Consume.Batches = batches
-	res.Consume.RowsPerBatch = round(float64(o.Messages)/float64(max(1, batches)), 1)
-	bl.close()
+	res.Consume.RowsPerBatch = round1(float64(o.Messages) / float64(max(1, batches)))
 	if err != nil {
 		return res, fmt.Errorf("consuming without a database: %w", err)
 	}
-	logf("%s batch %d: consume %.0f/s; inserting", name, batch, res.Consume.PerSec)
 	if res.Insert, err = insertCeiling(ctx, o, batch); err != nil {
 		return res, fmt.Errorf("inserting without a broker: %w", err)
 	}
-	logf("%s batch %d: insert %.0f/s; filling for the source", name, batch, res.Insert.PerSec)
-	bl, err = b.fill(ctx, bodies(o.Messages, o.BodyBytes))
-	if err != nil {
-		return res, fmt.Errorf("filling the backlog: %w", err)
-	}
-	res.Source, err = sourceRun(ctx, o, bl, name, batch)
-	bl.close()
-	if err != nil {
+	if res.Source, err = sourceRun(ctx, o, second, name, batch); err != nil {
 		return res, fmt.Errorf("source run: %w", err)
 	}
-	res.Ceiling = min(res.Consume.PerSec, res.Insert.PerSec)
-	if res.Ceiling > 0 {
-		res.Share = round(res.Source.PerSec/res.Ceiling, 3)
-	}
+	res.judge()
 	return res, nil
+}
+
+// judge sets the ceiling and the share.
+func (r *Result) judge() {
+	r.Ceiling = min(r.Consume.PerSec, r.Insert.PerSec)
+	if r.Ceiling > 0 {
+		r.Share = round(r.Source.PerSec/r.Ceiling, 3)
+	}
+}
+
+func round1(v float64) float64 { return round(v, 1) }
+
+// median returns the result whose source share is the median of rounds (the lower middle
+// one of an even count), marked as round 0.
+func median(rounds []Result) Result {
+	sorted := slices.Clone(rounds)
+	slices.SortFunc(sorted, func(a, b Result) int { return cmp.Compare(a.Share, b.Share) })
+	m := sorted[(len(sorted)-1)/2]
+	m.Round = 0
+	return m
 }
 
 // timed runs f and measures it as n messages.
@@ -374,6 +405,9 @@ func printResult(w io.Writer, r Result) {
 	if r.Default {
 		d = " (default)"
 	}
+	if r.Round > 0 {
+		d += fmt.Sprintf(" round %d", r.Round)
+	}
 	fmt.Fprintf(w, "%-8s %s %d%s: consume+ack %7.0f/s (%.1f/batch) | insert batch %7.0f/s | source stored %7.0f/s (%.1f rows/insert, %d dup) = %5.1f %% of %.0f | load1 %.1f/%.1f/%.1f, busy %.0f/%.0f/%.0f %%\n",
 		r.Broker, r.Setting, r.Batch, d, r.Consume.PerSec, r.Consume.RowsPerBatch, r.Insert.PerSec, r.Source.PerSec, r.Source.RowsPerInsert,
 		r.Source.Duplicates, 100*r.Share, r.Ceiling, r.Consume.Load1, r.Insert.Load1, r.Source.Load1,
@@ -381,6 +415,12 @@ func printResult(w io.Writer, r Result) {
 }
 
 func printTargets(w io.Writer, rep *Report) {
+	if len(rep.Rounds) > len(rep.Results) {
+		fmt.Fprintf(w, "\nmedian rounds:\n")
+		for _, r := range rep.Results {
+			printResult(w, r)
+		}
+	}
 	fmt.Fprintf(w, "\ntargets (issue 14):\n")
 	for _, t := range rep.Targets {
 		verdict := "missed"

@@ -39,6 +39,7 @@ func run(ctx context.Context, args []string) int {
 	rabbitPrefetch := fs.String("rabbitmq-prefetch", "10,100", "RabbitMQ prefetchCount values, comma-separated")
 	natsBatch := fs.String("nats-batch", "100", "NATS batchSize values, comma-separated")
 	kafkaPoll := fs.String("kafka-poll", "100", "Kafka maxPollRecords values, comma-separated")
+	rounds := fs.Int("rounds", 1, "measurements of each broker and setting; the targets judge the median")
 	partitions := fs.Int("kafka-partitions", 1, "partitions of the Kafka topic")
 	natsMemory := fs.Bool("nats-memory", false, "keep the NATS stream in memory (default: file storage)")
 	poolSize := fs.Int("pool-size", 10, "connections of the source's pgx pool (database.poolSize)")
@@ -71,6 +72,7 @@ func run(ctx context.Context, args []string) int {
 		BodyBytes:       *bodyBytes,
 		Brokers:         strings.Split(*brokers, ","),
 		Settings:        settings,
+		Rounds:          *rounds,
 		KafkaPartitions: *partitions,
 		NATSMemory:      *natsMemory,
 		PoolSize:        *poolSize,
