@@ -152,6 +152,9 @@ type Measure struct {
 	// (insert and source runs).
 	Inserts       int     `json:"inserts,omitempty"`
 	RowsPerInsert float64 `json:"rowsPerInsert,omitempty"`
+	// InsertSeconds is the time spent inside the inserts (of Seconds, for a source run:
+	// the rest is the broker's and the source's own time).
+	InsertSeconds float64 `json:"insertSeconds,omitempty"`
 	// Duplicates are inserts that found the row already there (a redelivery); RowsInInbox is
 	// the inbox's count after a source run.
 	Duplicates  int `json:"duplicates,omitempty"`
@@ -161,6 +164,9 @@ type Measure struct {
 	Load1   float64 `json:"loadAvg1"`
 	BusyPct float64 `json:"machineBusyPct"`
 	SelfCPU float64 `json:"selfCpuSeconds"`
+	// ServerCPU is the CPU seconds of every process of PostgreSQL, RabbitMQ (beam.smp) and
+	// NATS during the run, whoever's work it was (other users of the servers included).
+	ServerCPU map[string]float64 `json:"serverCpuSeconds,omitempty"`
 }
 
 // Target is one target of issue 14 with its verdict.
@@ -334,6 +340,7 @@ func timed(n int, f func() error) (Measure, error) {
 	m.Seconds = time.Since(t0).Seconds()
 	after := readCPU()
 	m.BusyPct, m.SelfCPU = after.busyPct(before), round(after.self-before.self, 2)
+	m.ServerCPU = after.serverCPU(before)
 	if m.Seconds > 0 {
 		m.PerSec = round(float64(n)/m.Seconds, 0)
 	}
@@ -408,10 +415,29 @@ func printResult(w io.Writer, r Result) {
 	if r.Round > 0 {
 		d += fmt.Sprintf(" round %d", r.Round)
 	}
-	fmt.Fprintf(w, "%-8s %s %d%s: consume+ack %7.0f/s (%.1f/batch) | insert batch %7.0f/s | source stored %7.0f/s (%.1f rows/insert, %d dup) = %5.1f %% of %.0f | load1 %.1f/%.1f/%.1f, busy %.0f/%.0f/%.0f %%\n",
+	fmt.Fprintf(w, "%-8s %s %d%s: consume+ack %7.0f/s (%.1f/batch) | insert batch %7.0f/s | source stored %7.0f/s (%.1f rows/insert, %.0f %% of the time inserting, %d dup) = %5.1f %% of %.0f | load1 %.1f/%.1f/%.1f, busy %.0f/%.0f/%.0f %%\n         cpu us/msg bench+%s+postgres: consume %s, insert %s, source %s\n",
 		r.Broker, r.Setting, r.Batch, d, r.Consume.PerSec, r.Consume.RowsPerBatch, r.Insert.PerSec, r.Source.PerSec, r.Source.RowsPerInsert,
-		r.Source.Duplicates, 100*r.Share, r.Ceiling, r.Consume.Load1, r.Insert.Load1, r.Source.Load1,
-		r.Consume.BusyPct, r.Insert.BusyPct, r.Source.BusyPct)
+		100*r.Source.InsertSeconds/max(r.Source.Seconds, 1e-9), r.Source.Duplicates, 100*r.Share, r.Ceiling, r.Consume.Load1, r.Insert.Load1, r.Source.Load1,
+		r.Consume.BusyPct, r.Insert.BusyPct, r.Source.BusyPct,
+		serverOf(r.Broker), cpuPerMessage(r.Consume, r.Broker), cpuPerMessage(r.Insert, r.Broker), cpuPerMessage(r.Source, r.Broker))
+}
+
+// serverOf names the broker's server process in the CPU column.
+func serverOf(broker string) string {
+	if broker == Kafka {
+		return "kfake(in bench)"
+	}
+	return broker
+}
+
+// cpuPerMessage is the CPU per message of the bench process, the broker's server and
+// PostgreSQL, in microseconds.
+func cpuPerMessage(m Measure, broker string) string {
+	per := func(sec float64) float64 { return 1e6 * sec / float64(max(1, m.Messages)) }
+	if broker == Kafka {
+		return fmt.Sprintf("%.0f+%.0f", per(m.SelfCPU), per(m.ServerCPU["postgres"]))
+	}
+	return fmt.Sprintf("%.0f+%.0f+%.0f", per(m.SelfCPU), per(m.ServerCPU[broker]), per(m.ServerCPU["postgres"]))
 }
 
 func printTargets(w io.Writer, rep *Report) {

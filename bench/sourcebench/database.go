@@ -94,7 +94,9 @@ func insertCeiling(ctx context.Context, o Options, batch int) (Measure, error) {
 	rctx, cancel := context.WithTimeout(ctx, o.RunTimeout)
 	defer cancel()
 	inserts, dups := 0, 0
+	var busy time.Duration
 	m, err := timed(o.Messages, func() error {
+		defer func(t0 time.Time) { busy = time.Since(t0) }(time.Now())
 		for start := 0; start < len(params); start += batch {
 			res, err := d.st.InboxInsertBatch(rctx, params[start:min(start+batch, len(params))])
 			if err != nil {
@@ -113,6 +115,7 @@ func insertCeiling(ctx context.Context, o Options, batch int) (Measure, error) {
 		return m, err
 	}
 	m.Inserts, m.Duplicates = inserts, dups
+	m.InsertSeconds = round(busy.Seconds(), 3)
 	m.RowsPerInsert = round(float64(o.Messages)/float64(inserts), 1)
 	if m.RowsInInbox, err = d.inboxRows(ctx, source); err != nil {
 		return m, err
@@ -172,7 +175,9 @@ func sourceRun(ctx context.Context, o Options, bl backlog, broker string, batch 
 	m.PerSec = round(float64(o.Messages)/m.Seconds, 0)
 	m.Seconds = round(m.Seconds, 3)
 	m.BusyPct, m.SelfCPU = after.busyPct(before), round(after.self-before.self, 2)
+	m.ServerCPU = after.serverCPU(before)
 	m.Inserts, m.Duplicates = int(sink.inserts.Load()), int(sink.dups.Load())
+	m.InsertSeconds = round(time.Duration(sink.busy.Load()).Seconds(), 3)
 	m.RowsPerInsert = round(float64(sink.rows.Load()+sink.dups.Load())/float64(m.Inserts), 1)
 	if m.RowsInInbox, err = d.inboxRows(ctx, name); err != nil {
 		return m, err
@@ -188,6 +193,7 @@ type countingSink struct {
 	inner               inbox.Inserter
 	want                int64
 	rows, dups, inserts atomic.Int64
+	busy                atomic.Int64 // nanoseconds inside the store
 	once                sync.Once
 	done                chan struct{}
 	doneAt              time.Time // written before done closes
@@ -195,7 +201,9 @@ type countingSink struct {
 
 // InboxInsert implements inbox.Inserter.
 func (s *countingSink) InboxInsert(ctx context.Context, p store.InboxInsertParams) (store.InboxInsertResult, error) {
+	t0 := time.Now()
 	r, err := s.inner.InboxInsert(ctx, p)
+	s.busy.Add(int64(time.Since(t0)))
 	if err == nil {
 		s.count([]store.InboxInsertResult{r})
 	}
@@ -204,7 +212,9 @@ func (s *countingSink) InboxInsert(ctx context.Context, p store.InboxInsertParam
 
 // InboxInsertBatch implements inbox.Inserter.
 func (s *countingSink) InboxInsertBatch(ctx context.Context, ps []store.InboxInsertParams) ([]store.InboxInsertResult, error) {
+	t0 := time.Now()
 	rs, err := s.inner.InboxInsertBatch(ctx, ps)
+	s.busy.Add(int64(time.Since(t0)))
 	if err == nil {
 		s.count(rs)
 	}

@@ -16,6 +16,74 @@ const clockTicks = 100
 type cpuSample struct {
 	busy, total float64 // every core, since boot
 	self        float64 // this process, user + system
+	// servers are the user + system seconds of every process of each server, by name
+	// (serverNames); a process that ends between two samples is left out.
+	servers map[string]map[int]float64
+}
+
+// serverNames maps the command names in /proc/<pid>/comm to the server they belong to.
+var serverNames = map[string]string{"postgres": "postgres", "beam.smp": RabbitMQ, "nats-server": NATS}
+
+// readServers reads the CPU seconds of every process of the servers.
+func readServers() map[string]map[int]float64 {
+	out := map[string]map[int]float64{}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile("/proc/" + e.Name() + "/comm")
+		if err != nil {
+			continue
+		}
+		server, ok := serverNames[strings.TrimSpace(string(comm))]
+		if !ok {
+			continue
+		}
+		if out[server] == nil {
+			out[server] = map[int]float64{}
+		}
+		out[server][pid] = processCPU(pid)
+	}
+	return out
+}
+
+// processCPU returns the user + system seconds of a process, or 0 when it cannot be read.
+func processCPU(pid int) float64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	// The command name is in parentheses and may hold spaces; the fields follow the last ')'.
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / clockTicks
+}
+
+// serverCPU returns the CPU seconds that each server spent between before and s.
+func (s cpuSample) serverCPU(before cpuSample) map[string]float64 {
+	out := map[string]float64{}
+	for server, procs := range s.servers {
+		var sum float64
+		for pid, after := range procs {
+			sum += after - before.servers[server][pid] // a process started since counts whole
+		}
+		out[server] = round(sum, 2)
+	}
+	return out
 }
 
 func readCPU() cpuSample {
@@ -38,6 +106,7 @@ func readCPU() cpuSample {
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		s.self = tv(ru.Utime) + tv(ru.Stime)
 	}
+	s.servers = readServers()
 	return s
 }
 
