@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/alternayte/queuebox/bench/benchdb"
 	"github.com/alternayte/queuebox/shared/inbox"
@@ -25,11 +24,11 @@ type runner interface {
 }
 
 // database is a fresh migrated database with the PostgreSQL store on a pool of the
-// source's size.
+// source's size, opened as QueueBox opens it (postgres.Open).
 type database struct {
-	db   *benchdb.Database
-	pool *pgxpool.Pool
-	st   store.Store
+	db *benchdb.Database
+	dr *store.Driver
+	st store.Store
 }
 
 func openDatabase(ctx context.Context, o Options) (*database, error) {
@@ -37,28 +36,16 @@ func openDatabase(ctx context.Context, o Options) (*database, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := pgxpool.ParseConfig(db.URL)
+	dr, err := postgres.Open(ctx, store.OpenConfig{ConnString: db.URL, PoolSize: o.PoolSize, Names: store.DefaultNames()})
 	if err != nil {
 		db.Drop()
-		return nil, fmt.Errorf("parsing the database URL: %w", err)
+		return nil, fmt.Errorf("opening the store: %w", err)
 	}
-	cfg.MaxConns = int32(o.PoolSize)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		db.Drop()
-		return nil, fmt.Errorf("opening the pool: %w", err)
-	}
-	st, err := postgres.New(pool, store.DefaultNames())
-	if err != nil {
-		pool.Close()
-		db.Drop()
-		return nil, fmt.Errorf("making the store: %w", err)
-	}
-	return &database{db: db, pool: pool, st: st}, nil
+	return &database{db: db, dr: dr, st: dr.Store}, nil
 }
 
 func (d *database) close() {
-	d.pool.Close()
+	d.dr.Close()
 	d.db.Drop()
 }
 
