@@ -62,10 +62,12 @@ clean:
 
 ## bench: the outbox delivery benchmark (bench/README.md); prints a table and writes
 ## bench/results/outbox.json. Not part of `make test`. Pass flags with BENCHFLAGS="-rows 20000".
+## The broker sources' bench writes bench/results/sources.json (SOURCEBENCHFLAGS="-rounds 3").
 .PHONY: bench
 bench:
 	$(GO) run ./bench/cmd/outboxbench $(BENCHFLAGS)
 	$(GO) run ./bench/cmd/inboxbench $(INBOXBENCHFLAGS)
+	$(GO) run ./bench/cmd/sourcebench $(SOURCEBENCHFLAGS)
 	$(GO) run ./bench/lambda
 	cd clients/go && $(GO) run ./internal/pullbench -out ../../bench/results/pull.json -settings 10x1,50x8 $(PULLBENCHFLAGS)
 

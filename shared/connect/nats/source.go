@@ -145,8 +145,9 @@ func (s *Source) scrub(err error) string {
 
 // Run consumes until ctx ends, storing through sink, and returns ctx's error; or it returns
 // an error wrapping connect.ErrStopped when the stream is missing. A batch whose store
-// began is finished and acknowledged after ctx ends; JetStream redelivers what the consumer
-// fetched beyond it after AckWait.
+// began is finished and acknowledged after ctx ends; what the consumer fetched beyond it
+// gets a negative acknowledgement, and JetStream delivers it again (after AckWait when the
+// connection is already lost).
 func (s *Source) Run(ctx context.Context, sink inbox.Inserter) error {
 	intake, err := inbox.NewIntake(s.cfg.Intake, sink, s.cfg.IntakeOptions)
 	if err != nil {
@@ -232,32 +233,35 @@ func (s *Source) consume(ctx context.Context, js jetstream.JetStream, intake *in
 
 	batch := make([]jetstream.Msg, 0, s.cfg.BatchSize)
 	msgs := make([]inbox.Delivery, 0, s.cfg.BatchSize)
+	// The next batch is fetched while the current one is stored, so that the broker's
+	// round trip and the database's overlap: a pull request that takes only the messages
+	// available (no wait) goes out before the insert of each batch. When it brings none,
+	// the next pull request waits for messages, as the first one does. What a prefetch
+	// holds when the consumer stops, or when a store fails, gets a negative
+	// acknowledgement, so that JetStream delivers it again at once.
+	var next *prefetch
+	defer func() { next.nak() }()
 	for {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		fctx, fcancel := context.WithTimeout(ctx, fetchWait)
-		fetched, err := cons.Fetch(s.cfg.BatchSize, jetstream.FetchContext(fctx))
-		if err != nil {
-			fcancel()
+		if next == nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("source %s: fetching: %s", s.Name(), s.scrub(err))
+			if next, err = s.fetch(ctx, cons, true); err != nil {
+				return err
+			}
 		}
 		batch, msgs = batch[:0], msgs[:0]
-		for m := range fetched.Messages() {
-			batch = append(batch, m)
-		}
-		fcancel()
-		if err := fetched.Error(); err != nil && ctx.Err() == nil && !errors.Is(err, natsgo.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-			log.Debug("nats source: a fetch ended early", slog.String("error", s.scrub(err)))
-		}
+		batch = next.collect(batch, s, log)
+		next = nil
 		if nc := js.Conn(); nc.IsConnected() {
 			s.state.Up()
 		}
 		if len(batch) == 0 {
 			continue
+		}
+		var fetchErr error
+		if ctx.Err() == nil {
+			next, fetchErr = s.fetch(ctx, cons, false)
 		}
 		for _, m := range batch {
 			msgs = append(msgs, delivery(m))
@@ -269,6 +273,11 @@ func (s *Source) consume(ctx context.Context, js jetstream.JetStream, intake *in
 			log.Error("nats source: storing messages failed; sending negative acknowledgements", slog.Int("messages", len(batch)), slog.Any("error", err))
 			for _, m := range batch {
 				_ = m.Nak()
+			}
+			next.nak()
+			next = nil
+			if fetchErr != nil {
+				return fetchErr
 			}
 			if backoff.Wait(ctx) != nil {
 				return ctx.Err()
@@ -283,6 +292,64 @@ func (s *Source) consume(ctx context.Context, js jetstream.JetStream, intake *in
 				log.Warn("nats source: acknowledging a stored message failed", slog.String("error", s.scrub(err)))
 			}
 		}
+		if fetchErr != nil {
+			return fetchErr
+		}
+	}
+}
+
+// prefetch is one pull request under way.
+type prefetch struct {
+	fetched jetstream.MessageBatch
+	cancel  context.CancelFunc
+}
+
+// fetch sends a pull request for the next batch and returns at once. With wait the request
+// waits up to fetchWait for messages; without, it takes only the messages available.
+func (s *Source) fetch(ctx context.Context, cons jetstream.Consumer, wait bool) (*prefetch, error) {
+	var (
+		fetched jetstream.MessageBatch
+		err     error
+		cancel  context.CancelFunc = func() {}
+	)
+	if wait {
+		var fctx context.Context
+		fctx, cancel = context.WithTimeout(ctx, fetchWait)
+		fetched, err = cons.Fetch(s.cfg.BatchSize, jetstream.FetchContext(fctx))
+	} else {
+		fetched, err = cons.FetchNoWait(s.cfg.BatchSize)
+	}
+	if err != nil {
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("source %s: fetching: %s", s.Name(), s.scrub(err))
+	}
+	return &prefetch{fetched: fetched, cancel: cancel}, nil
+}
+
+// collect appends the messages of the fetch to batch once it ends.
+func (p *prefetch) collect(batch []jetstream.Msg, s *Source, log *slog.Logger) []jetstream.Msg {
+	for m := range p.fetched.Messages() {
+		batch = append(batch, m)
+	}
+	p.cancel()
+	if err := p.fetched.Error(); err != nil && !errors.Is(err, natsgo.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		log.Debug("nats source: a fetch ended early", slog.String("error", s.scrub(err)))
+	}
+	return batch
+}
+
+// nak sends a negative acknowledgement for each message of the fetch, once it ends; a
+// waiting fetch is cut short first. A nil prefetch does nothing.
+func (p *prefetch) nak() {
+	if p == nil {
+		return
+	}
+	p.cancel()
+	for m := range p.fetched.Messages() {
+		_ = m.Nak()
 	}
 }
 

@@ -20,6 +20,12 @@ import (
 // DefaultPrefetchCount is the default of sources.<name>.prefetchCount.
 const DefaultPrefetchCount = 10
 
+// WindowGap is how long the consumer waits for the next delivery of a prefetch window before
+// it stores the deliveries it holds. The client hands deliveries over one at a time, and the
+// broker sends a window as a burst after each acknowledgement, so without a wait a batch would
+// hold the first delivery only; a trickle of messages waits this long once per message.
+const WindowGap = time.Millisecond
+
 // SourceConfig is one RabbitMQ source (sources.<name> with queueName and connectionUrl,
 // spec/07-bridge-a-broker.md).
 type SourceConfig struct {
@@ -175,6 +181,9 @@ func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *con
 
 	batch := make([]amqp.Delivery, 0, s.cfg.PrefetchCount)
 	msgs := make([]inbox.Delivery, 0, s.cfg.PrefetchCount)
+	gap := time.NewTimer(WindowGap)
+	gap.Stop()
+	defer gap.Stop()
 	for {
 		batch, msgs = batch[:0], msgs[:0]
 		select {
@@ -186,7 +195,8 @@ func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *con
 			}
 			batch = append(batch, d)
 		}
-		// Whatever else of the prefetch window has arrived joins the batch.
+		// The rest of the prefetch window joins the batch: each delivery that follows the
+		// one before within WindowGap.
 	window:
 		for len(batch) < s.cfg.PrefetchCount {
 			select {
@@ -195,7 +205,18 @@ func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *con
 					break window
 				}
 				batch = append(batch, d)
+				continue
 			default:
+			}
+			gap.Reset(WindowGap)
+			select {
+			case d, ok := <-deliveries:
+				gap.Stop()
+				if !ok {
+					break window
+				}
+				batch = append(batch, d)
+			case <-gap.C:
 				break window
 			}
 		}
