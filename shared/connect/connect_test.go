@@ -29,7 +29,7 @@ var testOnly = map[string]bool{
 	module + "/examples": true,
 }
 
-// applicationSide are the programs of the examples that stand for what is not QueueBox, so
+// applicationSide are the programs that stand for what is not QueueBox, so
 // they use the broker's own client as a user would: the application that publishes a
 // message, the operator who creates a JetStream stream, and the Kafka cluster (kfake) that
 // this machine lacks. No QueueBox binary links them.
