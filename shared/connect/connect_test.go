@@ -29,14 +29,17 @@ var testOnly = map[string]bool{
 	module + "/examples": true,
 }
 
-// applicationSide are the programs that stand for what is not QueueBox, so
-// they use the broker's own client as a user would: the application that publishes a
-// message, the operator who creates a JetStream stream, and the Kafka cluster (kfake) that
-// this machine lacks. No QueueBox binary links them.
+// applicationSide are the programs that stand for what is not QueueBox, so they use the
+// broker's own client as a user would: the application that publishes a message, the
+// operator who creates a JetStream stream, the Kafka cluster (kfake) that this machine lacks,
+// and the broker alone in the source benchmark. No QueueBox binary links them.
 var applicationSide = map[string]bool{
 	module + "/examples/internal/publish":   true,
 	module + "/examples/nats-bridge/stream": true,
 	module + "/examples/kafka-bridge/kfake": true,
+	// The source benchmark's first ceiling is the broker's own consume-and-ack rate with no
+	// QueueBox in the way, measured with the broker's client (and kfake for Kafka).
+	module + "/bench/sourcebench": true,
 }
 
 // driverOf returns the folder that may import path, or "" when path is no broker client.
