@@ -30,13 +30,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/alternayte/queuebox/bench/benchdb"
+	"github.com/alternayte/queuebox/bench/machine"
 )
 
 // The brokers of the bench.
@@ -105,14 +105,7 @@ type Report struct {
 }
 
 // Machine describes where the bench ran.
-type Machine struct {
-	Cores        int        `json:"cores"`
-	GOMAXPROCS   int        `json:"gomaxprocs"`
-	GoVersion    string     `json:"goVersion"`
-	OS           string     `json:"os"`
-	LoadAvgStart [3]float64 `json:"loadAvgStart"`
-	LoadAvgEnd   [3]float64 `json:"loadAvgEnd"`
-}
+type Machine = machine.Info
 
 // PostgresInfo is the server's version and the settings that bound commits.
 type PostgresInfo struct {
@@ -204,9 +197,8 @@ type brokerBench interface {
 func Run(ctx context.Context, o Options) (*Report, error) {
 	start := time.Now()
 	rep := &Report{
-		Date: start.UTC().Format(time.RFC3339),
-		Machine: Machine{Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
-			OS: runtime.GOOS + "/" + runtime.GOARCH, LoadAvgStart: loadAverage()},
+		Date:    start.UTC().Format(time.RFC3339),
+		Machine: machine.Describe(),
 		Settings: map[string]any{"messages": o.Messages, "bodyBytes": o.BodyBytes, "brokers": o.Brokers,
 			"batchSettings": o.Settings, "kafkaPartitions": o.KafkaPartitions, "natsMemoryStorage": o.NATSMemory,
 			"poolSize": o.PoolSize, "rounds": o.Rounds},
@@ -249,7 +241,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		b.close()
 	}
 	rep.Targets = targets(rep.Results)
-	rep.Machine.LoadAvgEnd = loadAverage()
+	rep.Machine.LoadAvgEnd = machine.LoadAverage()
 	rep.Seconds = round(time.Since(start).Seconds(), 1)
 	printTargets(o.Stdout, rep)
 	if o.Out != "" {
@@ -333,13 +325,13 @@ func median(rounds []Result) Result {
 
 // timed runs f and measures it as n messages.
 func timed(n int, f func() error) (Measure, error) {
-	m := Measure{Messages: n, Load1: loadAverage()[0]}
+	m := Measure{Messages: n, Load1: machine.LoadAverage()[0]}
 	before := readCPU()
 	t0 := time.Now()
 	err := f()
 	m.Seconds = time.Since(t0).Seconds()
 	after := readCPU()
-	m.BusyPct, m.SelfCPU = after.busyPct(before), round(after.self-before.self, 2)
+	m.BusyPct, m.SelfCPU = after.busyPct(before), after.selfCPU(before)
 	m.ServerCPU = after.serverCPU(before)
 	if m.Seconds > 0 {
 		m.PerSec = round(float64(n)/m.Seconds, 0)
