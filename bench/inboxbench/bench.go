@@ -12,19 +12,18 @@ package inboxbench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/alternayte/queuebox/bench/benchdb"
 	"github.com/alternayte/queuebox/bench/machine"
+	"github.com/alternayte/queuebox/bench/report"
 	"github.com/alternayte/queuebox/shared/localserver"
 	"github.com/alternayte/queuebox/shared/service"
 )
@@ -298,7 +297,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep.Seconds = round(time.Since(began).Seconds(), 1)
 	printTable(opts.Stdout, rep)
 	if opts.Out != "" {
-		if err := writeReport(opts.Out, rep); err != nil {
+		if err := report.WriteJSON(opts.Out, rep); err != nil {
 			return rep, err
 		}
 	}
@@ -340,20 +339,6 @@ func printTable(w io.Writer, rep *Report) {
 	for _, p := range rep.Problems {
 		fmt.Fprintln(w, "PROBLEM:", p)
 	}
-}
-
-func writeReport(path string, rep *Report) error {
-	b, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding the report: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("writing the report: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing the report: %w", err)
-	}
-	return nil
 }
 
 // freePort returns a port that was free on 127.0.0.1 a moment ago, for server.httpPort.

@@ -18,13 +18,13 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/alternayte/queuebox/bench/machine"
+	"github.com/alternayte/queuebox/bench/report"
 	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/outbox"
@@ -280,7 +280,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep.Targets = targets(rep)
 	printTable(opts.Stdout, rep)
 	if opts.Out != "" {
-		if err := writeReport(opts.Out, rep); err != nil {
+		if err := report.WriteJSON(opts.Out, rep); err != nil {
 			return rep, err
 		}
 		_, _ = fmt.Fprintf(opts.Stdout, "\nreport written to %s\n", opts.Out)
@@ -693,20 +693,6 @@ func statementLine(st map[string]StatementStats) string {
 		}
 	}
 	return strings.Join(parts, ", ")
-}
-
-func writeReport(path string, rep *Report) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("writing the report: %w", err)
-	}
-	b, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding the report: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing the report: %w", err)
-	}
-	return nil
 }
 
 func slug(s string) string {

@@ -24,12 +24,10 @@ package sourcebench
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +35,7 @@ import (
 
 	"github.com/alternayte/queuebox/bench/benchdb"
 	"github.com/alternayte/queuebox/bench/machine"
+	"github.com/alternayte/queuebox/bench/report"
 )
 
 // The brokers of the bench.
@@ -245,7 +244,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.Seconds = round(time.Since(start).Seconds(), 1)
 	printTargets(o.Stdout, rep)
 	if o.Out != "" {
-		if err := writeJSON(o.Out, rep); err != nil {
+		if err := report.WriteJSON(o.Out, rep); err != nil {
 			return rep, err
 		}
 	}
@@ -451,20 +450,6 @@ func printTargets(w io.Writer, rep *Report) {
 		fmt.Fprintf(w, "PROBLEM: %s\n", p)
 	}
 	fmt.Fprintf(w, "total %.1f s, load average at the end %.2f\n", rep.Seconds, rep.Machine.LoadAvgEnd[0])
-}
-
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding the report: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("writing the report: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing the report: %w", err)
-	}
-	return nil
 }
 
 // ParseInts parses a comma-separated list of positive integers.
