@@ -77,6 +77,13 @@ func (db *Database) Drop() {
 	}
 }
 
+// ServerInfo is the server's version and the settings that bound commits, as the reports
+// hold them (ServerFacts reads them).
+type ServerInfo struct {
+	Version  string            `json:"version"`
+	Settings map[string]string `json:"settings"`
+}
+
 // ServerFacts returns the server version and the settings that bound the commit rate.
 func (db *Database) ServerFacts(ctx context.Context) (string, map[string]string, error) {
 	var version string

@@ -79,10 +79,7 @@ type Report struct {
 type Machine = machine.Info
 
 // PostgresInfo is the server's version and the settings that bound commits.
-type PostgresInfo struct {
-	Version  string            `json:"version"`
-	Settings map[string]string `json:"settings"`
-}
+type PostgresInfo = benchdb.ServerInfo
 
 // Phase is one measured phase: what the load generator saw and the CPU spent.
 type Phase struct {

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alternayte/queuebox/bench/benchdb"
 	"github.com/alternayte/queuebox/bench/machine"
 	"github.com/alternayte/queuebox/bench/report"
 	"github.com/alternayte/queuebox/shared/connect/webhook"
@@ -147,11 +148,8 @@ type Machine struct {
 	LoadAvgEnd   [3]float64 `json:"loadAvgEnd"`
 }
 
-// PostgresInfo describes the server.
-type PostgresInfo struct {
-	Version  string            `json:"version"`
-	Settings map[string]string `json:"settings"`
-}
+// PostgresInfo is the server's version and the settings that bound commits.
+type PostgresInfo = benchdb.ServerInfo
 
 // ReportOpts echoes the options that shape the figures.
 type ReportOpts struct {

@@ -107,10 +107,7 @@ type Report struct {
 type Machine = machine.Info
 
 // PostgresInfo is the server's version and the settings that bound commits.
-type PostgresInfo struct {
-	Version  string            `json:"version"`
-	Settings map[string]string `json:"settings"`
-}
+type PostgresInfo = benchdb.ServerInfo
 
 // Result is one broker at one batch setting.
 type Result struct {
