@@ -77,6 +77,13 @@ func (db *Database) Drop() {
 	}
 }
 
+// ServerInfo is the server's version and the settings that bound commits, as the reports
+// hold them (ServerFacts reads them).
+type ServerInfo struct {
+	Version  string            `json:"version"`
+	Settings map[string]string `json:"settings"`
+}
+
 // ServerFacts returns the server version and the settings that bound the commit rate.
 func (db *Database) ServerFacts(ctx context.Context) (string, map[string]string, error) {
 	var version string
@@ -105,7 +112,17 @@ WHERE name IN ('fsync', 'synchronous_commit', 'wal_sync_method', 'commit_delay',
 
 // BackendPIDs returns the server processes connected to the bench database.
 func (db *Database) BackendPIDs(ctx context.Context) ([]int, error) {
-	rows, err := db.Admin.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
+	return db.backendPIDs(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
+}
+
+// ApplicationPIDs returns the server processes connected to the bench database whose
+// connections named themselves application (the application_name parameter).
+func (db *Database) ApplicationPIDs(ctx context.Context, application string) ([]int, error) {
+	return db.backendPIDs(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()`, application)
+}
+
+func (db *Database) backendPIDs(ctx context.Context, query string, args ...any) ([]int, error) {
+	rows, err := db.Admin.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing backends: %w", err)
 	}

@@ -12,20 +12,18 @@ package inboxbench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
-	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"time"
 
 	"github.com/alternayte/queuebox/bench/benchdb"
+	"github.com/alternayte/queuebox/bench/machine"
+	"github.com/alternayte/queuebox/bench/report"
 	"github.com/alternayte/queuebox/shared/localserver"
 	"github.com/alternayte/queuebox/shared/service"
 )
@@ -78,20 +76,10 @@ type Report struct {
 }
 
 // Machine describes where the bench ran.
-type Machine struct {
-	Cores        int        `json:"cores"`
-	GOMAXPROCS   int        `json:"gomaxprocs"`
-	GoVersion    string     `json:"goVersion"`
-	OS           string     `json:"os"`
-	LoadAvgStart [3]float64 `json:"loadAvgStart"`
-	LoadAvgEnd   [3]float64 `json:"loadAvgEnd"`
-}
+type Machine = machine.Info
 
 // PostgresInfo is the server's version and the settings that bound commits.
-type PostgresInfo struct {
-	Version  string            `json:"version"`
-	Settings map[string]string `json:"settings"`
-}
+type PostgresInfo = benchdb.ServerInfo
 
 // Phase is one measured phase: what the load generator saw and the CPU spent.
 type Phase struct {
@@ -125,11 +113,8 @@ type Target struct {
 func Run(ctx context.Context, opts Options) (*Report, error) {
 	began := time.Now()
 	rep := &Report{
-		Date: began.UTC().Format(time.RFC3339),
-		Machine: Machine{
-			Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
-			OS: runtime.GOOS + "/" + runtime.GOARCH, LoadAvgStart: loadAverage(),
-		},
+		Date:    began.UTC().Format(time.RFC3339),
+		Machine: machine.Describe(),
 		Settings: map[string]any{
 			"clients": opts.Clients, "secondsPerPhase": opts.Seconds, "source": Source,
 			"consumption": "pull", "body": `{"id":"c<client>-<n>","n":<n>}`,
@@ -238,19 +223,18 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 
 	for _, name := range []string{PhaseNew, PhaseDuplicates} {
 		logf("phase %s: %d clients for %g s", name, opts.Clients, opts.Seconds)
-		var prof *os.File
+		var stopProfile func()
 		if name == PhaseNew && opts.CPUProfile != "" {
-			if prof, err = startProfile(opts.CPUProfile); err != nil {
+			if stopProfile, err = machine.StartCPUProfile(opts.CPUProfile); err != nil {
 				return nil, err
 			}
 		}
-		load1 := loadAverage()[0]
+		load1 := machine.LoadAverage()[0]
 		before := readCPU(lg.pid(), db.backendCPU(ctx))
 		res, err := lg.phase(ctx, loadCommand{Phase: name, URL: target, Clients: opts.Clients, Seconds: opts.Seconds})
 		after := readCPU(lg.pid(), db.backendCPU(ctx))
-		if prof != nil {
-			pprof.StopCPUProfile()
-			_ = prof.Close()
+		if stopProfile != nil {
+			stopProfile()
 		}
 		if err != nil {
 			return nil, err
@@ -306,11 +290,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		t.Met = t.Got >= t.Target
 		rep.Targets = append(rep.Targets, t)
 	}
-	rep.Machine.LoadAvgEnd = loadAverage()
+	rep.Machine.LoadAvgEnd = machine.LoadAverage()
 	rep.Seconds = round(time.Since(began).Seconds(), 1)
 	printTable(opts.Stdout, rep)
 	if opts.Out != "" {
-		if err := writeReport(opts.Out, rep); err != nil {
+		if err := report.WriteJSON(opts.Out, rep); err != nil {
 			return rep, err
 		}
 	}
@@ -352,32 +336,6 @@ func printTable(w io.Writer, rep *Report) {
 	for _, p := range rep.Problems {
 		fmt.Fprintln(w, "PROBLEM:", p)
 	}
-}
-
-func writeReport(path string, rep *Report) error {
-	b, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding the report: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("writing the report: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing the report: %w", err)
-	}
-	return nil
-}
-
-func startProfile(path string) (*os.File, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("creating the CPU profile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("starting the CPU profile: %w", err)
-	}
-	return f, nil
 }
 
 // freePort returns a port that was free on 127.0.0.1 a moment ago, for server.httpPort.

@@ -6,6 +6,7 @@ import (
 	"net/url"
 
 	"github.com/alternayte/queuebox/bench/benchdb"
+	"github.com/alternayte/queuebox/bench/machine"
 )
 
 // benchDatabase is the private database of one bench run (see benchdb), with the statements
@@ -42,7 +43,7 @@ func (db *benchDatabase) backendCPU(ctx context.Context) map[int]float64 {
 		return out
 	}
 	for _, p := range pids {
-		out[p] = processCPU(p)
+		out[p] = machine.ProcessCPU(p)
 	}
 	return out
 }

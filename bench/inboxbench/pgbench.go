@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/alternayte/queuebox/bench/benchdb"
+	"github.com/alternayte/queuebox/bench/machine"
 )
 
 // Ceiling is PostgreSQL's own rate for the write that the inbox did per request before the
@@ -50,7 +51,7 @@ func measureCeiling(ctx context.Context, db *benchDatabase, clients, seconds int
 	threads := min(clients, 2)
 	c := Ceiling{Clients: clients, Threads: threads, Seconds: seconds, Pgbench: bin, Script: ceilingScript}
 	run := benchdb.Pgbench{Bin: bin, URL: db.URL, Script: ceilingScript, Clients: clients, Threads: threads, Seconds: seconds}
-	c.Load1 = loadAverage()[0]
+	c.Load1 = machine.LoadAverage()[0]
 	before := readCPU(0, nil)
 	res, runErr := run.Run(ctx)
 	after := readCPU(0, nil)

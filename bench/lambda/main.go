@@ -20,13 +20,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/alternayte/queuebox/bench/benchcmd"
 	"github.com/alternayte/queuebox/deploy/lambdazip"
 )
 
@@ -43,12 +42,7 @@ type result struct {
 	Timing *timingInfo `json:"timing,omitempty"`
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	code := run(ctx, os.Args[1:])
-	stop()
-	os.Exit(code)
-}
+func main() { benchcmd.Main(run) }
 
 func run(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("lambda", flag.ContinueOnError)

@@ -16,16 +16,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/alternayte/queuebox/bench/benchdb"
+	"github.com/alternayte/queuebox/bench/machine"
+	"github.com/alternayte/queuebox/bench/report"
 	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/outbox"
@@ -148,11 +148,8 @@ type Machine struct {
 	LoadAvgEnd   [3]float64 `json:"loadAvgEnd"`
 }
 
-// PostgresInfo describes the server.
-type PostgresInfo struct {
-	Version  string            `json:"version"`
-	Settings map[string]string `json:"settings"`
-}
+// PostgresInfo is the server's version and the settings that bound commits.
+type PostgresInfo = benchdb.ServerInfo
 
 // ReportOpts echoes the options that shape the figures.
 type ReportOpts struct {
@@ -227,7 +224,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		Date: started.UTC().Format(time.RFC3339),
 		Machine: Machine{
 			Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
-			OS: runtime.GOOS, Arch: runtime.GOARCH, LoadAvgStart: loadAverage(),
+			OS: runtime.GOOS, Arch: runtime.GOARCH, LoadAvgStart: machine.LoadAverage(),
 		},
 		Options: ReportOpts{
 			Rows: opts.Rows, Keys: opts.Keys, ExploreRows: opts.ExploreRows, Tuned: opts.Tuned,
@@ -276,12 +273,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		rep.Latency = &lr
 		rep.Problems = append(rep.Problems, prefixed("latency", lr.Problems)...)
 	}
-	rep.Machine.LoadAvgEnd = loadAverage()
+	rep.Machine.LoadAvgEnd = machine.LoadAverage()
 	rep.Seconds = round(time.Since(started).Seconds(), 1)
 	rep.Targets = targets(rep)
 	printTable(opts.Stdout, rep)
 	if opts.Out != "" {
-		if err := writeReport(opts.Out, rep); err != nil {
+		if err := report.WriteJSON(opts.Out, rep); err != nil {
 			return rep, err
 		}
 		_, _ = fmt.Fprintf(opts.Stdout, "\nreport written to %s\n", opts.Out)
@@ -434,17 +431,13 @@ func (b *bench) newQueueBox(ctx context.Context, s Settings) (*queueBox, error) 
 // backendCPU returns the CPU seconds of the poller pool's server processes. Call it before
 // close: the backends end with their connections.
 func (qb *queueBox) backendCPU(ctx context.Context, db *benchDatabase) float64 {
-	rows, err := db.Admin.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()`, pollerAppName)
+	pids, err := db.ApplicationPIDs(ctx, pollerAppName)
 	if err != nil {
 		return 0
 	}
-	defer rows.Close()
 	total := 0.0
-	for rows.Next() {
-		var pid int32
-		if rows.Scan(&pid) == nil {
-			total += processCPU(int(pid))
-		}
+	for _, pid := range pids {
+		total += machine.ProcessCPU(pid)
 	}
 	return total
 }
@@ -478,19 +471,15 @@ func (b *bench) backlogRun(ctx context.Context, keys, rows int, s Settings, tune
 
 	if profile != "" {
 		name := fmt.Sprintf("%s-%s.pprof", profile, slug(r.Name))
-		f, err := os.Create(name)
+		stopProfile, err := machine.StartCPUProfile(name)
 		if err != nil {
-			return r, fmt.Errorf("creating the CPU profile: %w", err)
-		}
-		defer func() { _ = f.Close() }()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return r, fmt.Errorf("starting the CPU profile: %w", err)
+			return r, err
 		}
 		defer logf("CPU profile written to %s", name)
-		defer pprof.StopCPUProfile()
+		defer stopProfile()
 	}
 
-	r.Load1 = loadAverage()[0]
+	r.Load1 = machine.LoadAverage()[0]
 	before := readCPU(b.sink.pid())
 	runCtx, cancel := context.WithTimeout(ctx, b.opts.RunTimeout)
 	defer cancel()
@@ -577,7 +566,7 @@ func (b *bench) latencyRun(ctx context.Context) (LatencyRun, error) {
 	go func() { summary <- qb.poller.Run(runCtx, outbox.RunOptions{}) }()
 	sleepCtx(ctx, 500*time.Millisecond) // the first idle claim opens the connections
 
-	r.Load1 = loadAverage()[0]
+	r.Load1 = machine.LoadAverage()[0]
 	before := readCPU(b.sink.pid())
 	err = b.sink.call(ctx, http.MethodPost, "/produce", produceRequest{
 		DatabaseURL: b.db.URL, Rate: o.LatencyRate, Seconds: o.LatencySeconds, Workers: 4,
@@ -704,20 +693,6 @@ func statementLine(st map[string]StatementStats) string {
 	return strings.Join(parts, ", ")
 }
 
-func writeReport(path string, rep *Report) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("writing the report: %w", err)
-	}
-	b, err := json.MarshalIndent(rep, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding the report: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing the report: %w", err)
-	}
-	return nil
-}
-
 func slug(s string) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(s) {
@@ -728,14 +703,6 @@ func slug(s string) string {
 		}
 	}
 	return strings.TrimSuffix(b.String(), "-")
-}
-
-func round(v float64, digits int) float64 {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0
-	}
-	p := math.Pow(10, float64(digits))
-	return math.Round(v*p) / p
 }
 
 // logf writes a progress line to stderr.

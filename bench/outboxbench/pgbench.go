@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/bench/benchdb"
+	"github.com/alternayte/queuebox/bench/machine"
 )
 
 // Ceiling is the commit rate of the server for the write that finishes one row: one fenced
@@ -67,7 +68,7 @@ FROM (SELECT c * 1000000 + i AS n
 		return c, err
 	}
 	run := benchdb.Pgbench{Bin: bin, URL: db.URL, Script: ceilingScript, Clients: clients, Threads: threads, Seconds: seconds}
-	c.Load1 = loadAverage()[0]
+	c.Load1 = machine.LoadAverage()[0]
 	before := readCPU(sinkPID)
 	res, runErr := run.Run(ctx)
 	after := readCPU(sinkPID)

@@ -24,19 +24,18 @@ package sourcebench
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/alternayte/queuebox/bench/benchdb"
+	"github.com/alternayte/queuebox/bench/machine"
+	"github.com/alternayte/queuebox/bench/report"
 )
 
 // The brokers of the bench.
@@ -105,20 +104,10 @@ type Report struct {
 }
 
 // Machine describes where the bench ran.
-type Machine struct {
-	Cores        int        `json:"cores"`
-	GOMAXPROCS   int        `json:"gomaxprocs"`
-	GoVersion    string     `json:"goVersion"`
-	OS           string     `json:"os"`
-	LoadAvgStart [3]float64 `json:"loadAvgStart"`
-	LoadAvgEnd   [3]float64 `json:"loadAvgEnd"`
-}
+type Machine = machine.Info
 
 // PostgresInfo is the server's version and the settings that bound commits.
-type PostgresInfo struct {
-	Version  string            `json:"version"`
-	Settings map[string]string `json:"settings"`
-}
+type PostgresInfo = benchdb.ServerInfo
 
 // Result is one broker at one batch setting.
 type Result struct {
@@ -204,9 +193,8 @@ type brokerBench interface {
 func Run(ctx context.Context, o Options) (*Report, error) {
 	start := time.Now()
 	rep := &Report{
-		Date: start.UTC().Format(time.RFC3339),
-		Machine: Machine{Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version(),
-			OS: runtime.GOOS + "/" + runtime.GOARCH, LoadAvgStart: loadAverage()},
+		Date:    start.UTC().Format(time.RFC3339),
+		Machine: machine.Describe(),
 		Settings: map[string]any{"messages": o.Messages, "bodyBytes": o.BodyBytes, "brokers": o.Brokers,
 			"batchSettings": o.Settings, "kafkaPartitions": o.KafkaPartitions, "natsMemoryStorage": o.NATSMemory,
 			"poolSize": o.PoolSize, "rounds": o.Rounds},
@@ -249,11 +237,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		b.close()
 	}
 	rep.Targets = targets(rep.Results)
-	rep.Machine.LoadAvgEnd = loadAverage()
+	rep.Machine.LoadAvgEnd = machine.LoadAverage()
 	rep.Seconds = round(time.Since(start).Seconds(), 1)
 	printTargets(o.Stdout, rep)
 	if o.Out != "" {
-		if err := writeJSON(o.Out, rep); err != nil {
+		if err := report.WriteJSON(o.Out, rep); err != nil {
 			return rep, err
 		}
 	}
@@ -333,13 +321,13 @@ func median(rounds []Result) Result {
 
 // timed runs f and measures it as n messages.
 func timed(n int, f func() error) (Measure, error) {
-	m := Measure{Messages: n, Load1: loadAverage()[0]}
+	m := Measure{Messages: n, Load1: machine.LoadAverage()[0]}
 	before := readCPU()
 	t0 := time.Now()
 	err := f()
 	m.Seconds = time.Since(t0).Seconds()
 	after := readCPU()
-	m.BusyPct, m.SelfCPU = after.busyPct(before), round(after.self-before.self, 2)
+	m.BusyPct, m.SelfCPU = after.busyPct(before), after.selfCPU(before)
 	m.ServerCPU = after.serverCPU(before)
 	if m.Seconds > 0 {
 		m.PerSec = round(float64(n)/m.Seconds, 0)
@@ -459,20 +447,6 @@ func printTargets(w io.Writer, rep *Report) {
 		fmt.Fprintf(w, "PROBLEM: %s\n", p)
 	}
 	fmt.Fprintf(w, "total %.1f s, load average at the end %.2f\n", rep.Seconds, rep.Machine.LoadAvgEnd[0])
-}
-
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding the report: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("writing the report: %w", err)
-	}
-	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing the report: %w", err)
-	}
-	return nil
 }
 
 // ParseInts parses a comma-separated list of positive integers.

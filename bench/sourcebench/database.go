@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/alternayte/queuebox/bench/benchdb"
+	"github.com/alternayte/queuebox/bench/machine"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres"
@@ -129,9 +130,9 @@ func sourceRun(ctx context.Context, o Options, bl backlog, broker string, batch 
 	sink := &countingSink{inner: d.st, want: int64(o.Messages), done: make(chan struct{})}
 	rctx, cancel := context.WithTimeout(ctx, o.RunTimeout)
 	defer cancel()
-	m := Measure{Messages: o.Messages, Load1: loadAverage()[0]}
+	m := Measure{Messages: o.Messages, Load1: machine.LoadAverage()[0]}
 	if o.CPUProfile != "" {
-		stop, err := startProfile(fmt.Sprintf("%s-%s-%d.pprof", o.CPUProfile, broker, batch))
+		stop, err := machine.StartCPUProfile(fmt.Sprintf("%s-%s-%d.pprof", o.CPUProfile, broker, batch))
 		if err != nil {
 			return m, err
 		}
@@ -161,7 +162,7 @@ func sourceRun(ctx context.Context, o Options, bl backlog, broker string, batch 
 	m.Seconds = sink.doneAt.Sub(t0).Seconds()
 	m.PerSec = round(float64(o.Messages)/m.Seconds, 0)
 	m.Seconds = round(m.Seconds, 3)
-	m.BusyPct, m.SelfCPU = after.busyPct(before), round(after.self-before.self, 2)
+	m.BusyPct, m.SelfCPU = after.busyPct(before), after.selfCPU(before)
 	m.ServerCPU = after.serverCPU(before)
 	m.Inserts, m.Duplicates = int(sink.inserts.Load()), int(sink.dups.Load())
 	m.InsertSeconds = round(time.Duration(sink.busy.Load()).Seconds(), 3)

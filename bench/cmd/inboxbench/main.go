@@ -8,21 +8,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
+	"github.com/alternayte/queuebox/bench/benchcmd"
 	"github.com/alternayte/queuebox/bench/inboxbench"
 )
 
-// defaultServer is the server of the tests, used when QUEUEBOX_TEST_DATABASE_URL is not set.
-const defaultServer = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	code := run(ctx, os.Args[1:])
-	stop()
-	os.Exit(code)
-}
+func main() { benchcmd.Main(run) }
 
 func run(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("inboxbench", flag.ContinueOnError)
@@ -49,7 +40,7 @@ func run(ctx context.Context, args []string) int {
 		return 2
 	}
 	opts := inboxbench.Options{
-		ServerURL:      serverURL(),
+		ServerURL:      benchcmd.ServerURL(),
 		Clients:        *clients,
 		Seconds:        *seconds,
 		PoolSize:       *poolSize,
@@ -64,11 +55,4 @@ func run(ctx context.Context, args []string) int {
 		return 1
 	}
 	return 0
-}
-
-func serverURL() string {
-	if u := os.Getenv("QUEUEBOX_TEST_DATABASE_URL"); u != "" {
-		return u
-	}
-	return defaultServer
 }

@@ -10,24 +10,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/alternayte/queuebox/bench/benchcmd"
 	"github.com/alternayte/queuebox/bench/outboxbench"
 )
 
-// defaultServer is the server of the tests, used when QUEUEBOX_TEST_DATABASE_URL is not set.
-const defaultServer = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	code := run(ctx, os.Args[1:])
-	stop()
-	os.Exit(code)
-}
+func main() { benchcmd.Main(run) }
 
 func run(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("outboxbench", flag.ContinueOnError)
@@ -57,7 +48,7 @@ func run(ctx context.Context, args []string) int {
 		return 0
 	}
 	opts := outboxbench.Options{
-		ServerURL:           serverURL(),
+		ServerURL:           benchcmd.ServerURL(),
 		Rows:                *rows,
 		Keys:                *keys,
 		ExploreRows:         *exploreRows,
@@ -109,11 +100,4 @@ func run(ctx context.Context, args []string) int {
 		return 1
 	}
 	return 0
-}
-
-func serverURL() string {
-	if u := os.Getenv("QUEUEBOX_TEST_DATABASE_URL"); u != "" {
-		return u
-	}
-	return defaultServer
 }

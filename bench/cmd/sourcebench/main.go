@@ -9,27 +9,20 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/alternayte/queuebox/bench/benchcmd"
 	"github.com/alternayte/queuebox/bench/sourcebench"
 )
 
 // Defaults of the servers of the tests, used when their variables are not set.
 const (
-	defaultServer = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 	defaultRabbit = "amqp://guest:guest@127.0.0.1:5672/"
 	defaultNATS   = "nats://127.0.0.1:4222"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	code := run(ctx, os.Args[1:])
-	stop()
-	os.Exit(code)
-}
+func main() { benchcmd.Main(run) }
 
 func run(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("sourcebench", flag.ContinueOnError)
@@ -65,7 +58,7 @@ func run(ctx context.Context, args []string) int {
 		return 2
 	}
 	opts := sourcebench.Options{
-		ServerURL:       serverURL(),
+		ServerURL:       benchcmd.ServerURL(),
 		RabbitURL:       *rabbitURL,
 		NATSURL:         *natsURL,
 		Messages:        *messages,
@@ -86,11 +79,4 @@ func run(ctx context.Context, args []string) int {
 		return 1
 	}
 	return 0
-}
-
-func serverURL() string {
-	if u := os.Getenv("QUEUEBOX_TEST_DATABASE_URL"); u != "" {
-		return u
-	}
-	return defaultServer
 }
