@@ -17,6 +17,7 @@ import (
 	"github.com/alternayte/queuebox/shared/localserver"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/transform"
 )
 
 // Exit codes.
@@ -66,16 +67,18 @@ func Main(ctx context.Context, args []string, env Env) int {
 }
 
 // loadOptions are the load options of a command: every transform expression compiles at
-// load on an engine of its own, so that an error names its key.
-func loadOptions(env Env) config.LoadOptions {
-	return config.LoadOptions{Env: config.EnvMap(env.Environ), ReadFile: env.ReadFile, CompileTransform: service.NewEngine().Check}
+// load on engine, so that an error names its key; the command then builds its parts on the
+// same engine, which holds the compiled expressions.
+func loadOptions(env Env, engine *transform.Engine) config.LoadOptions {
+	return config.LoadOptions{Env: config.EnvMap(env.Environ), ReadFile: env.ReadFile, CompileTransform: engine.Check}
 }
 
 // configCheck loads and validates the configuration, then runs the start-time checks of serve
 // that need no database (localserver.Check); it prints the resolved configuration with every
 // secret masked, or every error, a refusal of serve with the text that serve prints.
 func configCheck(ctx context.Context, env Env) int {
-	cfg, warnings, err := config.Load(loadOptions(env))
+	engine := service.NewEngine()
+	cfg, warnings, err := config.Load(loadOptions(env, engine))
 	for _, w := range warnings {
 		fmt.Fprintf(env.Stderr, "warning: %s\n", w.String())
 	}
@@ -83,7 +86,7 @@ func configCheck(ctx context.Context, env Env) int {
 		printConfigError(env.Stderr, err)
 		return ExitFailure
 	}
-	if err := localserver.Check(ctx, cfg); err != nil {
+	if err := localserver.CheckWithEngine(ctx, cfg, engine); err != nil {
 		fmt.Fprintln(env.Stderr, err.Error())
 		return ExitFailure
 	}
@@ -118,9 +121,10 @@ func originText(cfg *config.Config) string {
 	return "from " + strings.Join(parts, ", ")
 }
 
-// load loads the configuration for a command that runs, logging the warnings.
-func load(env Env, log *slog.Logger) (*config.Config, bool) {
-	cfg, warnings, err := config.Load(loadOptions(env))
+// load loads the configuration for a command that runs, logging the warnings; its transforms
+// compile on engine.
+func load(env Env, log *slog.Logger, engine *transform.Engine) (*config.Config, bool) {
+	cfg, warnings, err := config.Load(loadOptions(env, engine))
 	for _, w := range warnings {
 		log.Warn("configuration warning", "warning", w.String())
 	}
@@ -133,7 +137,7 @@ func load(env Env, log *slog.Logger) (*config.Config, bool) {
 
 func migrateCommand(ctx context.Context, env Env, baseline int) int {
 	log := service.NewLogger(env.Stderr, slog.LevelInfo)
-	cfg, ok := load(env, log)
+	cfg, ok := load(env, log, service.NewEngine())
 	if !ok {
 		return ExitFailure
 	}
@@ -163,12 +167,13 @@ func migrateCommand(ctx context.Context, env Env, baseline int) int {
 
 func serveCommand(ctx context.Context, env Env) int {
 	log := service.NewLogger(env.Stderr, slog.LevelInfo)
-	cfg, ok := load(env, log)
+	engine := service.NewEngine()
+	cfg, ok := load(env, log, engine)
 	if !ok {
 		return ExitFailure
 	}
 	log.Info("configuration loaded", "config", cfg.LogValue())
-	local, err := localserver.New(ctx, cfg, log)
+	local, err := localserver.NewWithEngine(ctx, cfg, log, engine)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err.Error())
 		return ExitFailure

@@ -27,6 +27,7 @@ import (
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/service/destinations"
 	"github.com/alternayte/queuebox/shared/service/sources"
+	"github.com/alternayte/queuebox/shared/transform"
 )
 
 // HTTPDrainTimeout is how long the HTTP servers drain requests in flight at shutdown.
@@ -50,9 +51,9 @@ type Local struct {
 // loop in-process (the poller, the relay when inbox.relay.enabled, the retention cleanup,
 // capture when outbox.capture.enabled), the inbox and the admin routes, and the broker
 // destinations of RabbitMQ, Kafka and NATS as well as HTTP.
-func options(log *slog.Logger, m service.Recorder, pool service.PoolMetrics, draining func() bool) service.AppOptions {
+func options(log *slog.Logger, m service.Recorder, pool service.PoolMetrics, draining func() bool, engine *transform.Engine) service.AppOptions {
 	return service.AppOptions{
-		Logger: log, Metrics: m, Pool: pool,
+		Logger: log, Metrics: m, Pool: pool, Engine: engine,
 		Poller: true, Brokers: destinations.All(),
 		Relay: service.IfEnabled, Retention: true, Admin: service.IfEnabled,
 		Inbox: true, Draining: draining, Capture: service.IfEnabled,
@@ -65,9 +66,16 @@ func options(log *slog.Logger, m service.Recorder, pool service.PoolMetrics, dra
 // `queuebox config check` prints (Check), then opens the database (waiting for it, migrating
 // or checking the schema) and binds the workers to it.
 func New(ctx context.Context, cfg *service.Config, log *slog.Logger) (*Local, error) {
+	return NewWithEngine(ctx, cfg, log, nil)
+}
+
+// NewWithEngine is New with the JSONata engine that compiled the configuration's transforms at
+// load (the CompileTransform of its load options), so that the process starts one engine, not
+// two. Nil makes a new engine.
+func NewWithEngine(ctx context.Context, cfg *service.Config, log *slog.Logger, engine *transform.Engine) (*Local, error) {
 	l := &Local{log: log, metrics: metrics.New(service.Version), ready: make(chan struct{})}
 	pool := metrics.NewPoolTracer(l.metrics, metrics.PoolName)
-	app, err := service.Build(ctx, cfg, options(log, l.metrics, pool, l.shuttingDown.Load))
+	app, err := service.Build(ctx, cfg, options(log, l.metrics, pool, l.shuttingDown.Load, engine))
 	if err != nil {
 		return nil, err
 	}
@@ -87,10 +95,14 @@ func New(ctx context.Context, cfg *service.Config, log *slog.Logger) (*Local, er
 // opening the database. It returns the error that New would return, with the same text.
 // `queuebox config check` calls it, so that it refuses whatever `serve` refuses from the
 // configuration.
-func Check(ctx context.Context, cfg *service.Config) error {
+func Check(ctx context.Context, cfg *service.Config) error { return CheckWithEngine(ctx, cfg, nil) }
+
+// CheckWithEngine is Check on the JSONata engine that compiled the configuration at load (nil
+// makes a new one), as NewWithEngine is New.
+func CheckWithEngine(ctx context.Context, cfg *service.Config, engine *transform.Engine) error {
 	// The check builds the parts and runs none, so its log lines (a destination kind without a
 	// publisher, for example) would repeat those of the start: it logs nothing.
-	app, err := service.Build(ctx, cfg, options(slog.New(slog.DiscardHandler), nil, nil, nil))
+	app, err := service.Build(ctx, cfg, options(slog.New(slog.DiscardHandler), nil, nil, nil, engine))
 	if err != nil {
 		return err
 	}
