@@ -3,6 +3,7 @@ package connect
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -100,3 +101,31 @@ func StoreContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // ErrStopped marks an error that stops a source for good (a missing queue or stream, a
 // refused configuration): the consumer does not reconnect.
 var ErrStopped = errors.New("the source stopped")
+
+// Reconnect is the outer loop of a broker source: it runs session until ctx ends or session
+// returns an error that wraps ErrStopped, and after any other error marks the source down
+// with the public reason reconnecting and waits with b before it runs session again. It keeps
+// state: down with "the source stopped" when ctx ends, down with the stop's text after
+// ErrStopped. kind (rabbitmq, nats) starts its log lines; text gives an error's text for the
+// log with the source's credentials removed. It returns ctx's error or the stop.
+func Reconnect(ctx context.Context, state *SourceState, b *Backoff, log *slog.Logger, kind, reconnecting string,
+	text func(error) string, session func(context.Context) error) error {
+	for {
+		err := session(ctx)
+		if ctx.Err() != nil {
+			state.Down("the source stopped", nil)
+			return ctx.Err()
+		}
+		if errors.Is(err, ErrStopped) {
+			state.Down(err.Error(), nil)
+			log.Error(kind+" source stopped", slog.String("error", text(err)))
+			return err
+		}
+		state.Down(reconnecting, err)
+		log.Warn(kind+" source: the consumer failed; reconnecting", slog.String("error", text(err)))
+		if b.Wait(ctx) != nil {
+			state.Down("the source stopped", nil)
+			return ctx.Err()
+		}
+	}
+}

@@ -183,24 +183,8 @@ func (s *Source) Run(ctx context.Context, sink inbox.Inserter) error {
 		return fmt.Errorf("source %s: %s", s.Name(), s.scrub(err))
 	}
 	backoff := s.cfg.Backoff
-	for {
-		err := s.consume(ctx, js, intake, &backoff, log)
-		if ctx.Err() != nil {
-			s.state.Down("the source stopped", nil)
-			return ctx.Err()
-		}
-		if errors.Is(err, connect.ErrStopped) {
-			s.state.Down(err.Error(), nil)
-			log.Error("nats source stopped", slog.String("error", err.Error()))
-			return err
-		}
-		s.state.Down("the consumer is reconnecting to NATS", err)
-		log.Warn("nats source: the consumer failed; retrying", slog.String("error", s.scrub(err)))
-		if backoff.Wait(ctx) != nil {
-			s.state.Down("the source stopped", nil)
-			return ctx.Err()
-		}
-	}
+	return connect.Reconnect(ctx, &s.state, &backoff, log, "nats", "the consumer is reconnecting to NATS", s.scrub,
+		func(ctx context.Context) error { return s.consume(ctx, js, intake, &backoff, log) })
 }
 
 // consume sets up the durable consumer and fetches, stores and acknowledges batches until

@@ -15,6 +15,7 @@ import (
 
 	"github.com/alternayte/queuebox/shared/connect"
 	"github.com/alternayte/queuebox/shared/inbox"
+	"github.com/alternayte/queuebox/shared/redact"
 )
 
 // DefaultPrefetchCount is the default of sources.<name>.prefetchCount.
@@ -114,24 +115,8 @@ func (s *Source) Run(ctx context.Context, sink inbox.Inserter) error {
 	}
 	log := s.cfg.Logger.With(slog.String("source", s.Name()))
 	backoff := s.cfg.Backoff
-	for {
-		err := s.session(ctx, intake, &backoff, log)
-		if ctx.Err() != nil {
-			s.state.Down("the source stopped", nil)
-			return ctx.Err()
-		}
-		if errors.Is(err, connect.ErrStopped) {
-			s.state.Down(err.Error(), nil)
-			log.Error("rabbitmq source stopped", slog.Any("error", err))
-			return err
-		}
-		s.state.Down("the consumer is reconnecting to the broker", err)
-		log.Warn("rabbitmq source: the consumer lost the broker; reconnecting", slog.Any("error", err))
-		if backoff.Wait(ctx) != nil {
-			s.state.Down("the source stopped", nil)
-			return ctx.Err()
-		}
-	}
+	return connect.Reconnect(ctx, &s.state, &backoff, log, "rabbitmq", "the consumer is reconnecting to the broker", redact.Error,
+		func(ctx context.Context) error { return s.session(ctx, intake, &backoff, log) })
 }
 
 // session connects, consumes until the connection breaks or ctx ends, and closes the
