@@ -189,43 +189,90 @@ func (in *Intake) Name() string { return in.rules.name }
 // and one commit) and returns one outcome per delivery, in order. An error means that
 // nothing is known to be stored: the source must not acknowledge any of the deliveries,
 // so that the broker delivers them again (a redelivery of a stored message is then a
-// duplicate). A push source wakes the relay once per batch that stored a new row.
+// duplicate). A push source wakes the relay once per batch that stored a new row. Store is
+// a Batch of the deliveries, written with Batch.Write.
 func (in *Intake) Store(ctx context.Context, ds []Delivery) ([]Outcome, error) {
-	out := make([]Outcome, len(ds))
-	params := make([]store.InboxInsertParams, 0, len(ds))
-	index := make([]int, 0, len(ds)) // params[i] is the row of ds[index[i]]
+	b := in.NewBatch(len(ds))
 	for i := range ds {
-		p, ok := in.prepare(ctx, &ds[i])
-		if !ok {
-			out[i] = Outcome{Status: Filtered}
-			continue
-		}
-		params = append(params, p)
-		index = append(index, i)
+		b.Add(ctx, &ds[i])
 	}
-	if len(params) == 0 {
-		return out, nil
+	return b.Write(ctx)
+}
+
+// Batch is the rows of deliveries that arrived together. A source adds each delivery as it
+// arrives, so that the work of turning it into a row is done while the source waits for the
+// rest of the batch, and then writes the batch once with Write. A Batch is not safe for
+// concurrent use.
+type Batch struct {
+	in     *Intake
+	out    []Outcome
+	params []store.InboxInsertParams
+	index  []int // params[i] is the row of delivery index[i]
+}
+
+// NewBatch returns an empty batch with room for n deliveries.
+func (in *Intake) NewBatch(n int) *Batch {
+	return &Batch{
+		in:     in,
+		out:    make([]Outcome, 0, n),
+		params: make([]store.InboxInsertParams, 0, n),
+		index:  make([]int, 0, n),
 	}
-	results := writeRows(ctx, in.st, params, nil, in.refused)
+}
+
+// Add turns the delivery into its row: the attribute orders, the header filter and the
+// source transform, with the measurements of what it refuses. It writes nothing; the row
+// keeps no reference to d beyond its body and headers.
+func (b *Batch) Add(ctx context.Context, d *Delivery) {
+	i := len(b.out)
+	b.out = append(b.out, Outcome{})
+	p, ok := b.in.prepare(ctx, d)
+	if !ok {
+		b.out[i] = Outcome{Status: Filtered}
+		return
+	}
+	b.params = append(b.params, p)
+	b.index = append(b.index, i)
+}
+
+// Len returns the number of deliveries added.
+func (b *Batch) Len() int { return len(b.out) }
+
+// Reset empties the batch for the next deliveries; the outcomes that Write returned for it
+// are overwritten.
+func (b *Batch) Reset() {
+	clear(b.params)
+	b.out, b.params, b.index = b.out[:0], b.params[:0], b.index[:0]
+}
+
+// Write stores the rows of the batch with one batched insert and returns one outcome per
+// delivery, in order; its error means what Store's error means. A batch is written once
+// (Reset makes it ready for new deliveries).
+func (b *Batch) Write(ctx context.Context) ([]Outcome, error) {
+	in := b.in
+	if len(b.params) == 0 {
+		return b.out, nil
+	}
+	results := writeRows(ctx, in.st, b.params, nil, in.refused)
 	for _, res := range results {
 		if res.err != nil {
 			in.rules.metrics.InboxRejection(ReasonStorageFailed)
-			return nil, fmt.Errorf("source %s: storing %d messages: %w", in.rules.name, len(params), res.err)
+			return nil, fmt.Errorf("source %s: storing %d messages: %w", in.rules.name, len(b.params), res.err)
 		}
 	}
 	woke := false
 	for j, res := range results {
-		status := in.rules.counted(&params[j], res.res)
-		out[index[j]] = Outcome{Status: status}
+		status := in.rules.counted(&b.params[j], res.res)
+		b.out[b.index[j]] = Outcome{Status: status}
 		if status != Duplicate {
-			out[index[j]].ID = res.res.ID
+			b.out[b.index[j]].ID = res.res.ID
 		}
 		woke = woke || status == Stored
 	}
 	if woke {
 		in.rules.wake()
 	}
-	return out, nil
+	return b.out, nil
 }
 
 // refused makes a row that the database refuses a dead row of the raw text of its payload,

@@ -238,3 +238,44 @@ func TestIntakePushWakesOncePerBatch(t *testing.T) {
 	assert.EqualValues(t, 2, e.waker.n.Load())
 	assert.Equal(t, 4, e.metrics.get("message:new"))
 }
+
+// A source reuses one Batch for window after window: each Write after Reset stores exactly
+// the deliveries added since, with outcomes in their order, filtered ones included.
+func TestIntakeBatchReusedAfterReset(t *testing.T) {
+	t.Parallel()
+	e := newIntake(t, inbox.BrokerSource{Name: "reused",
+		Filter: filter.Config{Exclude: []filter.Rule{{Header: "x-skip", Exists: new(true)}}}})
+	ctx := context.Background()
+	b := e.intake.NewBatch(2)
+	add := func(ds ...inbox.Delivery) {
+		for i := range ds {
+			b.Add(ctx, &ds[i])
+		}
+	}
+	add(inbox.Delivery{Body: []byte(`{"id":"w1-a"}`)},
+		inbox.Delivery{Body: []byte(`{"id":"w1-skip"}`), Headers: map[string]string{"x-skip": "1"}},
+		inbox.Delivery{Body: []byte(`{"id":"w1-b"}`)})
+	require.Equal(t, 3, b.Len())
+	out, err := b.Write(ctx)
+	require.NoError(t, err)
+	require.Len(t, out, 3)
+	assert.Equal(t, []inbox.Status{inbox.Stored, inbox.Filtered, inbox.Stored},
+		[]inbox.Status{out[0].Status, out[1].Status, out[2].Status})
+
+	b.Reset()
+	require.Equal(t, 0, b.Len())
+	add(inbox.Delivery{Body: []byte(`{"id":"w1-b"}`)}, inbox.Delivery{Body: []byte(`{"id":"w2-a"}`)})
+	out, err = b.Write(ctx)
+	require.NoError(t, err)
+	require.Len(t, out, 2)
+	assert.Equal(t, inbox.Duplicate, out[0].Status)
+	assert.Empty(t, out[0].ID)
+	assert.Equal(t, inbox.Stored, out[1].Status)
+	assert.NotEmpty(t, out[1].ID)
+
+	keys := map[string]bool{}
+	for _, r := range e.rows(t) {
+		keys[r.Key] = true
+	}
+	assert.Equal(t, map[string]bool{"w1-a": true, "w1-b": true, "w2-a": true}, keys)
+}

@@ -164,13 +164,22 @@ func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *con
 	backoff.Reset()
 	log.Info("rabbitmq source consuming", slog.String("queue", s.cfg.Queue), slog.Int("prefetch_count", s.cfg.PrefetchCount))
 
-	batch := make([]amqp.Delivery, 0, s.cfg.PrefetchCount)
-	msgs := make([]inbox.Delivery, 0, s.cfg.PrefetchCount)
+	// Each delivery is turned into its row as it arrives (Batch.Add), while the consumer
+	// waits for the rest of the window; as the write, that work finishes when ctx ends (a
+	// transform is not cut short into a dead row).
+	batch := intake.NewBatch(s.cfg.PrefetchCount)
+	var last uint64 // the delivery tag of the window's last delivery
+	addCtx := context.WithoutCancel(ctx)
+	add := func(d *amqp.Delivery) {
+		msg := delivery(d)
+		batch.Add(addCtx, &msg)
+		last = d.DeliveryTag
+	}
 	gap := time.NewTimer(WindowGap)
 	gap.Stop()
 	defer gap.Stop()
 	for {
-		batch, msgs = batch[:0], msgs[:0]
+		batch.Reset()
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -178,18 +187,18 @@ func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *con
 			if !ok {
 				return fmt.Errorf("source %s: the broker closed the consumer: %w", s.Name(), closeReason(conn))
 			}
-			batch = append(batch, d)
+			add(&d)
 		}
 		// The rest of the prefetch window joins the batch: each delivery that follows the
 		// one before within WindowGap.
 	window:
-		for len(batch) < s.cfg.PrefetchCount {
+		for batch.Len() < s.cfg.PrefetchCount {
 			select {
 			case d, ok := <-deliveries:
 				if !ok {
 					break window
 				}
-				batch = append(batch, d)
+				add(&d)
 				continue
 			default:
 			}
@@ -200,20 +209,16 @@ func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *con
 				if !ok {
 					break window
 				}
-				batch = append(batch, d)
+				add(&d)
 			case <-gap.C:
 				break window
 			}
 		}
-		for i := range batch {
-			msgs = append(msgs, delivery(&batch[i]))
-		}
-		last := batch[len(batch)-1].DeliveryTag
 		sctx, cancel := connect.StoreContext(ctx)
-		_, err := intake.Store(sctx, msgs)
+		_, err := batch.Write(sctx)
 		cancel()
 		if err != nil {
-			log.Error("rabbitmq source: storing messages failed; requeueing them", slog.Int("messages", len(batch)), slog.Any("error", err))
+			log.Error("rabbitmq source: storing messages failed; requeueing them", slog.Int("messages", batch.Len()), slog.Any("error", err))
 			if nerr := ch.Nack(last, true, true); nerr != nil {
 				return fmt.Errorf("source %s: requeueing after a failed store: %w", s.Name(), nerr)
 			}
