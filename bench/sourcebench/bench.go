@@ -126,6 +126,13 @@ type Result struct {
 	// Ceiling is the lower of the two ceilings and Share Source's rate as a part of it.
 	Ceiling float64 `json:"ceilingPerSec"`
 	Share   float64 `json:"shareOfCeiling"`
+	// TurnsBound is the rate if receiving a batch and storing it took turns, with each at its
+	// ceiling's pace: a·b/(a+b) of the two ceilings. A RabbitMQ source is held to it, since
+	// the broker sends the next window only after the acknowledgement, which follows the
+	// commit, and a window is at most prefetchCount deliveries. TurnsShare is Source's rate
+	// as a part of it.
+	TurnsBound float64 `json:"turnsBoundPerSec"`
+	TurnsShare float64 `json:"shareOfTurnsBound"`
 }
 
 // Measure is one timed run.
@@ -301,9 +308,12 @@ func measure(ctx context.Context, o Options, name string, b brokerBench, batch, 
 
 // judge sets the ceiling and the share.
 func (r *Result) judge() {
-	r.Ceiling = min(r.Consume.PerSec, r.Insert.PerSec)
+	a, b := r.Consume.PerSec, r.Insert.PerSec
+	r.Ceiling = min(a, b)
 	if r.Ceiling > 0 {
 		r.Share = round(r.Source.PerSec/r.Ceiling, 3)
+		r.TurnsBound = round(a*b/(a+b), 0)
+		r.TurnsShare = round(r.Source.PerSec/r.TurnsBound, 3)
 	}
 }
 
@@ -403,9 +413,9 @@ func printResult(w io.Writer, r Result) {
 	if r.Round > 0 {
 		d += fmt.Sprintf(" round %d", r.Round)
 	}
-	fmt.Fprintf(w, "%-8s %s %d%s: consume+ack %7.0f/s (%.1f/batch) | insert batch %7.0f/s | source stored %7.0f/s (%.1f rows/insert, %.0f %% of the time inserting, %d dup) = %5.1f %% of %.0f | load1 %.1f/%.1f/%.1f, busy %.0f/%.0f/%.0f %%\n         cpu us/msg bench+%s+postgres: consume %s, insert %s, source %s\n",
+	fmt.Fprintf(w, "%-8s %s %d%s: consume+ack %7.0f/s (%.1f/batch) | insert batch %7.0f/s | source stored %7.0f/s (%.1f rows/insert, %.0f %% of the time inserting, %d dup) = %5.1f %% of %.0f (%.0f %% of %.0f taking turns) | load1 %.1f/%.1f/%.1f, busy %.0f/%.0f/%.0f %%\n         cpu us/msg bench+%s+postgres: consume %s, insert %s, source %s\n",
 		r.Broker, r.Setting, r.Batch, d, r.Consume.PerSec, r.Consume.RowsPerBatch, r.Insert.PerSec, r.Source.PerSec, r.Source.RowsPerInsert,
-		100*r.Source.InsertSeconds/max(r.Source.Seconds, 1e-9), r.Source.Duplicates, 100*r.Share, r.Ceiling, r.Consume.Load1, r.Insert.Load1, r.Source.Load1,
+		100*r.Source.InsertSeconds/max(r.Source.Seconds, 1e-9), r.Source.Duplicates, 100*r.Share, r.Ceiling, 100*r.TurnsShare, r.TurnsBound, r.Consume.Load1, r.Insert.Load1, r.Source.Load1,
 		r.Consume.BusyPct, r.Insert.BusyPct, r.Source.BusyPct,
 		serverOf(r.Broker), cpuPerMessage(r.Consume, r.Broker), cpuPerMessage(r.Insert, r.Broker), cpuPerMessage(r.Source, r.Broker))
 }

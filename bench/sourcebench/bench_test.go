@@ -38,6 +38,10 @@ func TestMedianAndTargets(t *testing.T) {
 	if r.Ceiling != 10000 || r.Share != 0.7 {
 		t.Fatalf("ceiling %v share %v, want 10000 and 0.7", r.Ceiling, r.Share)
 	}
+	// Taking turns at 20,000/s and 10,000/s: 1/(1/20000 + 1/10000) = 6,667/s.
+	if r.TurnsBound != 6667 || r.TurnsShare != 1.05 {
+		t.Fatalf("turns bound %v share %v, want 6667 and 1.05", r.TurnsBound, r.TurnsShare)
+	}
 	got := targets([]Result{r, {Broker: Kafka, Batch: 100, Default: true, Share: 0.5}})
 	if len(got) != 3 || !got[0].Met || !got[1].Met || got[2].Met {
 		t.Fatalf("targets = %+v, want NATS stored and share met, Kafka share missed", got)
