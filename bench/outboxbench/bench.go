@@ -13,6 +13,7 @@ package outboxbench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -102,7 +103,11 @@ type Options struct {
 	CeilingClients []int
 	// RunTimeout bounds one backlog run; a run cut short reports its undelivered rows.
 	RunTimeout time.Duration
-	// Phases selects ceiling, backlog and latency.
+	// CaptureRates are the insert rates of the capture phase, CaptureSeconds how long each
+	// run inserts.
+	CaptureRates   []float64
+	CaptureSeconds float64
+	// Phases selects ceiling, backlog, latency and capture.
 	Phases map[string]bool
 	// Out is the JSON report file; empty writes none.
 	Out string
@@ -132,9 +137,13 @@ type Report struct {
 	Exploration   []BacklogRun `json:"exploration,omitempty"`
 	Backlog       []BacklogRun `json:"backlog,omitempty"`
 	Latency       *LatencyRun  `json:"latency,omitempty"`
-	Targets       []Target     `json:"targets"`
-	Seconds       float64      `json:"totalSeconds"`
-	Problems      []string     `json:"problems,omitempty"`
+	// Capture are the latency runs of the capture phase on its private cluster
+	// (CaptureServer): with capture at each rate, then polling at each rate.
+	Capture       []LatencyRun  `json:"capture,omitempty"`
+	CaptureServer *PostgresInfo `json:"captureServer,omitempty"`
+	Targets       []Target      `json:"targets"`
+	Seconds       float64       `json:"totalSeconds"`
+	Problems      []string      `json:"problems,omitempty"`
 }
 
 // Machine describes where the bench ran.
@@ -189,7 +198,9 @@ type BacklogRun struct {
 
 // LatencyRun is the insert-to-delivery latency at a steady insert rate.
 type LatencyRun struct {
-	Settings   Settings                  `json:"settings"`
+	Settings Settings `json:"settings"`
+	// Capture is whether postgres-logical capture woke the poller.
+	Capture    bool                      `json:"capture"`
 	Producer   produceResult             `json:"producer"`
 	Latency    latencyResult             `json:"latency"`
 	Summary    outbox.Summary            `json:"summary"`
@@ -272,6 +283,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		rep.Latency = &lr
 		rep.Problems = append(rep.Problems, prefixed("latency", lr.Problems)...)
+	}
+	if opts.Phases["capture"] {
+		if err := b.capturePhase(ctx, rep); err != nil {
+			return nil, fmt.Errorf("running the capture phase: %w", err)
+		}
 	}
 	rep.Machine.LoadAvgEnd = machine.LoadAverage()
 	rep.Seconds = round(time.Since(started).Seconds(), 1)
@@ -540,10 +556,27 @@ func problemSuffix(p []string) string {
 // latencyRun runs one poller continuously while the helper inserts rows at a steady rate,
 // then measures, per row, the receiver's arrival time minus the producer's commit time.
 func (b *bench) latencyRun(ctx context.Context) (LatencyRun, error) {
-	o := b.opts
 	s := DefaultSettings()
-	s.PollInterval = o.LatencyPollInterval
-	r := LatencyRun{Settings: s}
+	s.PollInterval = b.opts.LatencyPollInterval
+	return b.steadyRun(ctx, steadySpec{Settings: s, Rate: b.opts.LatencyRate, Seconds: b.opts.LatencySeconds})
+}
+
+// steadySpec is one steady-rate latency run: the poller's settings, the insert rate and how
+// long the producer inserts, and whether postgres-logical capture wakes the poller.
+type steadySpec struct {
+	Settings Settings
+	Rate     float64
+	Seconds  float64
+	// Capture, when set, runs the capture connector of the run's database, waking the poller.
+	Capture *captureSpec
+}
+
+// steadyRun runs one poller (and the capture connector of spec.Capture) continuously while the
+// helper inserts rows at spec.Rate, then measures, per row, the receiver's arrival time minus
+// the producer's commit time, and checks that every row was delivered once.
+func (b *bench) steadyRun(ctx context.Context, spec steadySpec) (LatencyRun, error) {
+	s := spec.Settings
+	r := LatencyRun{Settings: s, Capture: spec.Capture != nil}
 	if err := b.db.resetOutbox(ctx); err != nil {
 		return r, err
 	}
@@ -559,28 +592,53 @@ func (b *bench) latencyRun(ctx context.Context) (LatencyRun, error) {
 	}
 	defer qb.close()
 
-	logf("latency: %.0f rows/s for %.0f s, one row per transaction, poller at %s", o.LatencyRate, o.LatencySeconds, s)
+	how := "polling"
+	if spec.Capture != nil {
+		how = "woken by postgres-logical capture"
+	}
+	logf("latency: %.0f rows/s for %.0f s, one row per transaction, poller at %s, %s", spec.Rate, spec.Seconds, s, how)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	var captured chan error
+	if spec.Capture != nil {
+		conn, err := spec.Capture.connector(qb.poller, b.log)
+		if err != nil {
+			return r, err
+		}
+		captured = make(chan error, 1)
+		go func() { captured <- conn.Run(runCtx) }()
+		if err := spec.Capture.waitStreaming(ctx, conn); err != nil {
+			stop()
+			<-captured
+			return r, err
+		}
+	}
 	summary := make(chan outbox.Summary, 1)
 	go func() { summary <- qb.poller.Run(runCtx, outbox.RunOptions{}) }()
 	sleepCtx(ctx, 500*time.Millisecond) // the first idle claim opens the connections
+	stopAll := func() {
+		stop()
+		r.Summary = <-summary
+		if captured != nil {
+			if err := <-captured; err != nil && !errors.Is(err, context.Canceled) {
+				r.Problems = append(r.Problems, "the capture connector failed: "+err.Error())
+			}
+		}
+	}
 
 	r.Load1 = machine.LoadAverage()[0]
 	before := readCPU(b.sink.pid())
 	err = b.sink.call(ctx, http.MethodPost, "/produce", produceRequest{
-		DatabaseURL: b.db.URL, Rate: o.LatencyRate, Seconds: o.LatencySeconds, Workers: 4,
+		DatabaseURL: b.db.URL, Rate: spec.Rate, Seconds: spec.Seconds, Workers: 4,
 	}, &r.Producer)
 	if err != nil {
-		stop()
-		<-summary
+		stopAll()
 		return r, err
 	}
 	r.Receiver, err = b.sink.waitDistinct(ctx, r.Producer.Rows, 30*time.Second)
 	after := readCPU(b.sink.pid())
 	backends := qb.backendCPU(ctx, b.db)
-	stop()
-	r.Summary = <-summary
+	stopAll()
 	if err != nil {
 		return r, err
 	}
@@ -595,12 +653,12 @@ func (b *bench) latencyRun(ctx context.Context) (LatencyRun, error) {
 	if r.Receiver, err = b.sink.stats(ctx); err != nil {
 		return r, err
 	}
-	r.Problems = checkDelivered(r.Producer.Rows, r.States, r.Receiver, r.Summary)
+	r.Problems = append(r.Problems, checkDelivered(r.Producer.Rows, r.States, r.Receiver, r.Summary)...)
 	if r.Producer.Errors > 0 {
 		r.Problems = append(r.Problems, fmt.Sprintf("the producer had %d insert errors: %s", r.Producer.Errors, r.Producer.FirstError))
 	}
-	logf("latency: %d rows at %.1f rows/s: p50 %.1f ms, p99 %.1f ms, max %.1f ms%s", r.Latency.Rows,
-		r.Producer.Rate, r.Latency.P50Ms, r.Latency.P99Ms, r.Latency.MaxMs, problemSuffix(r.Problems))
+	logf("latency: %d rows at %.1f rows/s (%s): p50 %.1f ms, p99 %.1f ms, max %.1f ms%s", r.Latency.Rows,
+		r.Producer.Rate, how, r.Latency.P50Ms, r.Latency.P99Ms, r.Latency.MaxMs, problemSuffix(r.Problems))
 	return r, nil
 }
 
@@ -622,6 +680,15 @@ func targets(rep *Report) []Target {
 		ts = append(ts,
 			Target{Name: "latency p50 ms", Goal: "< 70", Got: l.Latency.P50Ms, Met: l.Latency.P50Ms < TargetP50Ms},
 			Target{Name: "latency p99 ms", Goal: "< 150", Got: l.Latency.P99Ms, Met: l.Latency.P99Ms < TargetP99Ms})
+	}
+	for _, l := range rep.Capture {
+		if !l.Capture {
+			continue
+		}
+		rate := fmt.Sprintf("%.0f/s", l.Producer.Rate)
+		ts = append(ts,
+			Target{Name: "capture p50 ms at " + rate, Goal: "< 10", Got: l.Latency.P50Ms, Met: l.Latency.P50Ms < TargetCaptureP50Ms},
+			Target{Name: "capture p99 ms at " + rate, Goal: "< 30", Got: l.Latency.P99Ms, Met: l.Latency.P99Ms < TargetCaptureP99Ms})
 	}
 	return ts
 }
@@ -665,6 +732,19 @@ func printTable(w io.Writer, rep *Report) {
 		p("latency at %.1f rows/s (one insert per transaction), %s: p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms over %d rows (load %.2f)\n",
 			l.Producer.Rate, l.Settings, l.Latency.P50Ms, l.Latency.P90Ms, l.Latency.P99Ms, l.Latency.MaxMs, l.Latency.Rows, l.Load1)
 		p("latency statements: %s\n\n", statementLine(l.Statements))
+	}
+	if len(rep.Capture) > 0 {
+		p("latency on a private cluster with wal_level = logical (durable commits), one insert per transaction:\n")
+		p("%-44s %8s %8s %8s %8s %8s %6s %6s %s\n", "run", "rows/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "rows", "load1", "cpu poller/pg/rcv+producer s, claims")
+		for _, l := range rep.Capture {
+			name := fmt.Sprintf("polling, pollIntervalMs %d", l.Settings.PollInterval.Milliseconds())
+			if l.Capture {
+				name = fmt.Sprintf("capture, pollIntervalMs %d", l.Settings.PollInterval.Milliseconds())
+			}
+			p("%-44s %8.1f %8.1f %8.1f %8.1f %8.1f %6d %6.2f %.1f/%.1f/%.1f, %d\n", name, l.Producer.Rate, l.Latency.P50Ms, l.Latency.P90Ms,
+				l.Latency.P99Ms, l.Latency.MaxMs, l.Latency.Rows, l.Load1, l.CPU.PollerProcess, l.CPU.PostgresOurs, l.CPU.Receiver, l.Statements["claim"].Count)
+		}
+		p("\n")
 	}
 	p("targets:\n")
 	for _, t := range rep.Targets {

@@ -31,10 +31,12 @@ func run(ctx context.Context, args []string) int {
 	rate := fs.Float64("latency-rate", 200, "rows per second inserted during the latency run")
 	seconds := fs.Float64("latency-seconds", 20, "seconds of production in the latency run")
 	pollMs := fs.Int("latency-poll-ms", 100, "outbox.pollIntervalMs of the latency run")
+	captureRates := fs.String("capture-rates", "50,500", "rows per second of the capture phase's runs, comma separated")
+	captureSeconds := fs.Float64("capture-seconds", 10, "seconds of production in each run of the capture phase")
 	ceilSeconds := fs.Int("ceiling-seconds", 10, "seconds of the pgbench ceiling run")
 	ceilClients := fs.String("ceiling-clients", "auto", "pgbench connection counts, comma separated; auto is the poller's connections, the first gives the ratios")
 	runTimeout := fs.Duration("run-timeout", 3*time.Minute, "the longest one backlog run may take")
-	phases := fs.String("phases", "ceiling,backlog,latency", "phases to run, comma separated")
+	phases := fs.String("phases", "ceiling,backlog,latency,capture", "phases to run, comma separated")
 	out := fs.String("out", "bench/results/outbox.json", "JSON report file (empty writes none)")
 	profile := fs.String("cpuprofile", "", "prefix of one CPU profile per measured backlog run")
 	if err := fs.Parse(args); err != nil {
@@ -56,6 +58,7 @@ func run(ctx context.Context, args []string) int {
 		LatencyRate:         *rate,
 		LatencySeconds:      *seconds,
 		LatencyPollInterval: time.Duration(*pollMs) * time.Millisecond,
+		CaptureSeconds:      *captureSeconds,
 		CeilingSeconds:      *ceilSeconds,
 		RunTimeout:          *runTimeout,
 		Phases:              map[string]bool{},
@@ -84,15 +87,23 @@ func run(ctx context.Context, args []string) int {
 	}
 	for _, p := range strings.Split(*phases, ",") {
 		switch p = strings.TrimSpace(p); p {
-		case "ceiling", "backlog", "latency":
+		case "ceiling", "backlog", "latency", "capture":
 			opts.Phases[p] = true
 		default:
-			fmt.Fprintf(os.Stderr, "outboxbench: -phases: unknown phase %q (want ceiling, backlog, latency)\n", p)
+			fmt.Fprintf(os.Stderr, "outboxbench: -phases: unknown phase %q (want ceiling, backlog, latency, capture)\n", p)
 			return 2
 		}
 	}
-	if *rows <= 0 || *poolSize <= 0 || *rate <= 0 || *seconds <= 0 || *ceilSeconds <= 0 || *runTimeout <= 0 {
-		fmt.Fprintln(os.Stderr, "outboxbench: -rows, -pool-size, -latency-rate, -latency-seconds, -ceiling-seconds and -run-timeout must be above 0")
+	for _, r := range strings.Split(*captureRates, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
+		if err != nil || v <= 0 {
+			fmt.Fprintf(os.Stderr, "outboxbench: -capture-rates: %q is not a rate above 0\n", r)
+			return 2
+		}
+		opts.CaptureRates = append(opts.CaptureRates, v)
+	}
+	if *rows <= 0 || *poolSize <= 0 || *rate <= 0 || *seconds <= 0 || *ceilSeconds <= 0 || *runTimeout <= 0 || *captureSeconds <= 0 {
+		fmt.Fprintln(os.Stderr, "outboxbench: -rows, -pool-size, -latency-rate, -latency-seconds, -capture-seconds, -ceiling-seconds and -run-timeout must be above 0")
 		return 2
 	}
 	if _, err := outboxbench.Run(ctx, opts); err != nil {

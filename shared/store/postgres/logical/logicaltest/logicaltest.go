@@ -58,7 +58,20 @@ type Server struct {
 
 // Start returns the server of URLVariable or starts a private cluster. It fails with a message
 // that says what to install when the machine has no PostgreSQL server programs.
-func Start(ctx context.Context) (*Server, error) {
+func Start(ctx context.Context) (*Server, error) { return start(ctx, testSettings) }
+
+// StartDurable is Start with a cluster that commits as a production server does: fsync,
+// synchronous_commit and full_page_writes on, and 128 MB of shared buffers (the machine's
+// shared server's), for a benchmark whose figures must not gain from a test's shortcuts.
+func StartDurable(ctx context.Context) (*Server, error) { return start(ctx, durableSettings) }
+
+// The server settings of Start and StartDurable, beside the port, socket and replication ones.
+const (
+	testSettings    = "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=32MB -c max_connections=60"
+	durableSettings = "-c shared_buffers=128MB -c max_connections=60"
+)
+
+func start(ctx context.Context, settings string) (*Server, error) {
 	if u := os.Getenv(URLVariable); u != "" {
 		pu, err := url.Parse(u)
 		if err != nil {
@@ -102,8 +115,7 @@ func Start(ctx context.Context) (*Server, error) {
 			continue
 		}
 		opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c wal_level=logical "+
-			"-c max_wal_senders=10 -c max_replication_slots=10 -c fsync=off -c synchronous_commit=off "+
-			"-c full_page_writes=off -c shared_buffers=32MB -c max_connections=60", port, s.dir)
+			"-c max_wal_senders=10 -c max_replication_slots=10 %s", port, s.dir, settings)
 		out, err := s.run(ctx, "pg_ctl", "-D", data, "-l", filepath.Join(s.dir, "postgresql.log"), "-w", "-t", "120", "-o", opts, "start")
 		if err != nil {
 			lastErr = fmt.Errorf("running pg_ctl start: %w: %s %s", err, out, s.logTail())
