@@ -40,6 +40,8 @@ type result struct {
 	Seconds   float64          `json:"buildSeconds"`
 	// Timing is the cold-start and warm invoke time under the emulator; nil with -invokes 0.
 	Timing *timingInfo `json:"timing,omitempty"`
+	// Wake is the capture node waking the poll function; nil with -wake 0.
+	Wake *wakeInfo `json:"wake,omitempty"`
 }
 
 func main() { benchcmd.Main(run) }
@@ -50,18 +52,20 @@ func run(ctx context.Context, args []string) int {
 	only := fs.String("functions", "", "the functions to measure, comma separated; empty measures every function")
 	invokes := fs.Int("invokes", 10, "warm invokes per function under the Lambda emulator; 0 skips the timing")
 	cold := fs.Int("cold", 5, "cold starts per function under the Lambda emulator; the init time is their median")
+	wake := fs.Int("wake", 10, "single-row commits timed from commit to delivery through the capture node waking the poll function under the emulator; 0 skips it")
+	wakeGap := fs.Duration("wake-gap", 1100*time.Millisecond, "the pause after each woken row arrives, longer than the capture node's wake interval (1 s)")
 	migrate := fs.Bool("migrate", true, "time the functions with QUEUEBOX_DATABASE_MIGRATE=true (Init checks the applied migrations)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := measure(ctx, *out, *only, *invokes, *cold, *migrate); err != nil {
+	if err := measure(ctx, *out, *only, *invokes, *cold, *migrate, *wake, *wakeGap); err != nil {
 		fmt.Fprintln(os.Stderr, "lambda bench:", err)
 		return 1
 	}
 	return 0
 }
 
-func measure(ctx context.Context, out, only string, invokes, cold int, migrate bool) error {
+func measure(ctx context.Context, out, only string, invokes, cold int, migrate bool, wake int, wakeGap time.Duration) error {
 	names, err := lambdazip.Functions(".")
 	if err != nil {
 		return err
@@ -108,6 +112,13 @@ func measure(ctx context.Context, out, only string, invokes, cold int, migrate b
 			return err
 		}
 		writeTimingTable(os.Stdout, res.Timing)
+	}
+	if wake > 0 {
+		if res.Wake, err = measureWake(ctx, work, wake, wakeGap); err != nil {
+			res.Wake = &wakeInfo{Rows: wake, Error: err.Error()}
+			fmt.Fprintf(os.Stderr, "wake: %v\n", err)
+		}
+		writeWakeTable(os.Stdout, res.Wake)
 	}
 	if out == "" {
 		return nil

@@ -344,6 +344,16 @@ func (c *Connector) wakeAll() {
 	}
 }
 
+// reconcileAll is the reconciliation timer's wake of delivery and of the relay
+// (waker.Reconcile: a Lambda waker skips it when it invoked within its interval, and lets a
+// wake of new work that follows invoke at once).
+func (c *Connector) reconcileAll() {
+	waker.Reconcile(c.cfg.Waker)
+	if c.cfg.InboxWaker != nil {
+		waker.Reconcile(c.cfg.InboxWaker)
+	}
+}
+
 // Run streams until ctx is done, reconnecting after every lost connection with a backoff.
 // The reconciliation timer wakes delivery throughout. A Fault stops the stream (Check then
 // reports it and Faulted is closed) but not the timer; Run then returns the Fault when ctx is
@@ -410,7 +420,7 @@ func (c *Connector) reconcile(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			c.wakeAll()
+			c.reconcileAll()
 		}
 	}
 }

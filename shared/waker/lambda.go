@@ -107,6 +107,9 @@ type Stats struct {
 	Invokes uint64
 	// Failures counts the Invoke calls that failed (after the client's retries).
 	Failures uint64
+	// Reconciles counts the calls of Reconcile, and SkippedReconciles the reconciliations
+	// that made no invoke because one had started within Interval.
+	Reconciles, SkippedReconciles uint64
 }
 
 // LambdaInvoker is a Waker that invokes a Lambda function asynchronously
@@ -122,18 +125,26 @@ type Stats struct {
 // no wake is left without an invoke that sees its row. A failed invoke is logged and
 // dropped; the function's schedule still finds the rows.
 //
+// The wakes of a reconciliation timer (Reconcile) are weaker: one invokes only when no
+// invoke started within Interval before it, and its invoke opens no interval, so that a Wake
+// after it invokes at once. Without that, a timer that wakes once per Interval (the capture
+// node's reconciliation at its 1 s default and the default 1 s Interval) would keep every
+// interval busy and hold each new row's invoke back until its interval ended: up to a whole
+// Interval of latency. A reconciliation costs at most one invoke per Interval.
+//
 // One goroutine makes the calls, one at a time; Close stops it. Wake never blocks.
 type LambdaInvoker struct {
 	cfg     LambdaConfig
 	client  Invoker
 	pending chan struct{} // capacity 1: a wake that the loop has not served yet
+	timer   chan struct{} // capacity 1: a reconciliation that the loop has not served yet
 	stop    chan struct{}
 	ctx     context.Context // cancelled by Close, ends an Invoke in flight
 	cancel  context.CancelFunc
 	once    sync.Once
 	wg      sync.WaitGroup
 
-	wakes, invokes, failures atomic.Uint64
+	wakes, invokes, failures, reconciles, skipped atomic.Uint64
 }
 
 // NewLambdaInvoker validates cfg, builds the Lambda client when cfg.Client is nil, and
@@ -155,7 +166,7 @@ func NewLambdaInvoker(ctx context.Context, cfg LambdaConfig) (*LambdaInvoker, er
 	runCtx, cancel := context.WithCancel(context.Background())
 	l := &LambdaInvoker{
 		cfg: cfg, client: client,
-		pending: make(chan struct{}, 1), stop: make(chan struct{}),
+		pending: make(chan struct{}, 1), timer: make(chan struct{}, 1), stop: make(chan struct{}),
 		ctx: runCtx, cancel: cancel,
 	}
 	l.wg.Add(1)
@@ -193,9 +204,20 @@ func (l *LambdaInvoker) Wake() {
 	}
 }
 
+// Reconcile implements Reconciler: it asks for the invoke of a reconciliation, which the
+// invoker skips when an invoke started within Interval, and returns at once.
+func (l *LambdaInvoker) Reconcile() {
+	l.reconciles.Add(1)
+	select {
+	case l.timer <- struct{}{}:
+	default: // a reconciliation is already pending; this one joins it
+	}
+}
+
 // Stats returns the counts so far.
 func (l *LambdaInvoker) Stats() Stats {
-	return Stats{Wakes: l.wakes.Load(), Invokes: l.invokes.Load(), Failures: l.failures.Load()}
+	return Stats{Wakes: l.wakes.Load(), Invokes: l.invokes.Load(), Failures: l.failures.Load(),
+		Reconciles: l.reconciles.Load(), SkippedReconciles: l.skipped.Load()}
 }
 
 // Close stops the invoker: it cancels an Invoke in flight, drops a pending wake, and waits
@@ -209,23 +231,40 @@ func (l *LambdaInvoker) Close() {
 }
 
 // run serves the wakes: it invokes on a pending wake, then lets the rest of the interval
-// pass, during which new wakes coalesce into one pending wake.
+// pass, during which new wakes coalesce into one pending wake and reconciliations are
+// skipped; it invokes on a pending reconciliation when no invoke started within the
+// interval, and then waits for nothing.
 func (l *LambdaInvoker) run() {
 	defer l.wg.Done()
+	var last time.Time // when the last invoke started
 	for {
 		select {
 		case <-l.stop:
 			return
+		case <-l.timer:
+			if !last.IsZero() && time.Since(last) < l.cfg.Interval {
+				l.skipped.Add(1)
+				continue
+			}
+			last = time.Now()
+			l.invoke()
+			continue
 		case <-l.pending:
 		}
-		started := time.Now()
+		last = time.Now()
 		l.invoke()
-		quiet := time.NewTimer(l.cfg.Interval - time.Since(started))
-		select {
-		case <-l.stop:
-			quiet.Stop()
-			return
-		case <-quiet.C:
+		quiet := time.NewTimer(l.cfg.Interval - time.Since(last))
+	wait:
+		for {
+			select {
+			case <-l.stop:
+				quiet.Stop()
+				return
+			case <-l.timer:
+				l.skipped.Add(1) // the invoke just made is the pass
+			case <-quiet.C:
+				break wait
+			}
 		}
 	}
 }

@@ -20,6 +20,28 @@ type Waker interface {
 	Wake()
 }
 
+// Reconciler is a Waker that tells the wakes of a reconciliation timer (delivery passes that
+// catch what no event announced: due retries, expired leases) from the wakes of new work.
+// Reconcile asks for a pass that may be skipped when one happened within the waker's own
+// interval, and it never delays the pass of a later Wake. LambdaInvoker is one; a waker
+// that is not takes Reconcile as a Wake (see Reconcile).
+type Reconciler interface {
+	Waker
+	Reconcile()
+}
+
+// Reconcile is the wake of a reconciliation timer: w.Reconcile when w is a Reconciler,
+// otherwise w.Wake. A nil w does nothing.
+func Reconcile(w Waker) {
+	switch r := w.(type) {
+	case nil:
+	case Reconciler:
+		r.Reconcile()
+	default:
+		w.Wake()
+	}
+}
+
 // Nop is a Waker that does nothing.
 type Nop struct{}
 

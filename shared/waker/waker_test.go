@@ -364,3 +364,36 @@ func TestFuncAndNop(t *testing.T) {
 	waker.Func(nil).Wake()
 	waker.Nop{}.Wake()
 }
+
+// TestLambdaInvokerReconcileDelaysNoWake: the reconciliation timer's invoke opens no
+// interval, so that a wake of new work right after it invokes at once, while a second
+// reconciliation within the interval of an invoke is skipped. The interval is an hour, so a
+// wake held back by the reconciliation would not invoke within the test's deadlines.
+func TestLambdaInvokerReconcileDelaysNoWake(t *testing.T) {
+	client := &countingClient{}
+	inv, err := waker.NewLambdaInvoker(context.Background(), waker.LambdaConfig{
+		FunctionName: "queuebox-poll", Interval: time.Hour, Client: client, Logger: quietLogger(),
+	})
+	require.NoError(t, err)
+	t.Cleanup(inv.Close)
+
+	waker.Reconcile(inv)
+	waitFor(t, 10*time.Second, "the reconciliation's invoke", func() bool { return inv.Stats().Invokes == 1 })
+	inv.Wake()
+	waitFor(t, 10*time.Second, "the wake's invoke right after the reconciliation", func() bool { return inv.Stats().Invokes == 2 })
+
+	// Within the wake's interval a reconciliation is skipped: the wake's invoke was the pass.
+	waker.Reconcile(inv)
+	waitFor(t, 10*time.Second, "the skipped reconciliation", func() bool { return inv.Stats().SkippedReconciles == 1 })
+	assert.Equal(t, waker.Stats{Wakes: 1, Invokes: 2, Reconciles: 2, SkippedReconciles: 1}, inv.Stats())
+	assert.Equal(t, int64(2), client.calls.Load())
+}
+
+// TestReconcileFallsBackToWake: a waker that is no Reconciler takes a reconciliation as a
+// wake, and a nil waker is ignored.
+func TestReconcileFallsBackToWake(t *testing.T) {
+	n := 0
+	waker.Reconcile(waker.Func(func() { n++ }))
+	waker.Reconcile(nil)
+	assert.Equal(t, 1, n)
+}
