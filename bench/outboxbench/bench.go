@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alternayte/queuebox/bench/benchdb"
@@ -103,6 +104,8 @@ type Options struct {
 	CeilingClients []int
 	// RunTimeout bounds one backlog run; a run cut short reports its undelivered rows.
 	RunTimeout time.Duration
+	// ScaleRows is the number of finished rows of the scale phase's history.
+	ScaleRows int
 	// CaptureRates are the insert rates of the capture phase, CaptureSeconds how long each
 	// run inserts.
 	CaptureRates   []float64
@@ -141,9 +144,11 @@ type Report struct {
 	// (CaptureServer): with capture at each rate, then polling at each rate.
 	Capture       []LatencyRun  `json:"capture,omitempty"`
 	CaptureServer *PostgresInfo `json:"captureServer,omitempty"`
-	Targets       []Target      `json:"targets"`
-	Seconds       float64       `json:"totalSeconds"`
-	Problems      []string      `json:"problems,omitempty"`
+	// Scale is the scale phase: drains beside millions of finished rows.
+	Scale    *Scale   `json:"scale,omitempty"`
+	Targets  []Target `json:"targets"`
+	Seconds  float64  `json:"totalSeconds"`
+	Problems []string `json:"problems,omitempty"`
 }
 
 // Machine describes where the bench ran.
@@ -283,6 +288,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		rep.Latency = &lr
 		rep.Problems = append(rep.Problems, prefixed("latency", lr.Problems)...)
+	}
+	if opts.Phases["scale"] {
+		if err := b.scalePhase(ctx, rep); err != nil {
+			return nil, fmt.Errorf("running the scale phase: %w", err)
+		}
 	}
 	if opts.Phases["capture"] {
 		if err := b.capturePhase(ctx, rep); err != nil {
@@ -468,9 +478,38 @@ func (qb *queueBox) close() {
 // backlogRun inserts rows, drains them with one poller in StopWhenIdle mode, and checks that
 // every row is sent and that the receiver saw each one.
 func (b *bench) backlogRun(ctx context.Context, keys, rows int, s Settings, tuned bool, profile string) (BacklogRun, error) {
-	r := BacklogRun{Name: runName(keys, tuned), Keys: keys, Settings: s, Tuned: tuned, PoolSize: b.opts.PoolSize, Rows: rows}
+	return b.backlog(ctx, backlogSpec{Keys: keys, Rows: rows, Settings: s, Tuned: tuned, Profile: profile})
+}
+
+// backlogSpec is one backlog run.
+type backlogSpec struct {
+	// Name names the run; empty takes runName.
+	Name       string
+	Keys, Rows int
+	Settings   Settings
+	Tuned      bool
+	Profile    string
+	// KeepTable inserts the backlog beside the rows the table holds (the history of the scale
+	// phase) instead of emptying it first; the checks count the backlog's topic only.
+	KeepTable bool
+	// During, when set, runs while the poller drains; its context ends with the drain.
+	During func(ctx context.Context)
+}
+
+// backlog runs spec: it inserts the backlog, drains it with one poller in StopWhenIdle mode,
+// and checks that every row is sent and that the receiver saw each one.
+func (b *bench) backlog(ctx context.Context, spec backlogSpec) (BacklogRun, error) {
+	keys, rows, s, profile := spec.Keys, spec.Rows, spec.Settings, spec.Profile
+	r := BacklogRun{Name: spec.Name, Keys: keys, Settings: s, Tuned: spec.Tuned, PoolSize: b.opts.PoolSize, Rows: rows}
+	if r.Name == "" {
+		r.Name = runName(keys, spec.Tuned)
+	}
 	logf("%s (%s): inserting %d rows", r.Name, s, rows)
-	if err := b.db.resetOutbox(ctx); err != nil {
+	if spec.KeepTable {
+		if err := b.db.deleteBacklog(ctx); err != nil {
+			return r, err
+		}
+	} else if err := b.db.resetOutbox(ctx); err != nil {
 		return r, err
 	}
 	if err := b.db.insertBacklog(ctx, rows, keys); err != nil {
@@ -499,9 +538,21 @@ func (b *bench) backlogRun(ctx context.Context, keys, rows int, s Settings, tune
 	before := readCPU(b.sink.pid())
 	runCtx, cancel := context.WithTimeout(ctx, b.opts.RunTimeout)
 	defer cancel()
+	stopDuring := func() {}
+	if spec.During != nil {
+		duringCtx, cancelDuring := context.WithCancel(runCtx)
+		var during sync.WaitGroup
+		during.Go(func() { spec.During(duringCtx) })
+		stopDuring = func() {
+			cancelDuring()
+			during.Wait()
+		}
+		defer stopDuring()
+	}
 	start := time.Now()
 	r.Summary = qb.poller.Run(runCtx, outbox.RunOptions{StopWhenIdle: true})
 	elapsed := time.Since(start)
+	stopDuring()
 	if ctx.Err() == nil && runCtx.Err() != nil {
 		r.Problems = append(r.Problems, fmt.Sprintf("cut short after %s (-run-timeout)", b.opts.RunTimeout))
 	}
@@ -733,6 +784,16 @@ func printTable(w io.Writer, rep *Report) {
 			l.Producer.Rate, l.Settings, l.Latency.P50Ms, l.Latency.P90Ms, l.Latency.P99Ms, l.Latency.MaxMs, l.Latency.Rows, l.Load1)
 		p("latency statements: %s\n\n", statementLine(l.Statements))
 	}
+	if sc := rep.Scale; sc != nil {
+		p("scale: %d finished rows (%d older than the %.0f h retention), written in %.0f s, outbox %d MB; drains of %d rows at the defaults:\n",
+			sc.HistoryRows, sc.AgedRows, sc.RetentionHours, sc.FillSeconds, sc.TableBytes>>20, o0(sc.Runs).Rows)
+		p("%-46s %10s %8s %12s %10s %6s %s\n", "run", "history", "rows/s", "claim ms avg", "deleted", "load1", "cpu poller/pg/rcv/other s")
+		for _, r := range sc.Runs {
+			p("%-46s %10d %8.0f %12.2f %10d %6.2f %.1f/%.1f/%.1f/%.1f\n", r.Name, r.HistoryRows, r.RowsPerSecond, r.ClaimMeanMs, r.RetentionDeleted,
+				r.Load1, r.CPU.PollerProcess, r.CPU.PostgresOurs, r.CPU.Receiver, r.CPU.OtherMachine)
+		}
+		p("\n")
+	}
 	if len(rep.Capture) > 0 {
 		p("latency on a private cluster with wal_level = logical (durable commits), one insert per transaction:\n")
 		p("%-44s %8s %8s %8s %8s %8s %6s %6s %s\n", "run", "rows/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "rows", "load1", "cpu poller/pg/rcv+producer s, claims")
@@ -761,6 +822,14 @@ func printTable(w io.Writer, rep *Report) {
 		}
 	}
 	p("total %.0f s\n", rep.Seconds)
+}
+
+// o0 returns the first run, or a zero one.
+func o0(runs []ScaleRun) ScaleRun {
+	if len(runs) == 0 {
+		return ScaleRun{}
+	}
+	return runs[0]
 }
 
 func statementLine(st map[string]StatementStats) string {

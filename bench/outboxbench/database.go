@@ -42,7 +42,7 @@ func (db *benchDatabase) resetOutbox(ctx context.Context) error {
 func (db *benchDatabase) insertBacklog(ctx context.Context, rows, keys int) error {
 	_, err := db.Admin.Exec(ctx, `
 INSERT INTO outbox (topic, key, payload)
-SELECT 'orders.created',
+SELECT '`+BacklogTopic+`',
        CASE WHEN $2::int > 0 THEN 'k' || (g % $2::int) END,
        jsonb_build_object('orderId', g, 'amount', 1999, 'currency', 'EUR')
 FROM generate_series(1, $1::int) AS g`, rows, keys)
@@ -63,9 +63,16 @@ func (db *benchDatabase) vacuum(ctx context.Context) error {
 	return nil
 }
 
-// stateCounts returns the number of outbox rows per state.
+// BacklogTopic is the topic of the rows of insertBacklog, HistoryTopic that of the finished rows
+// of insertHistory.
+const (
+	BacklogTopic = "orders.created"
+	HistoryTopic = "orders.archived"
+)
+
+// stateCounts returns the number of outbox rows of the backlog's topic per state.
 func (db *benchDatabase) stateCounts(ctx context.Context) (map[string]int, error) {
-	rows, err := db.Admin.Query(ctx, `SELECT state, count(*)::int FROM outbox GROUP BY state`)
+	rows, err := db.Admin.Query(ctx, `SELECT state, count(*)::int FROM outbox WHERE topic = $1 GROUP BY state`, BacklogTopic)
 	if err != nil {
 		return nil, fmt.Errorf("counting outbox rows: %w", err)
 	}
@@ -80,4 +87,49 @@ func (db *benchDatabase) stateCounts(ctx context.Context) (map[string]int, error
 		return nil, fmt.Errorf("counting outbox rows: %w", err)
 	}
 	return out, nil
+}
+
+// insertHistory writes rows finished (sent) outbox rows of HistoryTopic, in batches of a
+// million, as years of delivered messages leave them: the first aged of them updated
+// between 8 and 9 days ago (past a 7-day retention), the others within the last 6 days. The
+// ids come from the column default, random as the application's are. The table is vacuumed
+// and analysed afterwards.
+func (db *benchDatabase) insertHistory(ctx context.Context, rows, aged int) error {
+	const batch = 1_000_000
+	for from := 0; from < rows; from += batch {
+		n := min(batch, rows-from)
+		_, err := db.Admin.Exec(ctx, `
+INSERT INTO outbox (topic, key, payload, state, attempt, created_at, updated_at, scheduled_at)
+SELECT '`+HistoryTopic+`', NULL, jsonb_build_object('orderId', g, 'amount', 1999, 'currency', 'EUR'), 'sent', 1, t, t, t
+FROM generate_series($1::int, $2::int) AS g,
+     LATERAL (SELECT CASE WHEN g < $3::int
+                          THEN now() - interval '9 days' + (g::float8 / greatest($3::int, 1)) * interval '1 day'
+                          ELSE now() - interval '6 days' + ((g - $3::int)::float8 / greatest($4::int - $3::int, 1)) * interval '6 days'
+                     END AS t) AS ts`, from, from+n-1, aged, rows)
+		if err != nil {
+			return fmt.Errorf("inserting the history: %w", err)
+		}
+	}
+	if _, err := db.Admin.Exec(ctx, `VACUUM ANALYZE outbox`); err != nil {
+		return fmt.Errorf("vacuuming the outbox: %w", err)
+	}
+	return nil
+}
+
+// deleteBacklog removes the rows of the backlog's topic (a drained backlog beside the history)
+// and vacuums the table.
+func (db *benchDatabase) deleteBacklog(ctx context.Context) error {
+	if _, err := db.Admin.Exec(ctx, `DELETE FROM outbox WHERE topic = $1`, BacklogTopic); err != nil {
+		return fmt.Errorf("deleting the last backlog: %w", err)
+	}
+	return db.vacuum(ctx)
+}
+
+// tableSize returns the outbox's total size (heap and indexes) in bytes.
+func (db *benchDatabase) tableSize(ctx context.Context) (int64, error) {
+	var n int64
+	if err := db.Admin.QueryRow(ctx, `SELECT pg_total_relation_size('outbox')`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("measuring the outbox: %w", err)
+	}
+	return n, nil
 }

@@ -31,6 +31,7 @@ func run(ctx context.Context, args []string) int {
 	rate := fs.Float64("latency-rate", 200, "rows per second inserted during the latency run")
 	seconds := fs.Float64("latency-seconds", 20, "seconds of production in the latency run")
 	pollMs := fs.Int("latency-poll-ms", 100, "outbox.pollIntervalMs of the latency run")
+	scaleRows := fs.Int("scale-rows", 10_000_000, "finished rows in the table during the scale phase's drains")
 	captureRates := fs.String("capture-rates", "50,500", "rows per second of the capture phase's runs, comma separated")
 	captureSeconds := fs.Float64("capture-seconds", 10, "seconds of production in each run of the capture phase")
 	ceilSeconds := fs.Int("ceiling-seconds", 10, "seconds of the pgbench ceiling run")
@@ -59,6 +60,7 @@ func run(ctx context.Context, args []string) int {
 		LatencySeconds:      *seconds,
 		LatencyPollInterval: time.Duration(*pollMs) * time.Millisecond,
 		CaptureSeconds:      *captureSeconds,
+		ScaleRows:           *scaleRows,
 		CeilingSeconds:      *ceilSeconds,
 		RunTimeout:          *runTimeout,
 		Phases:              map[string]bool{},
@@ -87,10 +89,10 @@ func run(ctx context.Context, args []string) int {
 	}
 	for _, p := range strings.Split(*phases, ",") {
 		switch p = strings.TrimSpace(p); p {
-		case "ceiling", "backlog", "latency", "capture":
+		case "ceiling", "backlog", "latency", "capture", "scale":
 			opts.Phases[p] = true
 		default:
-			fmt.Fprintf(os.Stderr, "outboxbench: -phases: unknown phase %q (want ceiling, backlog, latency, capture)\n", p)
+			fmt.Fprintf(os.Stderr, "outboxbench: -phases: unknown phase %q (want ceiling, backlog, latency, capture, scale)\n", p)
 			return 2
 		}
 	}
@@ -102,8 +104,8 @@ func run(ctx context.Context, args []string) int {
 		}
 		opts.CaptureRates = append(opts.CaptureRates, v)
 	}
-	if *rows <= 0 || *poolSize <= 0 || *rate <= 0 || *seconds <= 0 || *ceilSeconds <= 0 || *runTimeout <= 0 || *captureSeconds <= 0 {
-		fmt.Fprintln(os.Stderr, "outboxbench: -rows, -pool-size, -latency-rate, -latency-seconds, -capture-seconds, -ceiling-seconds and -run-timeout must be above 0")
+	if *rows <= 0 || *poolSize <= 0 || *rate <= 0 || *seconds <= 0 || *ceilSeconds <= 0 || *runTimeout <= 0 || *captureSeconds <= 0 || *scaleRows <= 0 {
+		fmt.Fprintln(os.Stderr, "outboxbench: -rows, -pool-size, -latency-rate, -latency-seconds, -capture-seconds, -scale-rows, -ceiling-seconds and -run-timeout must be above 0")
 		return 2
 	}
 	if _, err := outboxbench.Run(ctx, opts); err != nil {
