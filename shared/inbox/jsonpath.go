@@ -9,12 +9,21 @@ import (
 	"unicode/utf16"
 
 	"github.com/theory/jsonpath"
+	"github.com/theory/jsonpath/spec"
 )
 
 // valuePath is a compiled definite JSONPath: it selects at most one value of a document.
 type valuePath struct {
-	raw  string // as configured, for the error texts
-	path *jsonpath.Path
+	raw   string // as configured, for the error texts
+	steps []pathStep
+}
+
+// pathStep is one step of a definite JSONPath: a member name, or an array index (negative:
+// from the end, -1 being the last element).
+type pathStep struct {
+	name    string
+	index   int
+	isIndex bool
 }
 
 // compilePath compiles a definite JSONPath as the configuration accepts it: $ followed by
@@ -23,8 +32,30 @@ type valuePath struct {
 // implementation) also accepts names that the RFC shorthand refuses, such as $.x-id or $.1st.
 // A path that can select more than one value is refused.
 func compilePath(raw string) (valuePath, error) {
-	bad := func(reason string) (valuePath, error) {
-		return valuePath{}, fmt.Errorf("compiling JSONPath %q: %s; a path must be definite: $ followed by .name, ['name'] or [index] steps", raw, reason)
+	p, err := parsePath(raw)
+	if err != nil {
+		return valuePath{}, err
+	}
+	segments := p.Query().Segments()
+	steps := make([]pathStep, 0, len(segments))
+	for _, seg := range segments {
+		switch sel := seg.Selectors()[0].(type) {
+		case spec.Name:
+			steps = append(steps, pathStep{name: string(sel)})
+		case spec.Index:
+			steps = append(steps, pathStep{index: int(sel), isIndex: true})
+		default: // a singular query has no other selector
+			return valuePath{}, fmt.Errorf("compiling JSONPath %q: unexpected selector %v", raw, sel)
+		}
+	}
+	return valuePath{raw: raw, steps: steps}, nil
+}
+
+// parsePath parses a definite JSONPath as compilePath describes it, with RFC 9535, and
+// checks that it is singular.
+func parsePath(raw string) (*jsonpath.Path, error) {
+	bad := func(reason string) (*jsonpath.Path, error) {
+		return nil, fmt.Errorf("compiling JSONPath %q: %s; a path must be definite: $ followed by .name, ['name'] or [index] steps", raw, reason)
 	}
 	if !strings.HasPrefix(raw, "$") {
 		return bad("it must start with $")
@@ -64,7 +95,7 @@ func compilePath(raw string) (valuePath, error) {
 	if p.Query().Singular() == nil {
 		return bad("it can select more than one value")
 	}
-	return valuePath{raw: raw, path: p}, nil
+	return p, nil
 }
 
 // bracketEnd returns the index of the ] that closes the bracket step at the start of s,
@@ -103,33 +134,6 @@ func escapeName(name string) string {
 		}
 	}
 	return b.String()
-}
-
-// lookup returns the value that the path selects as text, and whether it found one. A string
-// is its text; a number is its JSON text, digit for digit as received; true and false are
-// their JSON text; an object or an array is its compact JSON text with the members sorted by
-// name. null counts as no value.
-func (p valuePath) lookup(doc any) (string, bool) {
-	nodes := p.path.Select(doc)
-	if len(nodes) != 1 {
-		return "", false
-	}
-	switch v := nodes[0].(type) {
-	case nil:
-		return "", false
-	case string:
-		return v, true
-	case json.Number:
-		return v.String(), true
-	case bool:
-		return strconv.FormatBool(v), true
-	default:
-		text, err := compactJSON(v)
-		if err != nil {
-			return "", false
-		}
-		return text, true
-	}
 }
 
 // compactJSON encodes a decoded value as compact JSON text without HTML escapes.

@@ -111,15 +111,16 @@ type attribute struct {
 
 // resolve returns the attribute's value: the first origin of its order that gives a
 // non-empty value, and whether that origin is its JSONPath. lookup finds a received header
-// in any letter case. doc nil skips the path (a body that is not JSON); fit skips a value
-// longer than MaxKeyLength.
-func (a *attribute) resolve(doc any, m *message, lookup filter.Lookup, fit bool) (string, bool) {
+// in any letter case. fromBody holds what the attribute's path selects in the body (empty:
+// nothing); nil skips the path (a body that is not JSON). fit skips a value longer than
+// MaxKeyLength.
+func (a *attribute) resolve(fromBody *string, m *message, lookup filter.Lookup, fit bool) (string, bool) {
 	for _, o := range a.order {
 		var v string
 		switch o {
 		case fromPath:
-			if a.path != nil && doc != nil {
-				v, _ = a.path.lookup(doc)
+			if fromBody != nil {
+				v = *fromBody
 			}
 		case fromHeader:
 			if a.header != "" && lookup != nil {
@@ -179,9 +180,11 @@ type rules struct {
 	name        string
 	consumption string
 	attrs       [attrCount]attribute
-	filter      *filter.Filter
-	transform   Transformer
-	onError     OnError
+	// paths are the attributes' paths (attrs[a].path), as selectValues takes them.
+	paths     [attrCount]*valuePath
+	filter    *filter.Filter
+	transform Transformer
+	onError   OnError
 }
 
 // compileRules compiles one source's rules. It refuses a source without a name, a missing
@@ -222,6 +225,7 @@ func compileRules(s ruleSpec, sk sinks) (*rules, error) {
 			return nil, fmt.Errorf("source %s: %w", s.name, err)
 		}
 		at.path = &p
+		r.paths[a] = &p
 	}
 	var err error
 	if r.filter, err = filter.New(s.filter); err != nil {
@@ -331,15 +335,17 @@ func (r *rules) prepare(ctx context.Context, m *message, lookup filter.Lookup) (
 		Consumption:   r.consumption,
 		Payload:       json.RawMessage(m.body),
 	}
-	doc, ok := parseJSON(m.body)
-	if !ok {
+	if !parseJSON(m.body) {
 		r.metrics.InboxRejection(ReasonExtraction)
 		return p, &refusal{cause: causeInvalidJSON}
 	}
+	var fromBody identifiers
+	var found [attrCount]bool
+	selectValues(m.body, r.paths[:], fromBody[:], found[:])
 	var ids identifiers
 	var fromPath [attrCount]bool
 	for a := range ids {
-		ids[a], fromPath[a] = r.attrs[a].resolve(doc, m, lookup, false)
+		ids[a], fromPath[a] = r.attrs[a].resolve(&fromBody[a], m, lookup, false)
 	}
 	p.IdempotencyKey, p.EventType, p.AggregateID = ids[attrKey], ids[attrEventType], ids[attrAggregate]
 	if ids[attrKey] == "" {
