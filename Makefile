@@ -75,7 +75,7 @@ bench:
 ## same loopback receiver (bench/README.md, "Side by side"), 20,000 and 100,000 messages, no
 ## keys and 1,000 keys; prints a table and writes bench/results/peers.json. The peers live in
 ## their own module, bench/peers, so the service never depends on them. Not part of `make test`
-## nor of `make bench` (about 5 minutes). Flags: PEERSFLAGS="-rows 5000 -explore-rows 0".
+## nor of `make bench` (3-4 minutes). Flags: PEERSFLAGS="-rows 5000 -explore-rows 0".
 PEERSFLAGS ?=
 
 .PHONY: bench-peers

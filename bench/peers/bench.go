@@ -63,22 +63,22 @@ type WatermillSettings struct {
 
 // Report is the machine-readable result, written as JSON.
 type Report struct {
-	Date        string              `json:"date"`
-	Machine     machine.Info        `json:"machine"`
-	Postgres    benchdb.ServerInfo  `json:"postgres"`
-	Options     ReportOptions       `json:"options"`
-	PayloadSize int                 `json:"payloadBytes"`
-	Exploration []RunResult         `json:"exploration,omitempty"`
-	Comparisons []Comparison        `json:"comparisons"`
-	Seconds     float64             `json:"totalSeconds"`
-	Problems    []string            `json:"problems,omitempty"`
-	Versions    map[string]string   `json:"versions"`
-	Notes       []string            `json:"notes,omitempty"`
-	Settings    map[string]Settings `json:"settings"`
+	Date        string                    `json:"date"`
+	Machine     machine.Info              `json:"machine"`
+	Postgres    benchdb.ServerInfo        `json:"postgres"`
+	Options     ReportOptions             `json:"options"`
+	PayloadSize int                       `json:"payloadBytes"`
+	Exploration []RunResult               `json:"exploration,omitempty"`
+	Comparisons []Comparison              `json:"comparisons"`
+	Seconds     float64                   `json:"totalSeconds"`
+	Problems    []string                  `json:"problems,omitempty"`
+	Versions    map[string]string         `json:"versions"`
+	Notes       []string                  `json:"notes,omitempty"`
+	Settings    map[string]SystemSettings `json:"settings"`
 }
 
-// Settings is one system's settings as the report prints them.
-type Settings = map[string]any
+// SystemSettings are one system's settings as the report holds them.
+type SystemSettings = map[string]any
 
 // ReportOptions echoes the options that shape the figures.
 type ReportOptions struct {
@@ -109,6 +109,8 @@ type RunResult struct {
 	CPU           CPUUse  `json:"cpu"`
 	// Delivery is what the receiver saw.
 	Delivery Delivery `json:"delivery"`
+	// Tables are the database's table counters after the run (pg_stat_user_tables, summed).
+	Tables TableStats `json:"tables"`
 	// Failures are the deliveries the system itself counted as failed (retried).
 	Failures int      `json:"failures"`
 	Problems []string `json:"problems,omitempty"`
@@ -126,6 +128,31 @@ type CPUUse struct {
 	ProcessUsRow   float64 `json:"processUsPerRow"`
 	PostgresUsRow  float64 `json:"postgresUsPerRow"`
 	ReceiverUsRow  float64 `json:"receiverUsPerRow"`
+}
+
+// TableStats are pg_stat_user_tables summed over the run's private database after the run: the
+// updated rows (the systems' state changes: claim, finish, ack offsets) and how many of them were
+// HOT, and the autovacuum and autoanalyze runs (their CPU is in CPUUse.Other). The counters
+// reach the view when a backend reports them (the systems' backends do when their pool closes,
+// before the read), so they can lag a little.
+type TableStats struct {
+	Updates      int64 `json:"updates"`
+	HotUpdates   int64 `json:"hotUpdates"`
+	Autovacuums  int64 `json:"autovacuums"`
+	Autoanalyzes int64 `json:"autoanalyzes"`
+}
+
+// tableStats reads the TableStats of db.
+func tableStats(ctx context.Context, db *benchdb.Database) (TableStats, error) {
+	var t TableStats
+	err := db.Admin.QueryRow(ctx, `
+SELECT COALESCE(sum(n_tup_upd), 0)::bigint, COALESCE(sum(n_tup_hot_upd), 0)::bigint,
+       COALESCE(sum(autovacuum_count), 0)::bigint, COALESCE(sum(autoanalyze_count), 0)::bigint
+FROM pg_stat_user_tables`).Scan(&t.Updates, &t.HotUpdates, &t.Autovacuums, &t.Autoanalyzes)
+	if err != nil {
+		return t, fmt.Errorf("reading the table statistics: %w", err)
+	}
+	return t, nil
 }
 
 // Comparison is every system over one size and key mode, with QueueBox's ratios to the best
@@ -188,7 +215,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		},
 		PayloadSize: len(payload(1, "k1")),
 		Versions:    moduleVersions(),
-		Settings: map[string]Settings{
+		Settings: map[string]SystemSettings{
+			SystemQueueBox: {"defaults": outboxbench.DefaultSettings(), "tunedCandidates": opts.Tuned, "poolSize": opts.PoolSize,
+				"insert": "INSERT ... SELECT unnest, one transaction"},
 			SystemRiver: {"maxWorkers": opts.River.MaxWorkers, "fetchCooldown": opts.River.FetchCooldown.String(),
 				"fetchPollInterval": opts.River.FetchPollInterval.String(), "poolSize": opts.PoolSize,
 				"insert": "InsertManyTx, one transaction"},
@@ -340,6 +369,9 @@ func (b *bench) measure(ctx context.Context, f factory, rows, keys int) (RunResu
 	expected, err := sys.expected(ctx, db, rows, keys)
 	if err != nil {
 		return r, fmt.Errorf("%s: %w", runName(r), err)
+	}
+	if r.Tables, err = tableStats(ctx, db); err != nil {
+		return r, err
 	}
 	r.Delivery = checkDelivery(expected, arrivals, stats, keys > 0)
 	r.Problems = append(r.Problems, r.Delivery.problems(f.system == SystemQueueBox)...)

@@ -22,8 +22,8 @@ func printTable(w io.Writer, rep *Report) {
 		p("\n")
 	}
 	for _, c := range rep.Comparisons {
-		p("\n%-30s %8s %7s %7s %6s %5s %-27s %-14s %5s %5s\n", fmt.Sprintf("%d rows, %s", c.Rows, keysLabel(c.Keys)),
-			"rows/s", "ratio", "seconds", "prep s", "load1", "cpu proc/pg/rcv/other s", "us/row p/pg/r", "dup", "order")
+		p("\n%-30s %8s %7s %7s %6s %5s %-27s %-14s %5s %5s %7s\n", fmt.Sprintf("%d rows, %s", c.Rows, keysLabel(c.Keys)),
+			"rows/s", "ratio", "seconds", "prep s", "load1", "cpu proc/pg/rcv/other s", "us/row p/pg/r", "dup", "order", "autovac")
 		for _, r := range c.Runs {
 			ratio := "-"
 			if c.BestPeerRate > 0 {
@@ -34,9 +34,9 @@ func printTable(w io.Writer, rep *Report) {
 				order = strconv.Itoa(r.Delivery.OrderViolations)
 			}
 			u := r.CPU
-			p("%-30s %8.0f %7s %7.2f %6.1f %5.2f %-27s %-14s %5d %5s\n", r.Label, r.RowsPerSecond, ratio, r.Seconds, r.PrepareSeconds, r.Load1,
+			p("%-30s %8.0f %7s %7.2f %6.1f %5.2f %-27s %-14s %5d %5s %7d\n", r.Label, r.RowsPerSecond, ratio, r.Seconds, r.PrepareSeconds, r.Load1,
 				fmt.Sprintf("%.1f/%.1f/%.1f/%.1f (%.0f%%)", u.Process, u.Postgres, u.Receiver, u.Other, u.MachineBusyPct),
-				fmt.Sprintf("%.0f/%.0f/%.0f", u.ProcessUsRow, u.PostgresUsRow, u.ReceiverUsRow), r.Delivery.Duplicates, order)
+				fmt.Sprintf("%.0f/%.0f/%.0f", u.ProcessUsRow, u.PostgresUsRow, u.ReceiverUsRow), r.Delivery.Duplicates, order, r.Tables.Autovacuums)
 		}
 	}
 	p("\n%-30s %9s %7s  %s\n", "QueueBox / best peer", "defaults", "tuned", "best peer")
