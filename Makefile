@@ -71,6 +71,17 @@ bench:
 	$(GO) run ./bench/lambda
 	cd clients/go && $(GO) run ./internal/pullbench -out ../../bench/results/pull.json -settings 10x1,50x8 $(PULLBENCHFLAGS)
 
+## bench-peers: QueueBox's outbox delivery beside River and Watermill doing the same job to the
+## same loopback receiver (bench/README.md, "Side by side"), 20,000 and 100,000 messages, no
+## keys and 1,000 keys; prints a table and writes bench/results/peers.json. The peers live in
+## their own module, bench/peers, so the service never depends on them. Not part of `make test`
+## nor of `make bench` (3-4 minutes). Flags: PEERSFLAGS="-rows 5000 -explore-rows 0".
+PEERSFLAGS ?=
+
+.PHONY: bench-peers
+bench-peers:
+	cd bench/peers && $(GO) vet ./... && $(GO) run . -out ../results/peers.json $(PEERSFLAGS)
+
 ## lambda: every function of functions/*/main.go as a static linux/arm64 `bootstrap`, zipped
 ## in bin/lambda/<name>.zip with bootstrap at the root; prints each binary's and zip's size.
 ## LAMBDA_CONFIG=path/to/queuebox.yml adds that file to every zip as queuebox.yml (then set

@@ -193,7 +193,7 @@ type BacklogRun struct {
 	RatioToCeiling float64                   `json:"ratioToCeiling,omitempty"`
 	Summary        outbox.Summary            `json:"summary"`
 	States         map[string]int            `json:"states"`
-	Receiver       sinkStats                 `json:"receiver"`
+	Receiver       SinkStats                 `json:"receiver"`
 	Statements     map[string]StatementStats `json:"statements"`
 	PoolConns      int32                     `json:"poolConnsOpened"`
 	Load1          float64                   `json:"loadAvg1"`
@@ -210,7 +210,7 @@ type LatencyRun struct {
 	Latency    latencyResult             `json:"latency"`
 	Summary    outbox.Summary            `json:"summary"`
 	States     map[string]int            `json:"states"`
-	Receiver   sinkStats                 `json:"receiver"`
+	Receiver   SinkStats                 `json:"receiver"`
 	Statements map[string]StatementStats `json:"statements"`
 	Load1      float64                   `json:"loadAvg1"`
 	CPU        CPUUse                    `json:"cpu"`
@@ -580,7 +580,7 @@ func (b *bench) backlog(ctx context.Context, spec backlogSpec) (BacklogRun, erro
 
 // checkDelivered lists what is wrong with a drained backlog: a row not sent, a receiver that
 // did not see every row, or a lost claim.
-func checkDelivered(rows int, states map[string]int, rcv sinkStats, sum outbox.Summary) []string {
+func checkDelivered(rows int, states map[string]int, rcv SinkStats, sum outbox.Summary) []string {
 	var problems []string
 	if states["sent"] != rows {
 		problems = append(problems, fmt.Sprintf("%d of %d rows are sent (states %v)", states["sent"], rows, states))

@@ -3,6 +3,7 @@ package outboxbench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,8 +30,9 @@ const SinkFlag = "sink"
 // outbox rows at a steady rate and records when each insert committed. Both clocks are the
 // machine's wall clock.
 //
-// Endpoints: POST /events (the destination), GET /stats, POST /reset, POST /produce (blocks
-// until the production ends) and GET /latency.
+// Endpoints: POST /events (the destination), GET /stats, GET /arrivals (each id's first
+// arrival, in arrival order), POST /reset, POST /produce (blocks until the production ends)
+// and GET /latency.
 type sink struct {
 	mu         sync.Mutex
 	requests   int
@@ -51,6 +53,7 @@ func ServeSink(ctx context.Context, in io.Reader, out io.Writer) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /events", s.event)
 	mux.HandleFunc("GET /stats", s.stats)
+	mux.HandleFunc("GET /arrivals", s.arrivalList)
 	mux.HandleFunc("POST /reset", s.reset)
 	mux.HandleFunc("POST /produce", s.produce)
 	mux.HandleFunc("GET /latency", s.latency)
@@ -89,8 +92,9 @@ func (s *sink) event(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// sinkStats are the receiver's counters since the last reset.
-type sinkStats struct {
+// SinkStats are the receiver's counters since the last reset: every request to /events, the
+// distinct message ids among them and the requests whose id had arrived before.
+type SinkStats struct {
 	Requests   int `json:"requests"`
 	Distinct   int `json:"distinct"`
 	Duplicates int `json:"duplicates"`
@@ -98,9 +102,34 @@ type sinkStats struct {
 
 func (s *sink) stats(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
-	st := sinkStats{Requests: s.requests, Distinct: len(s.arrivals), Duplicates: s.duplicates}
+	st := SinkStats{Requests: s.requests, Distinct: len(s.arrivals), Duplicates: s.duplicates}
 	s.mu.Unlock()
 	writeJSON(w, st)
+}
+
+// Arrival is the first arrival of one message id at the receiver.
+type Arrival struct {
+	// ID is the X-Message-Id of the request.
+	ID string `json:"id"`
+	// At is the arrival time, Unix nanoseconds of the machine's wall clock.
+	At int64 `json:"at"`
+}
+
+// arrivalList answers every id's first arrival, earliest first (ties by id).
+func (s *sink) arrivalList(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	list := make([]Arrival, 0, len(s.arrivals))
+	for id, at := range s.arrivals {
+		list = append(list, Arrival{ID: id, At: at})
+	}
+	s.mu.Unlock()
+	slices.SortFunc(list, func(a, b Arrival) int {
+		if a.At != b.At {
+			return cmp.Compare(a.At, b.At)
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	writeJSON(w, list)
 }
 
 func (s *sink) reset(w http.ResponseWriter, _ *http.Request) {
@@ -397,14 +426,14 @@ func (sp *sinkProcess) reset(ctx context.Context) error {
 	return sp.call(ctx, http.MethodPost, "/reset", nil, nil)
 }
 
-func (sp *sinkProcess) stats(ctx context.Context) (sinkStats, error) {
-	var st sinkStats
+func (sp *sinkProcess) stats(ctx context.Context) (SinkStats, error) {
+	var st SinkStats
 	err := sp.call(ctx, http.MethodGet, "/stats", nil, &st)
 	return st, err
 }
 
 // waitDistinct waits until the receiver has seen n distinct messages or the deadline passes.
-func (sp *sinkProcess) waitDistinct(ctx context.Context, n int, within time.Duration) (sinkStats, error) {
+func (sp *sinkProcess) waitDistinct(ctx context.Context, n int, within time.Duration) (SinkStats, error) {
 	deadline := time.Now().Add(within)
 	for {
 		st, err := sp.stats(ctx)

@@ -1,0 +1,134 @@
+// Command peers is the side-by-side bench of issue 15: QueueBox's outbox delivery beside two
+// peers that do the same job on the same machine in the same run, River (riverpgxv5) and
+// Watermill (watermill-sql, PostgreSQL). Each system drains the same number of messages from
+// PostgreSQL as HTTP POSTs to one loopback receiver (outboxbench's receiver process), with no
+// keys and with 1,000 keys; QueueBox runs at its documented defaults and at tuned settings.
+// The bench prints rows/s, the CPU of each party and the ratio QueueBox / best peer, and
+// writes bench/results/peers.json. A run that loses a message, or a QueueBox run that
+// delivers a key out of order, fails the bench.
+//
+// It lives in its own module so that the service's go.mod never depends on River or
+// Watermill. `make bench-peers` runs it; bench/README.md says how to read the figures.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/alternayte/queuebox/bench/benchcmd"
+	"github.com/alternayte/queuebox/bench/outboxbench"
+)
+
+func main() { benchcmd.Main(run) }
+
+func run(ctx context.Context, args []string) int {
+	opts, sink, err := parseArgs(args, os.Stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(os.Stderr, "peers:", err)
+		return 2
+	}
+	if sink {
+		if err := outboxbench.ServeSink(ctx, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "peers sink:", err)
+			return 1
+		}
+		return 0
+	}
+	opts.ServerURL = benchcmd.ServerURL()
+	opts.Stdout = os.Stdout
+	if _, err := Run(ctx, opts); err != nil {
+		fmt.Fprintln(os.Stderr, "peers:", err)
+		return 1
+	}
+	return 0
+}
+
+// parseArgs reads the command line into Options; sink reports -sink, the receiver process.
+func parseArgs(args []string, errOut io.Writer) (opts Options, sink bool, err error) {
+	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	sinkFlag := fs.Bool(outboxbench.SinkFlag, false, "run as the receiver process; used by the bench itself")
+	rows := fs.String("rows", "20000,100000", "messages of each run, comma separated (one comparison per size)")
+	keys := fs.Int("keys", 1000, "distinct keys of the keyed mode (0 runs no keys only)")
+	systems := fs.String("systems", "queuebox,river,watermill", "systems to run, comma separated")
+	tuned := fs.String("tuned", "500x16,500x64", "QueueBox tuned candidates, BATCHxCONCURRENCY, comma separated")
+	exploreRows := fs.Int("explore-rows", 10000, "messages of the runs that choose the tuned candidate, per key mode (0 takes the first)")
+	poolSize := fs.Int("pool-size", 10, "QueueBox's and River's database pool size")
+	riverWorkers := fs.Int("river-workers", 64, "River MaxWorkers of the default queue")
+	riverCooldown := fs.Duration("river-fetch-cooldown", time.Millisecond, "River FetchCooldown")
+	riverPoll := fs.Duration("river-fetch-poll", 5*time.Millisecond, "River FetchPollInterval")
+	wmTopics := fs.Int("watermill-topics", 64, "Watermill topics (each one subscriber, in order)")
+	wmBatch := fs.Int("watermill-batch", 100, "Watermill SubscribeBatchSize of the PostgreSQL schema adapter")
+	wmPoll := fs.Duration("watermill-poll", 10*time.Millisecond, "Watermill subscriber PollInterval")
+	runTimeout := fs.Duration("run-timeout", 3*time.Minute, "the longest one run may take; a run cut short fails")
+	out := fs.String("out", "bench/results/peers.json", "JSON report file (empty writes none)")
+	if err := fs.Parse(args); err != nil {
+		return opts, false, err
+	}
+	if fs.NArg() > 0 {
+		return opts, false, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *sinkFlag {
+		return opts, true, nil
+	}
+	opts = Options{
+		Keys: *keys, ExploreRows: *exploreRows, PoolSize: *poolSize,
+		River:      RiverSettings{MaxWorkers: *riverWorkers, FetchCooldown: *riverCooldown, FetchPollInterval: *riverPoll},
+		Watermill:  WatermillSettings{Topics: *wmTopics, BatchSize: *wmBatch, PollInterval: *wmPoll},
+		RunTimeout: *runTimeout, Out: *out,
+	}
+	for _, s := range splitList(*rows) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return opts, false, fmt.Errorf("-rows: %q is not a count above 0", s)
+		}
+		opts.Rows = append(opts.Rows, n)
+	}
+	for _, s := range splitList(*systems) {
+		switch s {
+		case SystemQueueBox, SystemRiver, SystemWatermill:
+			opts.Systems = append(opts.Systems, s)
+		default:
+			return opts, false, fmt.Errorf("-systems: unknown system %q (want queuebox, river, watermill)", s)
+		}
+	}
+	for _, s := range splitList(*tuned) {
+		st, err := outboxbench.ParseSettings(s)
+		if err != nil {
+			return opts, false, fmt.Errorf("-tuned: %w", err)
+		}
+		opts.Tuned = append(opts.Tuned, st)
+	}
+	switch {
+	case len(opts.Rows) == 0 || len(opts.Systems) == 0 || len(opts.Tuned) == 0:
+		return opts, false, errors.New("-rows, -systems and -tuned need at least one entry")
+	case *keys < 0 || *exploreRows < 0:
+		return opts, false, errors.New("-keys and -explore-rows must not be negative")
+	case *poolSize <= 0 || *riverWorkers <= 0 || *wmTopics <= 0 || *wmBatch <= 0 || *runTimeout <= 0:
+		return opts, false, errors.New("-pool-size, -river-workers, -watermill-topics, -watermill-batch and -run-timeout must be above 0")
+	case *riverCooldown < time.Millisecond || *riverPoll < *riverCooldown || *wmPoll <= 0:
+		return opts, false, errors.New("-river-fetch-cooldown must be at least 1ms, -river-fetch-poll at least the cooldown, -watermill-poll above 0")
+	}
+	return opts, false, nil
+}
+
+// splitList splits a comma-separated flag value, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/alternayte/queuebox/bench/benchdb"
+	"github.com/alternayte/queuebox/bench/outboxbench"
+	"github.com/alternayte/queuebox/shared/connect/webhook"
+	"github.com/alternayte/queuebox/shared/metrics"
+	"github.com/alternayte/queuebox/shared/outbox"
+	"github.com/alternayte/queuebox/shared/route"
+	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/postgres"
+	"github.com/alternayte/queuebox/shared/store/postgres/pgtool"
+)
+
+// queueBox is QueueBox wired as bench/outboxbench and production wire it: a pgx pool of
+// database.poolSize, the postgres store, the outbox Poller with the webhook publisher and the
+// metrics registry, drained with Run(StopWhenIdle).
+type queueBox struct {
+	settings outboxbench.Settings
+	poolSize int
+	pool     *pgtool.Pool
+	pub      *webhook.Publisher
+	poller   *outbox.Poller
+	summary  outbox.Summary
+	states   map[string]int
+}
+
+func queueBoxFactory(s outboxbench.Settings, variant string, poolSize int) factory {
+	return factory{
+		system: SystemQueueBox, variant: variant,
+		label: fmt.Sprintf("QueueBox %s (%dx%d)", variant, s.BatchSize, s.Concurrency),
+		new:   func() system { return &queueBox{settings: s, poolSize: poolSize} },
+	}
+}
+
+func (q *queueBox) appName() string { return "peers-queuebox" }
+
+// insertChunk is the number of rows of one insert statement (QueueBox and River).
+const insertChunk = 5000
+
+// prepare inserts the rows in one transaction (so they share one scheduled_at, as the
+// outbox bench's backlog does), vacuums the outbox and builds the poller.
+func (q *queueBox) prepare(ctx context.Context, db *benchdb.Database, receiver string, rows, keys int) error {
+	tx, err := db.Admin.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("inserting the outbox rows: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for from := 0; from < rows; from += insertChunk {
+		to := min(rows, from+insertChunk)
+		ks := make([]string, 0, to-from)
+		ps := make([]string, 0, to-from)
+		for i := from; i < to; i++ {
+			k := keyOf(i, keys)
+			ks = append(ks, k)
+			ps = append(ps, string(payload(i, k)))
+		}
+		_, err := tx.Exec(ctx, `
+INSERT INTO outbox (topic, key, payload)
+SELECT $1, NULLIF(t.k, ''), t.p::jsonb FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS t(k, p, n) ORDER BY t.n`,
+			topic, ks, ps)
+		if err != nil {
+			return fmt.Errorf("inserting the outbox rows: %w", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("inserting the outbox rows: %w", err)
+	}
+	if _, err := db.Admin.Exec(ctx, `VACUUM ANALYZE outbox`); err != nil {
+		return fmt.Errorf("vacuuming the outbox: %w", err)
+	}
+
+	q.pool, err = pgtool.OpenPool(ctx, db.URL, pgtool.PoolOptions{MaxConns: int32(q.poolSize), AppName: q.appName()})
+	if err != nil {
+		return fmt.Errorf("opening the QueueBox pool: %w", err)
+	}
+	st, err := postgres.New(q.pool, store.DefaultNames())
+	if err != nil {
+		return err
+	}
+	reg := metrics.New(service.Version)
+	if q.pub, err = webhook.New(webhook.Config{Name: "receiver", BaseURL: receiver, Path: "/events"}, reg); err != nil {
+		return err
+	}
+	q.poller, err = outbox.New(outbox.Options{
+		Store:        st,
+		Config:       outbox.Config{BatchSize: q.settings.BatchSize, Concurrency: q.settings.Concurrency, PollInterval: q.settings.PollInterval},
+		Routes:       route.NewTable([]route.Route{{Pattern: route.MustCompile("**"), Destination: "receiver"}}),
+		Destinations: []outbox.Destination{{Name: "receiver", Publisher: q.pub}},
+		Metrics:      reg,
+		Logger:       service.NewLogger(os.Stderr, slog.LevelWarn),
+	})
+	return err
+}
+
+func (q *queueBox) deliver(ctx context.Context) (int, error) {
+	q.summary = q.poller.Run(ctx, outbox.RunOptions{StopWhenIdle: true})
+	failures := q.summary.Retried + q.summary.Dead
+	if ctx.Err() != nil {
+		return failures, fmt.Errorf("Run stopped early (sent %d): %w", q.summary.Sent, ctx.Err())
+	}
+	return failures, nil
+}
+
+// expected maps each row id to its key and sequence (the insert order) and counts the rows
+// per state.
+func (q *queueBox) expected(ctx context.Context, db *benchdb.Database, _, _ int) (map[string]ref, error) {
+	rows, err := db.Admin.Query(ctx, `SELECT id::text, COALESCE(key, ''), sequence, state FROM outbox`)
+	if err != nil {
+		return nil, fmt.Errorf("reading the outbox rows: %w", err)
+	}
+	m := map[string]ref{}
+	q.states = map[string]int{}
+	var id, key, state string
+	var seq int64
+	err = pgtool.ForEachRow(rows, []any{&id, &key, &seq, &state}, func() error {
+		m[id] = ref{key: key, ord: seq}
+		q.states[state]++
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the outbox rows: %w", err)
+	}
+	return m, nil
+}
+
+func (q *queueBox) problems() []string {
+	var p []string
+	if total := len(q.states); total > 0 && (q.states["sent"] == 0 || total > 1) {
+		p = append(p, fmt.Sprintf("outbox rows not all sent: %v", q.states))
+	}
+	if s := q.summary; s.ClaimsLost > 0 || s.Dead > 0 {
+		p = append(p, fmt.Sprintf("summary %+v", s))
+	}
+	return p
+}
+
+func (q *queueBox) close() {
+	if q.pub != nil {
+		_ = q.pub.Close()
+	}
+	if q.pool != nil {
+		q.pool.Close()
+	}
+}
