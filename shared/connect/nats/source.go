@@ -215,51 +215,83 @@ func (s *Source) consume(ctx context.Context, js jetstream.JetStream, intake *in
 	backoff.Reset()
 	log.Info("nats source consuming", slog.String("stream", s.cfg.Stream), slog.String("durable", s.cfg.Durable))
 
-	batch := make([]jetstream.Msg, 0, s.cfg.BatchSize)
-	msgs := make([]inbox.Delivery, 0, s.cfg.BatchSize)
 	// The next batch is fetched while the current one is stored, so that the broker's
 	// round trip and the database's overlap: a pull request that takes only the messages
-	// available (no wait) goes out before the insert of each batch. When it brings none,
-	// the next pull request waits for messages, as the first one does. What a prefetch
-	// holds when the consumer stops, or when a store fails, gets a negative
-	// acknowledgement, so that JetStream delivers it again at once.
-	var next *prefetch
-	defer func() { next.nak() }()
+	// available (no wait) goes out before the insert of each batch, and a goroutine turns
+	// its messages into rows (inbox.Batch.Add) as they arrive, during the insert. When it
+	// brings none, the next pull request waits for messages, as the first one does. The
+	// acknowledgements of a stored batch go out from another goroutine while the next batch
+	// is stored. What a prefetch holds when the consumer stops, or when a store fails, gets a
+	// negative acknowledgement, so that JetStream delivers it again at once.
+	batches := [2]*inbox.Batch{intake.NewBatch(s.cfg.BatchSize), intake.NewBatch(s.cfg.BatchSize)}
+	// As the writes, the rows' preparation finishes when ctx ends (a transform is not cut
+	// short into a dead row).
+	addCtx := context.WithoutCancel(ctx)
+	acks := make(chan []jetstream.Msg, 1)
+	acked := make(chan struct{})
+	go func() {
+		defer close(acked)
+		for msgs := range acks {
+			for _, m := range msgs {
+				if err := m.Ack(); err != nil {
+					// The row is stored: JetStream delivers the message again after AckWait
+					// and the store finds it a duplicate.
+					log.Warn("nats source: acknowledging a stored message failed", slog.String("error", s.scrub(err)))
+				}
+			}
+		}
+	}()
+	var pending <-chan gathered // the next batch, gathering
+	defer func() {
+		if pending != nil {
+			nakAll((<-pending).msgs)
+		}
+		close(acks)
+		<-acked
+	}()
 	for {
-		if next == nil {
+		var cur gathered
+		if pending != nil {
+			cur, pending = <-pending, nil
+		} else {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if next, err = s.fetch(ctx, cons, true); err != nil {
+			p, err := s.fetch(ctx, cons, true)
+			if err != nil {
 				return err
 			}
+			cur = p.gather(addCtx, batches[0], s, log)
 		}
-		batch, msgs = batch[:0], msgs[:0]
-		batch = next.collect(batch, s, log)
-		next = nil
 		if nc := js.Conn(); nc.IsConnected() {
 			s.state.Up()
 		}
-		if len(batch) == 0 {
+		if len(cur.msgs) == 0 {
 			continue
 		}
 		var fetchErr error
 		if ctx.Err() == nil {
-			next, fetchErr = s.fetch(ctx, cons, false)
-		}
-		for _, m := range batch {
-			msgs = append(msgs, delivery(m))
+			var p *prefetch
+			if p, fetchErr = s.fetch(ctx, cons, false); p != nil {
+				other := batches[0]
+				if cur.batch == other {
+					other = batches[1]
+				}
+				next := make(chan gathered, 1)
+				go func() { next <- p.gather(addCtx, other, s, log) }()
+				pending = next
+			}
 		}
 		sctx, cancel := connect.StoreContext(ctx)
-		_, err = intake.Store(sctx, msgs)
+		_, err = cur.batch.Write(sctx)
 		cancel()
 		if err != nil {
-			log.Error("nats source: storing messages failed; sending negative acknowledgements", slog.Int("messages", len(batch)), slog.Any("error", err))
-			for _, m := range batch {
-				_ = m.Nak()
+			log.Error("nats source: storing messages failed; sending negative acknowledgements", slog.Int("messages", len(cur.msgs)), slog.Any("error", err))
+			nakAll(cur.msgs)
+			if pending != nil {
+				nakAll((<-pending).msgs)
+				pending = nil
 			}
-			next.nak()
-			next = nil
 			if fetchErr != nil {
 				return fetchErr
 			}
@@ -269,16 +301,23 @@ func (s *Source) consume(ctx context.Context, js jetstream.JetStream, intake *in
 			continue
 		}
 		backoff.Reset()
-		for _, m := range batch {
-			if err := m.Ack(); err != nil {
-				// The row is stored: JetStream delivers the message again after AckWait
-				// and the store finds it a duplicate.
-				log.Warn("nats source: acknowledging a stored message failed", slog.String("error", s.scrub(err)))
-			}
-		}
+		acks <- cur.msgs
 		if fetchErr != nil {
 			return fetchErr
 		}
+	}
+}
+
+// gathered is the messages of one fetch and their rows.
+type gathered struct {
+	msgs  []jetstream.Msg
+	batch *inbox.Batch
+}
+
+// nakAll sends a negative acknowledgement for each message.
+func nakAll(msgs []jetstream.Msg) {
+	for _, m := range msgs {
+		_ = m.Nak()
 	}
 }
 
@@ -313,28 +352,21 @@ func (s *Source) fetch(ctx context.Context, cons jetstream.Consumer, wait bool) 
 	return &prefetch{fetched: fetched, cancel: cancel}, nil
 }
 
-// collect appends the messages of the fetch to batch once it ends.
-func (p *prefetch) collect(batch []jetstream.Msg, s *Source, log *slog.Logger) []jetstream.Msg {
+// gather takes the messages of the fetch as they arrive, until it ends, and adds each to b,
+// which it empties first.
+func (p *prefetch) gather(ctx context.Context, b *inbox.Batch, s *Source, log *slog.Logger) gathered {
+	b.Reset()
+	g := gathered{batch: b}
 	for m := range p.fetched.Messages() {
-		batch = append(batch, m)
+		g.msgs = append(g.msgs, m)
+		d := delivery(m)
+		b.Add(ctx, &d)
 	}
 	p.cancel()
 	if err := p.fetched.Error(); err != nil && !errors.Is(err, natsgo.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 		log.Debug("nats source: a fetch ended early", slog.String("error", s.scrub(err)))
 	}
-	return batch
-}
-
-// nak sends a negative acknowledgement for each message of the fetch, once it ends; a
-// waiting fetch is cut short first. A nil prefetch does nothing.
-func (p *prefetch) nak() {
-	if p == nil {
-		return
-	}
-	p.cancel()
-	for m := range p.fetched.Messages() {
-		_ = m.Nak()
-	}
+	return g
 }
 
 // delivery converts a JetStream message: every header with its last value, Nats-Msg-Id as
