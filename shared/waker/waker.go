@@ -6,8 +6,9 @@
 //   - Nop: nothing (pure polling, or a Lambda schedule alone);
 //   - Func and Signal: in the same process, for example the local process's poller
 //     (outbox.Poller.Wake) or a loop that selects on a channel;
-//   - LambdaInvoker: on AWS, an asynchronous invoke (InvocationType Event) of the poll or
-//     relay function, debounced so that a burst of wakes costs one invoke per interval.
+//   - lambdawaker.Waker (shared/waker/lambdawaker): on AWS, an asynchronous invoke
+//     (InvocationType Event) of the poll or relay function, debounced so that a burst of
+//     wakes costs one invoke per interval.
 //
 // A wake is only a hint: the database is the source of truth, and the scheduled polls find
 // every row anyway. A lost wake costs latency, never a message, so Wake never blocks and
@@ -23,7 +24,7 @@ type Waker interface {
 // Reconciler is a Waker that tells the wakes of a reconciliation timer (delivery passes that
 // catch what no event announced: due retries, expired leases) from the wakes of new work.
 // Reconcile asks for a pass that may be skipped when one happened within the waker's own
-// interval, and it never delays the pass of a later Wake. LambdaInvoker is one; a waker
+// interval, and it never delays the pass of a later Wake. lambdawaker.Waker is one; a waker
 // that is not takes Reconcile as a Wake (see Reconcile).
 type Reconciler interface {
 	Waker
@@ -87,5 +88,4 @@ var (
 	_ Waker = Nop{}
 	_ Waker = Func(nil)
 	_ Waker = (*Signal)(nil)
-	_ Waker = (*LambdaInvoker)(nil)
 )

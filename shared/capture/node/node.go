@@ -5,7 +5,7 @@
 //   - capture (outbox.capture.enabled): the capture connector of shared/capture with the
 //     PostgreSQL logical-replication source (shared/store/postgres/logical, as
 //     service.CaptureConfig builds it), which wakes the poll Lambda function (and, optionally,
-//     the relay function) with a debounced asynchronous invoke (shared/waker.LambdaInvoker);
+//     the relay function) with a debounced asynchronous invoke (shared/lambdawaker.Waker);
 //   - the broker sources (sources.<name> of type rabbitmq, kafka or nats, built by
 //     shared/service/sources): consumers that store what they read into the inbox table and
 //     wake the relay function after they stored push rows.
@@ -51,7 +51,7 @@ import (
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/service/sources"
-	"github.com/alternayte/queuebox/shared/waker"
+	"github.com/alternayte/queuebox/shared/waker/lambdawaker"
 )
 
 // The environment variables of the node's settings.
@@ -84,7 +84,7 @@ func ParseSettings(env map[string]string, withCapture bool) (Settings, error) {
 		PollFunction:  strings.TrimSpace(env[PollFunctionVariable]),
 		RelayFunction: strings.TrimSpace(env[RelayFunctionVariable]),
 		Endpoint:      strings.TrimSpace(env[LambdaEndpointVariable]),
-		WakeInterval:  waker.DefaultInterval,
+		WakeInterval:  lambdawaker.DefaultInterval,
 	}
 	var problems []error
 	if withCapture && s.PollFunction == "" {
@@ -105,7 +105,7 @@ type Options struct {
 	// Addr is the listen address. Default: ":" + the management port, or the HTTP port.
 	Addr string
 	// Client makes the Lambda calls. Default: a client from the AWS default chain.
-	Client waker.Invoker
+	Client lambdawaker.Invoker
 }
 
 // Node is the capture node.
@@ -153,8 +153,8 @@ func New(ctx context.Context, cfg *service.Config, s Settings, o Options, log *s
 	if cfg.Outbox.Capture.Enabled && s.PollFunction == "" {
 		return nil, service.NewStartError("start capture", fmt.Errorf("%s is not set; it names the poll function that capture wakes", PollFunctionVariable))
 	}
-	lc := func(function string) waker.LambdaConfig {
-		return waker.LambdaConfig{FunctionName: function, Interval: s.WakeInterval, Endpoint: s.Endpoint,
+	lc := func(function string) lambdawaker.Config {
+		return lambdawaker.Config{FunctionName: function, Interval: s.WakeInterval, Endpoint: s.Endpoint,
 			Client: o.Client, Payload: []byte(`{"source":"queuebox.capture"}`), Logger: log}
 	}
 	ao := service.AppOptions{
@@ -170,7 +170,7 @@ func New(ctx context.Context, cfg *service.Config, s Settings, o Options, log *s
 			var w service.Wakers
 			var closers []func()
 			if s.PollFunction != "" {
-				poll, err := waker.NewLambdaInvoker(ctx, lc(s.PollFunction))
+				poll, err := lambdawaker.New(ctx, lc(s.PollFunction))
 				if err != nil {
 					return service.Wakers{}, service.NewStartError("build the Lambda waker", err)
 				}
@@ -178,7 +178,7 @@ func New(ctx context.Context, cfg *service.Config, s Settings, o Options, log *s
 				closers = append(closers, poll.Close)
 			}
 			if s.RelayFunction != "" {
-				relay, err := waker.NewLambdaInvoker(ctx, lc(s.RelayFunction))
+				relay, err := lambdawaker.New(ctx, lc(s.RelayFunction))
 				if err != nil {
 					for _, c := range closers {
 						c()

@@ -30,6 +30,7 @@ import (
 	"github.com/alternayte/queuebox/shared/store/postgres/logical"
 	"github.com/alternayte/queuebox/shared/store/postgres/logical/logicaltest"
 	"github.com/alternayte/queuebox/shared/waker"
+	"github.com/alternayte/queuebox/shared/waker/lambdawaker"
 )
 
 // server is the PostgreSQL server with wal_level = logical of this package's tests: a private
@@ -324,7 +325,7 @@ func TestABurstOfInsertsCostsFewInvokes(t *testing.T) {
 	e := newEnv(t, true)
 	fake := newFakeLambda(t)
 	const interval = 500 * time.Millisecond
-	inv, err := waker.NewLambdaInvoker(context.Background(), waker.LambdaConfig{
+	inv, err := lambdawaker.New(context.Background(), lambdawaker.Config{
 		FunctionName: "queuebox-poll", Interval: interval,
 		// A real Lambda client with static credentials, pointed at the local server.
 		Client: lambda.New(lambda.Options{

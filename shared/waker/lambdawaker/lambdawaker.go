@@ -1,4 +1,8 @@
-package waker
+// Package lambdawaker is the waker of a delivery cycle that runs as an AWS Lambda function: an
+// asynchronous invoke (InvocationType Event) of the poll or relay function, debounced. Only
+// the capture node, which wakes the functions from outside, links it and the AWS SDK; the
+// functions themselves and queuebox serve do not.
+package lambdawaker
 
 import (
 	"context"
@@ -16,19 +20,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
 	"github.com/alternayte/queuebox/shared/redact"
+	"github.com/alternayte/queuebox/shared/waker"
 )
 
-// DefaultInterval is the debounce interval of a LambdaInvoker when LambdaConfig.Interval is 0.
+// DefaultInterval is the debounce interval of a Waker when Config.Interval is 0.
 const DefaultInterval = time.Second
 
-// DefaultInvokeTimeout bounds one Invoke call when LambdaConfig.Timeout is 0.
+// DefaultInvokeTimeout bounds one Invoke call when Config.Timeout is 0.
 const DefaultInvokeTimeout = 10 * time.Second
 
-// DefaultPayload is the event of a wake when LambdaConfig.Payload is empty. The poll and relay
+// DefaultPayload is the event of a wake when Config.Payload is empty. The poll and relay
 // handlers ignore their event; this one names its sender in the function's log.
 const DefaultPayload = `{"source":"queuebox.waker"}`
 
-// Invoker is the call of the Lambda API that a LambdaInvoker makes; *lambda.Client
+// Invoker is the call of the Lambda API that a Waker makes; *lambda.Client
 // implements it. It must be safe for concurrent use.
 type Invoker interface {
 	Invoke(ctx context.Context, params *lambda.InvokeInput, optFns ...func(*lambda.Options)) (*lambda.InvokeOutput, error)
@@ -36,8 +41,8 @@ type Invoker interface {
 
 var _ Invoker = (*lambda.Client)(nil)
 
-// LambdaConfig is the configuration of a LambdaInvoker.
-type LambdaConfig struct {
+// Config is the configuration of a Waker.
+type Config struct {
 	// FunctionName is the function to invoke: its name, its ARN, or a partial ARN. Required.
 	FunctionName string
 	// Qualifier is the version or alias to invoke. Empty invokes $LATEST.
@@ -66,7 +71,7 @@ type LambdaConfig struct {
 }
 
 // WithDefaults returns the configuration with the zero values replaced by their defaults.
-func (c LambdaConfig) WithDefaults() LambdaConfig {
+func (c Config) WithDefaults() Config {
 	if c.Interval == 0 {
 		c.Interval = DefaultInterval
 	}
@@ -82,7 +87,7 @@ func (c LambdaConfig) WithDefaults() LambdaConfig {
 	return c
 }
 
-func (c LambdaConfig) validate() error {
+func (c Config) validate() error {
 	var problems []error
 	if c.FunctionName == "" {
 		problems = append(problems, errors.New("FunctionName is empty"))
@@ -99,7 +104,7 @@ func (c LambdaConfig) validate() error {
 	return errors.Join(problems...)
 }
 
-// Stats counts what a LambdaInvoker did since it was created.
+// Stats counts what a Waker did since it was created.
 type Stats struct {
 	// Wakes counts the calls of Wake.
 	Wakes uint64
@@ -112,7 +117,7 @@ type Stats struct {
 	Reconciles, SkippedReconciles uint64
 }
 
-// LambdaInvoker is a Waker that invokes a Lambda function asynchronously
+// Waker is a Waker that invokes a Lambda function asynchronously
 // (InvocationType Event): Lambda queues the event and answers at once, and runs the function
 // with it. It debounces on the leading edge with one trailing invoke:
 //
@@ -133,8 +138,8 @@ type Stats struct {
 // Interval of latency. A reconciliation costs at most one invoke per Interval.
 //
 // One goroutine makes the calls, one at a time; Close stops it. Wake never blocks.
-type LambdaInvoker struct {
-	cfg     LambdaConfig
+type Waker struct {
+	cfg     Config
 	client  Invoker
 	pending chan struct{} // capacity 1: a wake that the loop has not served yet
 	timer   chan struct{} // capacity 1: a reconciliation that the loop has not served yet
@@ -147,10 +152,10 @@ type LambdaInvoker struct {
 	wakes, invokes, failures, reconciles, skipped atomic.Uint64
 }
 
-// NewLambdaInvoker validates cfg, builds the Lambda client when cfg.Client is nil, and
+// New validates cfg, builds the Lambda client when cfg.Client is nil, and
 // starts the invoker's goroutine. ctx is used only to load the AWS configuration. Call Close
 // to stop the invoker.
-func NewLambdaInvoker(ctx context.Context, cfg LambdaConfig) (*LambdaInvoker, error) {
+func New(ctx context.Context, cfg Config) (*Waker, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("checking the Lambda waker configuration: %w", err)
@@ -164,7 +169,7 @@ func NewLambdaInvoker(ctx context.Context, cfg LambdaConfig) (*LambdaInvoker, er
 		}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	l := &LambdaInvoker{
+	l := &Waker{
 		cfg: cfg, client: client,
 		pending: make(chan struct{}, 1), timer: make(chan struct{}, 1), stop: make(chan struct{}),
 		ctx: runCtx, cancel: cancel,
@@ -175,7 +180,7 @@ func NewLambdaInvoker(ctx context.Context, cfg LambdaConfig) (*LambdaInvoker, er
 }
 
 // newClient builds a Lambda client from the default configuration chain.
-func newClient(ctx context.Context, cfg LambdaConfig) (*lambda.Client, error) {
+func newClient(ctx context.Context, cfg Config) (*lambda.Client, error) {
 	var opts []func(*awsconfig.LoadOptions) error
 	if cfg.Region != "" {
 		opts = append(opts, awsconfig.WithRegion(cfg.Region))
@@ -185,7 +190,7 @@ func newClient(ctx context.Context, cfg LambdaConfig) (*lambda.Client, error) {
 		return nil, fmt.Errorf("loading the AWS configuration: %w", err)
 	}
 	if awsCfg.Region == "" {
-		return nil, errors.New("loading the AWS configuration: no region; set AWS_REGION or LambdaConfig.Region")
+		return nil, errors.New("loading the AWS configuration: no region; set AWS_REGION or Config.Region")
 	}
 	return lambda.NewFromConfig(awsCfg, func(o *lambda.Options) {
 		if cfg.Endpoint != "" {
@@ -194,9 +199,9 @@ func newClient(ctx context.Context, cfg LambdaConfig) (*lambda.Client, error) {
 	}), nil
 }
 
-// Wake implements Waker: it asks for an invoke and returns at once. After Close it does
+// Wake implements waker.Waker: it asks for an invoke and returns at once. After Close it does
 // nothing.
-func (l *LambdaInvoker) Wake() {
+func (l *Waker) Wake() {
 	l.wakes.Add(1)
 	select {
 	case l.pending <- struct{}{}:
@@ -204,9 +209,9 @@ func (l *LambdaInvoker) Wake() {
 	}
 }
 
-// Reconcile implements Reconciler: it asks for the invoke of a reconciliation, which the
+// Reconcile implements waker.Reconciler: it asks for the invoke of a reconciliation, which the
 // invoker skips when an invoke started within Interval, and returns at once.
-func (l *LambdaInvoker) Reconcile() {
+func (l *Waker) Reconcile() {
 	l.reconciles.Add(1)
 	select {
 	case l.timer <- struct{}{}:
@@ -215,14 +220,14 @@ func (l *LambdaInvoker) Reconcile() {
 }
 
 // Stats returns the counts so far.
-func (l *LambdaInvoker) Stats() Stats {
+func (l *Waker) Stats() Stats {
 	return Stats{Wakes: l.wakes.Load(), Invokes: l.invokes.Load(), Failures: l.failures.Load(),
 		Reconciles: l.reconciles.Load(), SkippedReconciles: l.skipped.Load()}
 }
 
 // Close stops the invoker: it cancels an Invoke in flight, drops a pending wake, and waits
 // for the goroutine to end. It is safe to call more than once and from several goroutines.
-func (l *LambdaInvoker) Close() {
+func (l *Waker) Close() {
 	l.once.Do(func() {
 		close(l.stop)
 		l.cancel()
@@ -234,7 +239,7 @@ func (l *LambdaInvoker) Close() {
 // pass, during which new wakes coalesce into one pending wake and reconciliations are
 // skipped; it invokes on a pending reconciliation when no invoke started within the
 // interval, and then waits for nothing.
-func (l *LambdaInvoker) run() {
+func (l *Waker) run() {
 	defer l.wg.Done()
 	var last time.Time // when the last invoke started
 	for {
@@ -270,7 +275,7 @@ func (l *LambdaInvoker) run() {
 }
 
 // invoke makes one asynchronous invoke and counts its result.
-func (l *LambdaInvoker) invoke() {
+func (l *Waker) invoke() {
 	ctx, cancel := context.WithTimeout(l.ctx, l.cfg.Timeout)
 	defer cancel()
 	in := &lambda.InvokeInput{
@@ -294,3 +299,5 @@ func (l *LambdaInvoker) invoke() {
 		"function", l.cfg.FunctionName, "error", redact.Error(err))
 	l.failures.Add(1)
 }
+
+var _ waker.Reconciler = (*Waker)(nil)
