@@ -68,6 +68,7 @@ bench:
 	$(GO) run ./bench/cmd/outboxbench $(BENCHFLAGS)
 	$(GO) run ./bench/cmd/inboxbench $(INBOXBENCHFLAGS)
 	$(GO) run ./bench/cmd/sourcebench $(SOURCEBENCHFLAGS)
+	$(GO) run ./bench/cmd/relaybench $(RELAYBENCHFLAGS)
 	$(GO) run ./bench/lambda
 	cd clients/go && $(GO) run ./internal/pullbench -out ../../bench/results/pull.json -settings 10x1,50x8 $(PULLBENCHFLAGS)
 
