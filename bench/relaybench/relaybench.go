@@ -30,6 +30,8 @@ type Options struct {
 	Aggregates []int
 	// BatchSize is inbox.relay.batchSize (default 100).
 	BatchSize int
+	// CPUProfile, when set, is the prefix of one CPU profile per drain.
+	CPUProfile string
 }
 
 // Run is one drain of a backlog by one relay, and the ceiling on the same backlog size.
@@ -121,6 +123,13 @@ func runOne(ctx context.Context, db *benchdb.Database, o Options, aggs int) (Run
 	}
 	logf("%d rows, %s: relay draining", o.Rows, aggLabel(aggs))
 	r.Load1 = machine.LoadAverage()[0]
+	if o.CPUProfile != "" {
+		stop, err := machine.StartCPUProfile(fmt.Sprintf("%s-%d.pprof", o.CPUProfile, aggs))
+		if err != nil {
+			return r, err
+		}
+		defer stop()
+	}
 	cpu0 := machine.SelfCPU()
 	t0 := time.Now()
 	r.Summary = rl.Run(ctx, relay.RunOptions{StopWhenIdle: true})

@@ -23,11 +23,12 @@ func run(ctx context.Context, args []string) int {
 	rows := fs.Int("rows", 20000, "push inbox rows of each run's backlog")
 	aggs := fs.String("aggregates", "0,1000", "aggregate counts of the runs, comma separated (0: no aggregate)")
 	batch := fs.Int("batch-size", 100, "inbox.relay.batchSize")
+	profile := fs.String("cpuprofile", "", "prefix of one CPU profile per drain (<prefix>-<aggregates>.pprof)")
 	out := fs.String("out", "bench/results/relay.json", "JSON report file (empty writes none)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	o := relaybench.Options{ServerURL: benchcmd.ServerURL(), Rows: *rows, BatchSize: *batch}
+	o := relaybench.Options{ServerURL: benchcmd.ServerURL(), Rows: *rows, BatchSize: *batch, CPUProfile: *profile}
 	for _, a := range strings.Split(*aggs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(a))
 		if err != nil || n < 0 {

@@ -3,8 +3,12 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -283,13 +287,6 @@ WHERE i.{id} = $1::uuid
   AND i.{claim_token} = $2::uuid
   AND i.{lease_expires_at} > clock_timestamp()`
 
-const inboxRelayProcessedSQL = `
-UPDATE {table} i
-SET {state} = 'processed',
-    {processed_at} = clock_timestamp(),
-    {claim_token} = NULL,
-    {lease_expires_at} = NULL` + inboxFence
-
 const inboxRelayDeadSQL = `
 UPDATE {table} i
 SET {state} = 'dead',
@@ -301,34 +298,82 @@ const inboxRelayRenewSQL = `
 UPDATE {table} i
 SET {lease_expires_at} = clock_timestamp() + $3::bigint * interval '1 microsecond'` + inboxFence
 
-// InboxRelayForward inserts the outbox row and marks the inbox row processed through the
-// fence, in one transaction. When the fence fails, the transaction rolls back (the outbox row
-// never existed) and the result is false.
+// inboxRelayForwardFence is the first half of the forward statement (inboxRelayForwardSQL):
+// the fenced update that marks the claimed row processed, $1 id and $2 token.
+const inboxRelayForwardFence = `
+WITH qb_fenced AS (
+UPDATE {table} i
+SET {state} = 'processed',
+    {processed_at} = clock_timestamp(),
+    {claim_token} = NULL,
+    {lease_expires_at} = NULL` + inboxFence + `
+RETURNING i.{id}
+)`
+
+// inboxRelayForwardInsertSQL is the second half of the forward statement: the outbox insert of
+// variant v, which reads the fence's RETURNING, so that the row is inserted only when the
+// fence held. Rendered with the outbox's names after inboxRelayForwardFence with the
+// inbox's, the two make one statement, so one round trip and one commit. It takes $3 topic,
+// $4 key, $5 aggregate type, $6 payload, $7 headers, then in this order and only when v has
+// them: the id, max_attempts and the delay in microseconds.
+func inboxRelayForwardInsertSQL(v insertVariant) (string, error) {
+	insert := outboxInsertSQL(v)
+	// The single-row insert's VALUES list becomes a SELECT of the fenced row, with every
+	// parameter moved up by the two of the fence.
+	cols, vals, ok := strings.Cut(strings.TrimPrefix(insert, "INSERT INTO {table} ("), ")\nVALUES (")
+	if !ok {
+		return "", fmt.Errorf("building the relay forward: unexpected insert %q", insert)
+	}
+	vals, returning, ok := strings.Cut(vals, ")\nRETURNING ")
+	if !ok {
+		return "", fmt.Errorf("building the relay forward: unexpected insert %q", insert)
+	}
+	vals = placeholderNumber.ReplaceAllStringFunc(vals, func(m string) string {
+		n, _ := strconv.Atoi(m[1:])
+		return "$" + strconv.Itoa(n+2)
+	})
+	return "INSERT INTO {table} (" + cols + ")\nSELECT " + vals + "\nFROM qb_fenced\nRETURNING " + returning, nil
+}
+
+// placeholderNumber matches a positional parameter.
+var placeholderNumber = regexp.MustCompile(`\$[0-9]+`)
+
+// InboxRelayForward marks the inbox row processed through the fence and inserts its outbox
+// row, in one statement (one round trip, one commit). When the fence fails, nothing is
+// written and the result is false.
 func (s *Store) InboxRelayForward(ctx context.Context, params store.InboxForwardParams) (bool, error) {
 	if !isUUID(params.Claim.ID) || !isUUID(params.Claim.Token) {
 		return false, nil
 	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return false, wrapErr("forwarding inbox row: beginning transaction", err)
+	p := params.Outbox
+	if p.ID != "" && !isUUID(p.ID) {
+		return false, wrapErr("forwarding inbox row", fmt.Errorf("id %q is not a UUID", p.ID))
 	}
-	defer func() { _ = tx.Rollback(ctx) }()
-
-	if _, err := s.outboxInsert(ctx, tx, params.Outbox); err != nil {
-		return false, wrapErr("forwarding inbox row: inserting outbox row", err)
+	var headers any
+	if p.Headers != nil {
+		headers = p.Headers
 	}
-	tag, err := tx.Exec(ctx, s.sql.inboxRelayProcessed, params.Claim.ID, params.Claim.Token)
-	if err != nil {
-		return false, wrapErr("forwarding inbox row: marking processed", err)
+	var v insertVariant
+	args := []any{params.Claim.ID, params.Claim.Token, p.Topic, p.Key, p.AggregateType, p.Payload, headers}
+	if p.ID != "" {
+		v |= insertWithID
+		args = append(args, p.ID)
 	}
-	if tag.RowsAffected() == 0 {
-		if err := tx.Rollback(ctx); err != nil {
-			return false, wrapErr("forwarding inbox row: rolling back after a lost claim", err)
-		}
+	if p.MaxAttempts > 0 {
+		v |= insertWithMaxAttempts
+		args = append(args, p.MaxAttempts)
+	}
+	if p.Delay > 0 {
+		v |= insertWithDelay
+		args = append(args, micros(p.Delay))
+	}
+	var id string
+	err := s.pool.QueryRow(ctx, s.sql.inboxRelayForward[v], args...).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return false, wrapErr("forwarding inbox row: committing", err)
+	if err != nil {
+		return false, wrapErr("forwarding inbox row", err)
 	}
 	return true, nil
 }

@@ -52,7 +52,7 @@ type statements struct {
 	inboxInsertBatch    string
 	inboxRelayLock      string
 	inboxRelayClaim     string
-	inboxRelayProcessed string
+	inboxRelayForward   [insertVariants]string
 	inboxRelayDead      string
 	inboxRelayRenew     string
 	inboxRelayReclaim   string
@@ -234,7 +234,15 @@ func buildStatements(n store.Names) (statements, error) {
 	inbox(&st.inboxInsertBatch, inboxInsertBatchSQL)
 	st.inboxRelayLock = inboxRelayLockSQL
 	inbox(&st.inboxRelayClaim, inboxRelayClaimSQL)
-	inbox(&st.inboxRelayProcessed, inboxRelayProcessedSQL)
+	fence, err := render(inboxRelayForwardFence, n.InboxTable, inboxColumns(n))
+	errs = append(errs, err)
+	for v := range insertVariant(insertVariants) {
+		insert, err := inboxRelayForwardInsertSQL(v)
+		errs = append(errs, err)
+		var rendered string
+		outbox(&rendered, insert)
+		st.inboxRelayForward[v] = fence + "\n" + rendered
+	}
 	inbox(&st.inboxRelayDead, inboxRelayDeadSQL)
 	inbox(&st.inboxRelayRenew, inboxRelayRenewSQL)
 	inbox(&st.inboxRelayReclaim, inboxRelayReclaimSQL)
