@@ -345,30 +345,12 @@ func (s *Store) InboxRelayForward(ctx context.Context, params store.InboxForward
 	if !isUUID(params.Claim.ID) || !isUUID(params.Claim.Token) {
 		return false, nil
 	}
-	p := params.Outbox
-	if p.ID != "" && !isUUID(p.ID) {
-		return false, wrapErr("forwarding inbox row", fmt.Errorf("id %q is not a UUID", p.ID))
-	}
-	var headers any
-	if p.Headers != nil {
-		headers = p.Headers
-	}
-	var v insertVariant
-	args := []any{params.Claim.ID, params.Claim.Token, p.Topic, p.Key, p.AggregateType, p.Payload, headers}
-	if p.ID != "" {
-		v |= insertWithID
-		args = append(args, p.ID)
-	}
-	if p.MaxAttempts > 0 {
-		v |= insertWithMaxAttempts
-		args = append(args, p.MaxAttempts)
-	}
-	if p.Delay > 0 {
-		v |= insertWithDelay
-		args = append(args, micros(p.Delay))
+	v, args, err := insertArgs(params.Outbox, []any{params.Claim.ID, params.Claim.Token})
+	if err != nil {
+		return false, wrapErr("forwarding inbox row", err)
 	}
 	var id string
-	err := s.pool.QueryRow(ctx, s.sql.inboxRelayForward[v], args...).Scan(&id)
+	err = s.pool.QueryRow(ctx, s.sql.inboxRelayForward[v], args...).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}

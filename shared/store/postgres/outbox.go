@@ -51,6 +51,35 @@ func outboxInsertSQL(v insertVariant) string {
 		")\nRETURNING {id}::text"
 }
 
+// insertArgs returns the variant of the outbox insert of p and its arguments, after first (the
+// parameters that come before the insert's own in a larger statement): $1 topic, $2 key, $3
+// aggregate type, $4 payload, $5 headers, then the id, max_attempts and the delay in
+// microseconds when p has them, each numbered after first.
+func insertArgs(p store.OutboxInsertParams, first []any) (insertVariant, []any, error) {
+	if p.ID != "" && !isUUID(p.ID) {
+		return 0, nil, fmt.Errorf("id %q is not a UUID", p.ID)
+	}
+	var headers any
+	if p.Headers != nil {
+		headers = p.Headers
+	}
+	var v insertVariant
+	args := append(first, p.Topic, p.Key, p.AggregateType, p.Payload, headers)
+	if p.ID != "" {
+		v |= insertWithID
+		args = append(args, p.ID)
+	}
+	if p.MaxAttempts > 0 {
+		v |= insertWithMaxAttempts
+		args = append(args, p.MaxAttempts)
+	}
+	if p.Delay > 0 {
+		v |= insertWithDelay
+		args = append(args, micros(p.Delay))
+	}
+	return v, args, nil
+}
+
 // querier is what an insert runs on: the pool or a transaction.
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
@@ -66,26 +95,9 @@ func (s *Store) OutboxInsert(ctx context.Context, params store.OutboxInsertParam
 }
 
 func (s *Store) outboxInsert(ctx context.Context, q querier, p store.OutboxInsertParams) (string, error) {
-	if p.ID != "" && !isUUID(p.ID) {
-		return "", fmt.Errorf("id %q is not a UUID", p.ID)
-	}
-	var headers any
-	if p.Headers != nil {
-		headers = p.Headers
-	}
-	var v insertVariant
-	args := []any{p.Topic, p.Key, p.AggregateType, p.Payload, headers}
-	if p.ID != "" {
-		v |= insertWithID
-		args = append(args, p.ID)
-	}
-	if p.MaxAttempts > 0 {
-		v |= insertWithMaxAttempts
-		args = append(args, p.MaxAttempts)
-	}
-	if p.Delay > 0 {
-		v |= insertWithDelay
-		args = append(args, micros(p.Delay))
+	v, args, err := insertArgs(p, nil)
+	if err != nil {
+		return "", err
 	}
 	var id string
 	if err := q.QueryRow(ctx, s.sql.outboxInsert[v], args...).Scan(&id); err != nil {
