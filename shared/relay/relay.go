@@ -421,17 +421,82 @@ func (rn *run) cycle() (int, error) {
 		rn.held[row.ID] = &heldRow{claim: row.Claim()}
 	}
 	rn.mu.Unlock()
+	if bf, ok := r.store.(store.InboxBatchForwarder); ok && len(rows) > 1 {
+		rn.handleBatch(bf, rows)
+		return len(rows), nil
+	}
 	for i, row := range rows {
 		if rn.work.Err() != nil {
 			rn.abandon(rows[i:])
 			break
 		}
 		rn.handle(row)
-		rn.mu.Lock()
-		delete(rn.held, row.ID)
-		rn.mu.Unlock()
+		rn.release(row)
 	}
 	return len(rows), nil
+}
+
+// release forgets a row that is finished, so that the renewer stops renewing it.
+func (rn *run) release(row store.InboxMessage) {
+	rn.mu.Lock()
+	delete(rn.held, row.ID)
+	rn.mu.Unlock()
+}
+
+// handleBatch forwards the claimed rows with one transaction (a store.InboxBatchForwarder):
+// each row is prepared as handle prepares it (a lost claim, a row with no topic and a row
+// whose headers cannot be built are settled on their own), then every prepared row is
+// forwarded at once, in one attempt. A batch that fails is forwarded again row by row
+// through handle, which retries, dead-letters a row that the outbox refuses and counts the
+// failures of the others; nothing of a failed batch was written. The claim took at most one
+// row per aggregate, so the rows of a batch keep every aggregate's order whichever way they
+// are written. A store that is no batch forwarder (SQL Server) forwards row by row.
+func (rn *run) handleBatch(bf store.InboxBatchForwarder, rows []store.InboxMessage) {
+	r := rn.r
+	if rn.work.Err() != nil {
+		rn.abandon(rows)
+		return
+	}
+	var ready []store.InboxMessage
+	var params []store.InboxForwardParams
+	for _, row := range rows {
+		p, ok := rn.prepare(row)
+		if !ok {
+			rn.release(row)
+			continue
+		}
+		ready, params = append(ready, row), append(params, p)
+	}
+	if len(ready) == 0 {
+		return
+	}
+	// One attempt: the row-by-row path after a failure retries, and dead-letters a refused
+	// row, as it does without batches.
+	forwarded, err := bf.InboxRelayForwardBatch(rn.work, params)
+	if err != nil {
+		r.log.Warn("inbox relay: forwarding a batch failed; forwarding its rows one by one", "rows", len(ready), "error", redact.Error(err))
+		for i, row := range ready {
+			if rn.work.Err() != nil {
+				rn.abandon(ready[i:])
+				return
+			}
+			rn.handle(row)
+			rn.release(row)
+		}
+		return
+	}
+	rn.failing = false
+	for i, row := range ready {
+		log := rn.rowLog(row)
+		if forwarded[i] {
+			rn.sum.Forwarded++
+			r.metrics.InboxMessage("forwarded")
+			log.Debug("inbox message forwarded", "topic", params[i].Outbox.Topic)
+		} else {
+			rn.claimLost(log, "forward the message")
+		}
+		rn.release(row)
+	}
 }
 
 // judge sets stuck after a cycle of claimed rows, from the summary before the rows were
@@ -459,40 +524,48 @@ func (rn *run) abandon(rows []store.InboxMessage) {
 		"rows", len(rows))
 }
 
-// handle forwards one claimed row, or marks it dead when it has no topic.
-func (rn *run) handle(row store.InboxMessage) {
-	r := rn.r
-	log := r.log.With("inbox_id", row.ID, "source", row.Source)
+// rowLog is the logger of one row's lines.
+func (rn *run) rowLog(row store.InboxMessage) *slog.Logger {
+	log := rn.r.log.With("inbox_id", row.ID, "source", row.Source)
 	if row.CorrelationID != "" {
 		log = log.With("correlation_id", row.CorrelationID)
 	}
+	return log
+}
+
+// prepare builds the forward of one claimed row. It settles, and returns false for, a row
+// whose claim the renewer found lost, a row that can reach no destination (marked dead) and
+// a row whose outbox row cannot be built.
+func (rn *run) prepare(row store.InboxMessage) (store.InboxForwardParams, bool) {
+	r := rn.r
+	log := rn.rowLog(row)
 	rn.mu.Lock()
 	lost := rn.held[row.ID].lost
 	rn.mu.Unlock()
 	if lost {
 		rn.claimLost(log, "forward the message")
-		return
+		return store.InboxForwardParams{}, false
 	}
 
 	tmpl, ok := r.topics[row.Source]
 	if !ok {
 		rn.deadLetter(log, row, fmt.Sprintf("Source %s is not configured, so the relay has no topic template for it", row.Source))
-		return
+		return store.InboxForwardParams{}, false
 	}
 	topic := tmpl.Render(row.Source, row.EventType)
 	if topic == "" {
 		rn.deadLetter(log, row, fmt.Sprintf("Topic template %s of source %s rendered an empty topic", tmpl, row.Source))
-		return
+		return store.InboxForwardParams{}, false
 	}
 	headers, dropped, err := outboxHeaders(row, r.allow[row.Source])
 	if err != nil {
 		rn.writeFailed(log, "building the outbox row", err)
-		return
+		return store.InboxForwardParams{}, false
 	}
 	if dropped {
 		log.Warn("inbox row headers are not a JSON object; forwarding the relay headers only")
 	}
-	params := store.InboxForwardParams{
+	return store.InboxForwardParams{
 		Claim: row.Claim(),
 		Outbox: store.OutboxInsertParams{
 			Topic:       topic,
@@ -501,7 +574,17 @@ func (rn *run) handle(row store.InboxMessage) {
 			Headers:     headers,
 			MaxAttempts: r.cfg.MaxAttempts,
 		},
+	}, true
+}
+
+// handle forwards one claimed row, or marks it dead when it has no topic.
+func (rn *run) handle(row store.InboxMessage) {
+	r := rn.r
+	params, ok := rn.prepare(row)
+	if !ok {
+		return
 	}
+	log := rn.rowLog(row)
 	forwarded, err := rn.write(func(ctx context.Context) (bool, error) {
 		return r.store.InboxRelayForward(ctx, params)
 	})
@@ -516,7 +599,7 @@ func (rn *run) handle(row store.InboxMessage) {
 	default:
 		rn.sum.Forwarded++
 		r.metrics.InboxMessage("forwarded")
-		log.Debug("inbox message forwarded", "topic", topic)
+		log.Debug("inbox message forwarded", "topic", params.Outbox.Topic)
 	}
 }
 

@@ -257,6 +257,18 @@ type InboxForwardParams struct {
 	Outbox OutboxInsertParams
 }
 
+// InboxBatchForwarder is a store that forwards many claimed relay rows in one transaction
+// (PostgreSQL); the relay forwards row by row through InboxRelayForward with a store that is
+// not one.
+type InboxBatchForwarder interface {
+	// InboxRelayForwardBatch marks processed, through the fence of each claim, every row whose
+	// claim still holds, and inserts the outbox rows of exactly those rows in the order given,
+	// all in one transaction. It returns, per entry, whether its row was forwarded. An error
+	// means that nothing was written (a store.ErrInvalidValue does not say which entry the
+	// database refused).
+	InboxRelayForwardBatch(ctx context.Context, params []InboxForwardParams) ([]bool, error)
+}
+
 // InboxStats feed the inbox gauges.
 type InboxStats struct {
 	Pending          int64

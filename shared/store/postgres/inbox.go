@@ -338,6 +338,86 @@ func inboxRelayForwardInsertSQL(v insertVariant) (string, error) {
 // placeholderNumber matches a positional parameter.
 var placeholderNumber = regexp.MustCompile(`\$[0-9]+`)
 
+// inboxRelayProcessedBatchSQL marks processed, each through its fence, the claimed rows of
+// the arrays $1 ids and $2 tokens, and returns the ids of the rows it changed.
+const inboxRelayProcessedBatchSQL = `
+UPDATE {table} i
+SET {state} = 'processed',
+    {processed_at} = clock_timestamp(),
+    {claim_token} = NULL,
+    {lease_expires_at} = NULL
+FROM unnest($1::uuid[], $2::uuid[]) AS f(id, token)
+WHERE i.{id} = f.id
+  AND i.{state} = 'processing'
+  AND i.{claim_token} = f.token
+  AND i.{lease_expires_at} > clock_timestamp()
+RETURNING i.{id}::text`
+
+// InboxRelayForwardBatch forwards the claimed rows in one transaction and one commit: the
+// fenced update of every claim in one statement, then the outbox inserts of the rows whose
+// fence held, in the order given, sent together in one round trip.
+func (s *Store) InboxRelayForwardBatch(ctx context.Context, params []store.InboxForwardParams) ([]bool, error) {
+	out := make([]bool, len(params))
+	ids := make([]string, 0, len(params))
+	tokens := make([]string, 0, len(params))
+	for _, p := range params {
+		if isUUID(p.Claim.ID) && isUUID(p.Claim.Token) {
+			ids, tokens = append(ids, p.Claim.ID), append(tokens, p.Claim.Token)
+		}
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, wrapErr("forwarding inbox rows: beginning transaction", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	rows, err := tx.Query(ctx, s.sql.inboxRelayProcessedBatch, ids, tokens)
+	if err != nil {
+		return nil, wrapErr("forwarding inbox rows: marking processed", err)
+	}
+	held, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, wrapErr("forwarding inbox rows: marking processed", err)
+	}
+	if len(held) == 0 {
+		return out, nil
+	}
+	fenced := make(map[string]bool, len(held))
+	for _, id := range held {
+		fenced[id] = true
+	}
+	batch := &pgx.Batch{}
+	for i, p := range params {
+		if !fenced[p.Claim.ID] {
+			continue
+		}
+		v, args, err := insertArgs(p.Outbox, nil)
+		if err != nil {
+			return nil, wrapErr("forwarding inbox rows", err)
+		}
+		batch.Queue(s.sql.outboxInsert[v], args...)
+		out[i] = true
+	}
+	br := tx.SendBatch(ctx, batch)
+	for range batch.Len() {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, wrapErr("forwarding inbox rows: inserting outbox rows", err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, wrapErr("forwarding inbox rows: inserting outbox rows", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, wrapErr("forwarding inbox rows: committing", err)
+	}
+	return out, nil
+}
+
+var _ store.InboxBatchForwarder = (*Store)(nil)
+
 // InboxRelayForward marks the inbox row processed through the fence and inserts its outbox
 // row, in one statement (one round trip, one commit). When the fence fails, nothing is
 // written and the result is false.

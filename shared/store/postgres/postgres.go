@@ -48,16 +48,17 @@ type statements struct {
 	outboxDeleteFinished string
 	outboxDeleteExcess   string
 
-	inboxInsert         string
-	inboxInsertBatch    string
-	inboxRelayLock      string
-	inboxRelayClaim     string
-	inboxRelayForward   [insertVariants]string
-	inboxRelayDead      string
-	inboxRelayRenew     string
-	inboxRelayReclaim   string
-	inboxStats          string
-	inboxDeleteFinished string
+	inboxInsert              string
+	inboxInsertBatch         string
+	inboxRelayLock           string
+	inboxRelayClaim          string
+	inboxRelayForward        [insertVariants]string
+	inboxRelayProcessedBatch string
+	inboxRelayDead           string
+	inboxRelayRenew          string
+	inboxRelayReclaim        string
+	inboxStats               string
+	inboxDeleteFinished      string
 
 	columnExists string
 }
@@ -234,6 +235,7 @@ func buildStatements(n store.Names) (statements, error) {
 	inbox(&st.inboxInsertBatch, inboxInsertBatchSQL)
 	st.inboxRelayLock = inboxRelayLockSQL
 	inbox(&st.inboxRelayClaim, inboxRelayClaimSQL)
+	inbox(&st.inboxRelayProcessedBatch, inboxRelayProcessedBatchSQL)
 	fence, err := render(inboxRelayForwardFence, n.InboxTable, inboxColumns(n))
 	errs = append(errs, err)
 	for v := range insertVariant(insertVariants) {

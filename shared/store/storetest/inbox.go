@@ -28,6 +28,8 @@ func inboxTests() []testCase {
 		{name: "InboxRelayNeverTouchesPullRows", run: testInboxRelayNeverTouchesPullRows},
 		{name: "InboxRelayLostLeaseWritesNoOutboxRow", custom: true, run: testInboxRelayLostLeaseWritesNoOutboxRow},
 		{name: "InboxRelayClaimDeadAndRenew", run: testInboxRelayClaimDeadAndRenew},
+		{name: "InboxRelayForwardBatchFencesEachRow", custom: true, run: testInboxRelayForwardBatchFencesEachRow},
+		{name: "InboxRelayForwardBatchIsAllOrNothing", run: testInboxRelayForwardBatchIsAllOrNothing},
 		{name: "InboxStats", run: testInboxStats},
 		{name: "InboxDeleteFinished", run: testInboxDeleteFinished},
 	}
@@ -618,6 +620,85 @@ func testInboxRelayLostLeaseWritesNoOutboxRow(t *testing.T, e *env) {
 	}
 	if rows := e.outboxRows(t); len(rows) != 1 {
 		t.Fatalf("outbox holds %d rows after a repeated forward, want 1", len(rows))
+	}
+}
+
+// batchForwarder returns the store as a store.InboxBatchForwarder, or skips the test when
+// it forwards row by row.
+func batchForwarder(t *testing.T, e *env) store.InboxBatchForwarder {
+	t.Helper()
+	bf, ok := e.s.(store.InboxBatchForwarder)
+	if !ok {
+		t.Skip("the store forwards relay rows one by one (it is no store.InboxBatchForwarder)")
+	}
+	return bf
+}
+
+// testInboxRelayForwardBatchFencesEachRow: a batch of three claims of which one lost its
+// lease forwards the other two, in one call: their rows are processed and have exactly one
+// outbox row each, in the order given; the lost one writes nothing and stays as it was.
+func testInboxRelayForwardBatchFencesEachRow(t *testing.T, e *env) {
+	bf := batchForwarder(t, e)
+	for i := range 3 {
+		e.inboxInsert(t, store.InboxInsertParams{Source: "stripe", IdempotencyKey: fmt.Sprintf("evt_%d", i), AggregateID: fmt.Sprintf("cus_%d", i)})
+	}
+	claimed := e.relayClaim(t, 10)
+	if len(claimed) != 3 {
+		t.Fatalf("claimed %d rows, want 3", len(claimed))
+	}
+	e.changeInbox(t, claimed[1].ID, Change{ExpireLease: true})
+	params := []store.InboxForwardParams{forwardParams(claimed[0]), forwardParams(claimed[1]), forwardParams(claimed[2])}
+	got, err := bf.InboxRelayForwardBatch(e.ctx, params)
+	if err != nil || !slices.Equal(got, []bool{true, false, true}) {
+		t.Fatalf("forwarding the batch: %v, %v; want [true false true]", got, err)
+	}
+	rows := e.outboxRows(t)
+	if len(rows) != 2 || inboxIDOf(t, rows[0]) != claimed[0].ID || inboxIDOf(t, rows[1]) != claimed[2].ID || rows[0].MaxAttempts != 10 {
+		t.Fatalf("outbox after the batch: %+v, want the rows of %s and %s in that order", rows, claimed[0].ID, claimed[2].ID)
+	}
+	for _, i := range []int{0, 2} {
+		if r := e.inboxRow(t, claimed[i].ID); r.State != store.InboxProcessed || r.ProcessedAt == nil || r.Token != "" {
+			t.Fatalf("inbox row %d after the batch: %+v, want processed", i, r)
+		}
+	}
+	if r := e.inboxRow(t, claimed[1].ID); r.State != store.InboxProcessing || r.Token != claimed[1].ClaimToken {
+		t.Fatalf("the lost row after the batch: %+v, want it still processing with its token", r)
+	}
+	// Forwarding the same batch again finds every fence gone.
+	got, err = bf.InboxRelayForwardBatch(e.ctx, params)
+	if err != nil || !slices.Equal(got, []bool{false, false, false}) {
+		t.Fatalf("forwarding the batch again: %v, %v; want all false", got, err)
+	}
+	if rows := e.outboxRows(t); len(rows) != 2 {
+		t.Fatalf("outbox holds %d rows after a repeated batch, want 2", len(rows))
+	}
+}
+
+// testInboxRelayForwardBatchIsAllOrNothing: an outbox row that the database refuses (a topic
+// longer than its column) fails the whole batch with store.ErrInvalidValue, and nothing of it
+// is written: no outbox row, every inbox row still processing.
+func testInboxRelayForwardBatchIsAllOrNothing(t *testing.T, e *env) {
+	bf := batchForwarder(t, e)
+	for i := range 2 {
+		e.inboxInsert(t, store.InboxInsertParams{Source: "stripe", IdempotencyKey: fmt.Sprintf("evt_%d", i), AggregateID: fmt.Sprintf("cus_%d", i)})
+	}
+	claimed := e.relayClaim(t, 10)
+	if len(claimed) != 2 {
+		t.Fatalf("claimed %d rows, want 2", len(claimed))
+	}
+	bad := forwardParams(claimed[1])
+	bad.Outbox.Topic = strings.Repeat("t", 300)
+	_, err := bf.InboxRelayForwardBatch(e.ctx, []store.InboxForwardParams{forwardParams(claimed[0]), bad})
+	if !errors.Is(err, store.ErrInvalidValue) {
+		t.Fatalf("forwarding a batch with a refused row: %v, want store.ErrInvalidValue", err)
+	}
+	if rows := e.outboxRows(t); len(rows) != 0 {
+		t.Fatalf("outbox holds %d rows after a failed batch, want 0", len(rows))
+	}
+	for _, m := range claimed {
+		if r := e.inboxRow(t, m.ID); r.State != store.InboxProcessing || r.Token != m.ClaimToken {
+			t.Fatalf("inbox row after a failed batch: %+v, want it still processing with its token", r)
+		}
 	}
 }
 
