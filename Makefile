@@ -62,7 +62,8 @@ clean:
 
 ## bench: the outbox delivery benchmark (bench/README.md); prints a table and writes
 ## bench/results/outbox.json. Not part of `make test`. Pass flags with BENCHFLAGS="-rows 20000".
-## The broker sources' bench writes bench/results/sources.json (SOURCEBENCHFLAGS="-rounds 3").
+## The broker sources' bench writes bench/results/sources.json (SOURCEBENCHFLAGS="-rounds 3"),
+## the inbox relay's bench bench/results/relay.json (RELAYBENCHFLAGS="-rows 5000").
 .PHONY: bench
 bench:
 	$(GO) run ./bench/cmd/outboxbench $(BENCHFLAGS)
