@@ -5,7 +5,7 @@ PKGS     := ./...
 # Packages run in parallel, each test with its own database.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build run test test-go test-clients test-client-go test-client-ts lint vet fmt services clean
+.PHONY: all build run test test-go test-clients test-client-go test-client-ts test-bench-peers lint vet fmt services clean
 
 all: build
 
@@ -25,7 +25,7 @@ services:
 ## test: every test, against the real services on loopback: the service, the Go pull client
 ## (its own module) and the TypeScript pull client. Every part runs even when one before it
 ## failed; the target fails at the end, naming the parts that failed.
-TEST_PARTS := vet test-go test-client-go test-client-ts
+TEST_PARTS := vet test-go test-client-go test-client-ts test-bench-peers
 
 test: services
 	@failed=; \
@@ -39,6 +39,10 @@ test-go:
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 test-clients: test-client-go test-client-ts
+
+## test-bench-peers: the unit tests of the side-by-side bench, its own module (bench/peers).
+test-bench-peers:
+	cd bench/peers && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...
 
 test-client-go:
 	cd clients/go && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...
