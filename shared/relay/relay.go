@@ -425,15 +425,21 @@ func (rn *run) cycle() (int, error) {
 		rn.handleBatch(bf, rows)
 		return len(rows), nil
 	}
+	rn.forwardEach(rows)
+	return len(rows), nil
+}
+
+// forwardEach forwards the claimed rows one by one, and leaves the rest to lease expiry when
+// the run stops.
+func (rn *run) forwardEach(rows []store.InboxMessage) {
 	for i, row := range rows {
 		if rn.work.Err() != nil {
 			rn.abandon(rows[i:])
-			break
+			return
 		}
 		rn.handle(row)
 		rn.release(row)
 	}
-	return len(rows), nil
 }
 
 // release forgets a row that is finished, so that the renewer stops renewing it.
@@ -475,25 +481,15 @@ func (rn *run) handleBatch(bf store.InboxBatchForwarder, rows []store.InboxMessa
 	forwarded, err := bf.InboxRelayForwardBatch(rn.work, params)
 	if err != nil {
 		r.log.Warn("inbox relay: forwarding a batch failed; forwarding its rows one by one", "rows", len(ready), "error", redact.Error(err))
-		for i, row := range ready {
-			if rn.work.Err() != nil {
-				rn.abandon(ready[i:])
-				return
-			}
-			rn.handle(row)
-			rn.release(row)
-		}
+		rn.forwardEach(ready)
 		return
 	}
 	rn.failing = false
 	for i, row := range ready {
-		log := rn.rowLog(row)
 		if forwarded[i] {
-			rn.sum.Forwarded++
-			r.metrics.InboxMessage("forwarded")
-			log.Debug("inbox message forwarded", "topic", params[i].Outbox.Topic)
+			rn.forwarded(row, params[i].Outbox.Topic)
 		} else {
-			rn.claimLost(log, "forward the message")
+			rn.claimLost(rn.rowLog(row), "forward the message")
 		}
 		rn.release(row)
 	}
@@ -524,7 +520,7 @@ func (rn *run) abandon(rows []store.InboxMessage) {
 		"rows", len(rows))
 }
 
-// rowLog is the logger of one row's lines.
+// rowLog is the logger of one row's lines; it is built only for a line that is written.
 func (rn *run) rowLog(row store.InboxMessage) *slog.Logger {
 	log := rn.r.log.With("inbox_id", row.ID, "source", row.Source)
 	if row.CorrelationID != "" {
@@ -538,32 +534,31 @@ func (rn *run) rowLog(row store.InboxMessage) *slog.Logger {
 // a row whose outbox row cannot be built.
 func (rn *run) prepare(row store.InboxMessage) (store.InboxForwardParams, bool) {
 	r := rn.r
-	log := rn.rowLog(row)
 	rn.mu.Lock()
 	lost := rn.held[row.ID].lost
 	rn.mu.Unlock()
 	if lost {
-		rn.claimLost(log, "forward the message")
+		rn.claimLost(rn.rowLog(row), "forward the message")
 		return store.InboxForwardParams{}, false
 	}
 
 	tmpl, ok := r.topics[row.Source]
 	if !ok {
-		rn.deadLetter(log, row, fmt.Sprintf("Source %s is not configured, so the relay has no topic template for it", row.Source))
+		rn.deadLetter(rn.rowLog(row), row, fmt.Sprintf("Source %s is not configured, so the relay has no topic template for it", row.Source))
 		return store.InboxForwardParams{}, false
 	}
 	topic := tmpl.Render(row.Source, row.EventType)
 	if topic == "" {
-		rn.deadLetter(log, row, fmt.Sprintf("Topic template %s of source %s rendered an empty topic", tmpl, row.Source))
+		rn.deadLetter(rn.rowLog(row), row, fmt.Sprintf("Topic template %s of source %s rendered an empty topic", tmpl, row.Source))
 		return store.InboxForwardParams{}, false
 	}
 	headers, dropped, err := outboxHeaders(row, r.allow[row.Source])
 	if err != nil {
-		rn.writeFailed(log, "building the outbox row", err)
+		rn.writeFailed(rn.rowLog(row), "building the outbox row", err)
 		return store.InboxForwardParams{}, false
 	}
 	if dropped {
-		log.Warn("inbox row headers are not a JSON object; forwarding the relay headers only")
+		rn.rowLog(row).Warn("inbox row headers are not a JSON object; forwarding the relay headers only")
 	}
 	return store.InboxForwardParams{
 		Claim: row.Claim(),
@@ -584,22 +579,28 @@ func (rn *run) handle(row store.InboxMessage) {
 	if !ok {
 		return
 	}
-	log := rn.rowLog(row)
 	forwarded, err := rn.write(func(ctx context.Context) (bool, error) {
 		return r.store.InboxRelayForward(ctx, params)
 	})
 	switch {
 	case errors.Is(err, store.ErrInvalidValue):
 		// The outbox refuses the row (a topic longer than its column): it never will take it.
-		rn.deadLetter(log, row, "The outbox cannot store the forwarded row: "+redact.Error(err))
+		rn.deadLetter(rn.rowLog(row), row, "The outbox cannot store the forwarded row: "+redact.Error(err))
 	case err != nil:
-		rn.writeFailed(log, "forwarding", err)
+		rn.writeFailed(rn.rowLog(row), "forwarding", err)
 	case !forwarded:
-		rn.claimLost(log, "forward the message")
+		rn.claimLost(rn.rowLog(row), "forward the message")
 	default:
-		rn.sum.Forwarded++
-		r.metrics.InboxMessage("forwarded")
-		log.Debug("inbox message forwarded", "topic", params.Outbox.Topic)
+		rn.forwarded(row, params.Outbox.Topic)
+	}
+}
+
+// forwarded counts a forwarded row; its debug line is built only when debug lines are on.
+func (rn *run) forwarded(row store.InboxMessage, topic string) {
+	rn.sum.Forwarded++
+	rn.r.metrics.InboxMessage("forwarded")
+	if rn.r.log.Enabled(rn.work, slog.LevelDebug) {
+		rn.rowLog(row).Debug("inbox message forwarded", "topic", topic)
 	}
 }
 
