@@ -16,7 +16,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -26,6 +25,7 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/bench/benchcmd"
+	"github.com/alternayte/queuebox/bench/report"
 	"github.com/alternayte/queuebox/deploy/lambdazip"
 )
 
@@ -123,15 +123,8 @@ func measure(ctx context.Context, out, only string, invokes, cold int, migrate b
 	if out == "" {
 		return nil
 	}
-	data, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding the results: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return fmt.Errorf("creating the results folder: %w", err)
-	}
-	if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("writing the results: %w", err)
+	if err := report.WriteJSON(out, res); err != nil {
+		return err
 	}
 	fmt.Printf("wrote %s\n", out)
 	return nil
