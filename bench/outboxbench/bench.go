@@ -409,49 +409,96 @@ func runName(keys int, tuned bool) string {
 	return keysLabel(keys) + ", default"
 }
 
-// queueBox is the measured QueueBox of one run: its pool, store, publisher and poller.
-type queueBox struct {
-	pool   *pgtool.Pool
+// QueueBox is QueueBox's outbox delivery wired as production wires it: a pgx pool of
+// database.poolSize, the postgres store, the webhook publisher of one receiver, the metrics
+// registry and the outbox Poller, every row routed to the receiver. The outbox bench and the
+// side-by-side bench (bench/peers) measure it.
+type QueueBox struct {
+	// Pool is the poller's pool, Poller the poller.
+	Pool   *pgtool.Pool
+	Poller *outbox.Poller
 	pub    *webhook.Publisher
-	poller *outbox.Poller
+}
+
+// QueueBoxOptions are how a QueueBox connects and reports.
+type QueueBoxOptions struct {
+	// DatabaseURL is the database of the outbox; ReceiverBase the receiver's base URL, which
+	// gets each message as a POST to /events.
+	DatabaseURL, ReceiverBase string
+	// Settings are the outbox settings; PoolSize is database.poolSize.
+	Settings Settings
+	PoolSize int
+	// AppName names the pool's connections (application_name), so that their server
+	// processes can be found.
+	AppName string
+	// Timer, when set, sees every statement of the pool.
+	Timer pgtool.QueryTimer
+	// Logger receives the poller's log lines.
+	Logger *slog.Logger
+}
+
+// NewQueueBox builds a QueueBox. Close it after its runs.
+func NewQueueBox(ctx context.Context, o QueueBoxOptions) (*QueueBox, error) {
+	qb := &QueueBox{}
+	var err error
+	qb.Pool, err = pgtool.OpenPool(ctx, o.DatabaseURL, pgtool.PoolOptions{
+		MaxConns: int32(o.PoolSize), AppName: o.AppName, Timer: o.Timer,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening the poller pool: %w", err)
+	}
+	st, err := postgres.New(qb.Pool, store.DefaultNames())
+	if err != nil {
+		qb.Pool.Close()
+		return nil, err
+	}
+	reg := metrics.New(service.Version)
+	if qb.pub, err = webhook.New(webhook.Config{Name: "receiver", BaseURL: o.ReceiverBase, Path: "/events"}, reg); err != nil {
+		qb.Pool.Close()
+		return nil, err
+	}
+	s := o.Settings
+	qb.Poller, err = outbox.New(outbox.Options{
+		Store:        st,
+		Config:       outbox.Config{BatchSize: s.BatchSize, Concurrency: s.Concurrency, PollInterval: s.PollInterval},
+		Routes:       route.NewTable([]route.Route{{Pattern: route.MustCompile("**"), Destination: "receiver"}}),
+		Destinations: []outbox.Destination{{Name: "receiver", Publisher: qb.pub}},
+		Metrics:      reg,
+		Logger:       o.Logger,
+	})
+	if err != nil {
+		qb.Close()
+		return nil, err
+	}
+	return qb, nil
+}
+
+// Close closes the publisher and the pool.
+func (qb *QueueBox) Close() {
+	if qb.pub != nil {
+		_ = qb.pub.Close()
+	}
+	qb.Pool.Close()
+}
+
+// queueBox is the measured QueueBox of one run of this bench, with its statement tracer.
+type queueBox struct {
+	*QueueBox
 	tracer *stmtTracer
 }
 
 const pollerAppName = "outboxbench-poller"
 
 func (b *bench) newQueueBox(ctx context.Context, s Settings) (*queueBox, error) {
-	qb := &queueBox{tracer: newStmtTracer()}
-	var err error
-	qb.pool, err = pgtool.OpenPool(ctx, b.db.URL, pgtool.PoolOptions{
-		MaxConns: int32(b.opts.PoolSize), AppName: pollerAppName, Timer: qb.tracer.observe,
+	tracer := newStmtTracer()
+	q, err := NewQueueBox(ctx, QueueBoxOptions{
+		DatabaseURL: b.db.URL, ReceiverBase: b.sink.base, Settings: s, PoolSize: b.opts.PoolSize,
+		AppName: pollerAppName, Timer: tracer.observe, Logger: b.log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("opening the poller pool: %w", err)
-	}
-	st, err := postgres.New(qb.pool, store.DefaultNames())
-	if err != nil {
-		qb.pool.Close()
 		return nil, err
 	}
-	reg := metrics.New(service.Version)
-	if qb.pub, err = webhook.New(webhook.Config{Name: "receiver", BaseURL: b.sink.base, Path: "/events"}, reg); err != nil {
-		qb.pool.Close()
-		return nil, err
-	}
-	cfgOut := outbox.Config{BatchSize: s.BatchSize, Concurrency: s.Concurrency, PollInterval: s.PollInterval}
-	qb.poller, err = outbox.New(outbox.Options{
-		Store:        st,
-		Config:       cfgOut,
-		Routes:       route.NewTable([]route.Route{{Pattern: route.MustCompile("**"), Destination: "receiver"}}),
-		Destinations: []outbox.Destination{{Name: "receiver", Publisher: qb.pub}},
-		Metrics:      reg,
-		Logger:       b.log,
-	})
-	if err != nil {
-		qb.close()
-		return nil, err
-	}
-	return qb, nil
+	return &queueBox{QueueBox: q, tracer: tracer}, nil
 }
 
 // backendCPU returns the CPU seconds of the poller pool's server processes. Call it before
@@ -468,12 +515,7 @@ func (qb *queueBox) backendCPU(ctx context.Context, db *benchDatabase) float64 {
 	return total
 }
 
-func (qb *queueBox) close() {
-	if qb.pub != nil {
-		_ = qb.pub.Close()
-	}
-	qb.pool.Close()
-}
+func (qb *queueBox) close() { qb.Close() }
 
 // backlogRun inserts rows, drains them with one poller in StopWhenIdle mode, and checks that
 // every row is sent and that the receiver saw each one.
@@ -550,7 +592,7 @@ func (b *bench) backlog(ctx context.Context, spec backlogSpec) (BacklogRun, erro
 		defer stopDuring()
 	}
 	start := time.Now()
-	r.Summary = qb.poller.Run(runCtx, outbox.RunOptions{StopWhenIdle: true})
+	r.Summary = qb.Poller.Run(runCtx, outbox.RunOptions{StopWhenIdle: true})
 	elapsed := time.Since(start)
 	stopDuring()
 	if ctx.Err() == nil && runCtx.Err() != nil {
@@ -565,7 +607,7 @@ func (b *bench) backlog(ctx context.Context, spec backlogSpec) (BacklogRun, erro
 	r.Seconds = round(elapsed.Seconds(), 2)
 	r.RowsPerSecond = round(float64(r.Summary.Sent)/elapsed.Seconds(), 0)
 	r.Statements = qb.tracer.snapshot()
-	r.PoolConns = qb.pool.Stat().TotalConns()
+	r.PoolConns = qb.Pool.Stat().TotalConns()
 
 	if r.States, err = b.db.stateCounts(ctx); err != nil {
 		return r, err
@@ -652,7 +694,7 @@ func (b *bench) steadyRun(ctx context.Context, spec steadySpec) (LatencyRun, err
 	defer stop()
 	var captured chan error
 	if spec.Capture != nil {
-		conn, err := spec.Capture.connector(qb.poller, b.log)
+		conn, err := spec.Capture.connector(qb.Poller, b.log)
 		if err != nil {
 			return r, err
 		}
@@ -665,7 +707,7 @@ func (b *bench) steadyRun(ctx context.Context, spec steadySpec) (LatencyRun, err
 		}
 	}
 	summary := make(chan outbox.Summary, 1)
-	go func() { summary <- qb.poller.Run(runCtx, outbox.RunOptions{}) }()
+	go func() { summary <- qb.Poller.Run(runCtx, outbox.RunOptions{}) }()
 	sleepCtx(ctx, 500*time.Millisecond) // the first idle claim opens the connections
 	stopAll := func() {
 		stop()

@@ -8,13 +8,8 @@ import (
 
 	"github.com/alternayte/queuebox/bench/benchdb"
 	"github.com/alternayte/queuebox/bench/outboxbench"
-	"github.com/alternayte/queuebox/shared/connect/webhook"
-	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/outbox"
-	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/service"
-	"github.com/alternayte/queuebox/shared/store"
-	"github.com/alternayte/queuebox/shared/store/postgres"
 	"github.com/alternayte/queuebox/shared/store/postgres/pgtool"
 )
 
@@ -24,9 +19,7 @@ import (
 type queueBox struct {
 	settings outboxbench.Settings
 	poolSize int
-	pool     *pgtool.Pool
-	pub      *webhook.Publisher
-	poller   *outbox.Poller
+	qb       *outboxbench.QueueBox
 	summary  outbox.Summary
 	states   map[string]int
 }
@@ -76,31 +69,15 @@ SELECT $1, NULLIF(t.k, ''), t.p::jsonb FROM unnest($2::text[], $3::text[]) WITH 
 		return fmt.Errorf("vacuuming the outbox: %w", err)
 	}
 
-	q.pool, err = pgtool.OpenPool(ctx, db.URL, pgtool.PoolOptions{MaxConns: int32(q.poolSize), AppName: q.appName()})
-	if err != nil {
-		return fmt.Errorf("opening the QueueBox pool: %w", err)
-	}
-	st, err := postgres.New(q.pool, store.DefaultNames())
-	if err != nil {
-		return err
-	}
-	reg := metrics.New(service.Version)
-	if q.pub, err = webhook.New(webhook.Config{Name: "receiver", BaseURL: receiver, Path: "/events"}, reg); err != nil {
-		return err
-	}
-	q.poller, err = outbox.New(outbox.Options{
-		Store:        st,
-		Config:       outbox.Config{BatchSize: q.settings.BatchSize, Concurrency: q.settings.Concurrency, PollInterval: q.settings.PollInterval},
-		Routes:       route.NewTable([]route.Route{{Pattern: route.MustCompile("**"), Destination: "receiver"}}),
-		Destinations: []outbox.Destination{{Name: "receiver", Publisher: q.pub}},
-		Metrics:      reg,
-		Logger:       service.NewLogger(os.Stderr, slog.LevelWarn),
+	q.qb, err = outboxbench.NewQueueBox(ctx, outboxbench.QueueBoxOptions{
+		DatabaseURL: db.URL, ReceiverBase: receiver, Settings: q.settings, PoolSize: q.poolSize,
+		AppName: q.appName(), Logger: service.NewLogger(os.Stderr, slog.LevelWarn),
 	})
 	return err
 }
 
 func (q *queueBox) deliver(ctx context.Context) (int, error) {
-	q.summary = q.poller.Run(ctx, outbox.RunOptions{StopWhenIdle: true})
+	q.summary = q.qb.Poller.Run(ctx, outbox.RunOptions{StopWhenIdle: true})
 	failures := q.summary.Retried + q.summary.Dead
 	if ctx.Err() != nil {
 		return failures, fmt.Errorf("Run stopped early (sent %d): %w", q.summary.Sent, ctx.Err())
@@ -142,10 +119,7 @@ func (q *queueBox) problems() []string {
 }
 
 func (q *queueBox) close() {
-	if q.pub != nil {
-		_ = q.pub.Close()
-	}
-	if q.pool != nil {
-		q.pool.Close()
+	if q.qb != nil {
+		q.qb.Close()
 	}
 }
