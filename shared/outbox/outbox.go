@@ -38,6 +38,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// MaxRetryDelay caps the retry delay. Default 60 s.
 	MaxRetryDelay time.Duration
+	// Retry is the retry policy of the destinations that set none (outbox.retry). Its zero
+	// value is the documented default.
+	Retry RetryPolicy
 }
 
 // WithDefaults returns the config with every zero value replaced by its default.
@@ -102,6 +105,13 @@ type Destination struct {
 	Publisher Publisher
 	// Transform is the destination transform, or nil.
 	Transform *transform.Step
+	// Retry is the retry schedule of the rows routed here, or nil for the outbox's
+	// (Config.Retry).
+	Retry *RetryPolicy
+	// Breaker is the circuit breaker, or nil for none.
+	Breaker *BreakerPolicy
+	// RateLimit is the request rate limit, or nil for none.
+	RateLimit *RateLimit
 }
 
 // Summary counts what a run did.

@@ -167,6 +167,9 @@ type OutboxStore interface {
 	OutboxRetry(ctx context.Context, retries []OutboxRetryParams) ([]string, error)
 	// OutboxMarkDead marks the fenced claims dead and returns the ids it changed.
 	OutboxMarkDead(ctx context.Context, deads []OutboxDeadParams) ([]string, error)
+	// OutboxDefer returns the fenced claims to pending after their delays, attempt and
+	// last_error unchanged, and returns the ids it changed.
+	OutboxDefer(ctx context.Context, defers []OutboxDeferParams) ([]string, error)
 	// OutboxReclaim returns every processing row whose lease expired to pending, attempt
 	// unchanged, token and lease cleared, and returns the count.
 	OutboxReclaim(ctx context.Context) (int64, error)
@@ -315,6 +318,7 @@ type InboxStore interface {
 type Store interface {
 	OutboxStore
 	InboxStore
+	DestinationStateStore
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
 	// CheckSchema verifies at start that the inbox headers column and the outbox sequence

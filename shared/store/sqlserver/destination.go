@@ -1,0 +1,42 @@
+package sqlserver
+
+import (
+	"context"
+	"errors"
+
+	"github.com/alternayte/queuebox/shared/store"
+)
+
+// errDestinationStateNotBuilt is the answer of the destination state methods until their
+// statements land (issue 16, in progress).
+var errDestinationStateNotBuilt = errors.New("sqlserver: destination state is not built yet")
+
+// OutboxDefer returns the fenced claims to pending after their delays.
+func (s *Store) OutboxDefer(ctx context.Context, defers []store.OutboxDeferParams) ([]string, error) {
+	return nil, errDestinationStateNotBuilt
+}
+
+// DestinationStates returns the row of every destination that has one.
+func (s *Store) DestinationStates(ctx context.Context) ([]store.DestinationState, error) {
+	return nil, errDestinationStateNotBuilt
+}
+
+// DestinationSetPaused pauses or resumes a destination.
+func (s *Store) DestinationSetPaused(ctx context.Context, destination string, paused bool) (store.DestinationState, error) {
+	return store.DestinationState{}, errDestinationStateNotBuilt
+}
+
+// DestinationRecordFailure counts one failure in the breaker window.
+func (s *Store) DestinationRecordFailure(ctx context.Context, params store.BreakerFailureParams) (store.DestinationState, error) {
+	return store.DestinationState{}, errDestinationStateNotBuilt
+}
+
+// DestinationRecordSuccess closes a breaker whose cool-down has passed.
+func (s *Store) DestinationRecordSuccess(ctx context.Context, destination string) (store.DestinationState, error) {
+	return store.DestinationState{}, errDestinationStateNotBuilt
+}
+
+// DestinationReserve takes one request slot of the destination's rate limit.
+func (s *Store) DestinationReserve(ctx context.Context, params store.RateReserveParams) (store.RateReservation, error) {
+	return store.RateReservation{}, errDestinationStateNotBuilt
+}
