@@ -18,6 +18,9 @@ type RetryPolicy struct {
 	// attempt n (0 on the first delivery) waits Schedule[n]. Its length bounds the attempts:
 	// the delivery after the last delay is the last one, whatever the row's max_attempts.
 	Schedule []time.Duration
+	// HonorRetryAfter lets a RetryAfterError (a 429 or 503 with Retry-After) set the delay of
+	// the next attempt, at most MaxDelay. Off by default: spec/'s backoff stays as it is.
+	HonorRetryAfter bool
 }
 
 // BreakerPolicy is the circuit breaker of a destination (destinations.<name>.circuitBreaker).

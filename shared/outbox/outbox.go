@@ -122,6 +122,9 @@ type Summary struct {
 	Dead       int `json:"dead"`
 	ClaimsLost int `json:"claimsLost"`
 	Reclaimed  int `json:"reclaimed"`
+	// Deferred counts the rows returned to pending unattempted: their destination was paused,
+	// its circuit breaker open or its rate limit spent.
+	Deferred int `json:"deferred,omitempty"`
 }
 
 func noRouteError(topic string) error {

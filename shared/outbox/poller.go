@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -31,6 +30,10 @@ type Options struct {
 	Metrics Metrics
 	// Logger receives the log lines; nil means slog.Default().
 	Logger *slog.Logger
+	// States holds the destination state (pause, circuit breaker, rate limit). Nil means the
+	// Store, when it is a store.DestinationStateStore; otherwise no destination is ever
+	// paused, open or limited.
+	States store.DestinationStateStore
 }
 
 // Poller claims and delivers outbox rows. One Poller serves one process; Run may be called
@@ -41,6 +44,9 @@ type Poller struct {
 	routes  *route.Table
 	routeTx map[int]*transform.Step
 	dests   map[string]Destination
+	plans   map[string]*destPlan
+	defPlan *destPlan // the plan of a row that no destination takes
+	ctl     *controls
 	metrics Metrics
 	log     *slog.Logger
 	wake    chan struct{}
@@ -68,22 +74,62 @@ func New(opts Options) (*Poller, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	cfg := opts.Config.WithDefaults()
 	dests := make(map[string]Destination, len(opts.Destinations))
+	plans := make(map[string]*destPlan, len(opts.Destinations))
 	for _, d := range opts.Destinations {
 		dests[d.Name] = d
+		pl, err := newPlan(cfg, d)
+		if err != nil {
+			return nil, err
+		}
+		plans[d.Name] = pl
 	}
+	log := opts.Logger.With("component", "outbox")
+	ctl := &controls{st: opts.States, log: log}
+	if ctl.st == nil {
+		ctl.st, _ = opts.Store.(store.DestinationStateStore)
+	}
+	ctl.metrics, _ = opts.Metrics.(ControlMetrics)
 	return &Poller{
 		store:     opts.Store,
-		cfg:       opts.Config.WithDefaults(),
+		cfg:       cfg,
 		routes:    opts.Routes,
 		routeTx:   opts.RouteTransforms,
 		dests:     dests,
+		plans:     plans,
+		defPlan:   &destPlan{retry: resolveRetry(cfg, nil)},
+		ctl:       ctl,
 		metrics:   opts.Metrics,
-		log:       opts.Logger.With("component", "outbox"),
+		log:       log,
 		wake:      make(chan struct{}, 1),
 		depthSeen: map[string]bool{},
 	}, nil
 }
+
+// newPlan resolves the controls of a destination and checks them.
+func newPlan(cfg Config, d Destination) (*destPlan, error) {
+	pl := &destPlan{name: d.Name, retry: resolveRetry(cfg, d.Retry), breaker: d.Breaker, rate: d.RateLimit}
+	for i, s := range pl.retry.schedule {
+		if s <= 0 {
+			return nil, fmt.Errorf("outbox: destination %s: retry schedule entry %d is not above 0", d.Name, i)
+		}
+	}
+	if b := d.Breaker; b != nil && (b.Threshold < 1 || b.Window <= 0 || b.CoolDown <= 0) {
+		return nil, fmt.Errorf("outbox: destination %s: the circuit breaker needs a threshold of at least 1, a window and a cool-down", d.Name)
+	}
+	if r := d.RateLimit; r != nil {
+		if r.RequestsPerSecond < 1 || r.Burst < 1 {
+			return nil, fmt.Errorf("outbox: destination %s: the rate limit needs at least 1 request a second and a burst of at least 1", d.Name)
+		}
+		pl.interval = time.Second / time.Duration(r.RequestsPerSecond)
+	}
+	return pl, nil
+}
+
+// Destinations returns what the poller last read of each destination's pause and circuit
+// breaker: the health detail of the outbox.
+func (p *Poller) Destinations() []DestinationStatus { return p.ctl.snapshot(p.plans) }
 
 // Wake makes a waiting run claim at once. It never blocks; a wake that finds the run busy is
 // merged with the pending one. A lost wake costs latency, never a message.
@@ -177,6 +223,11 @@ type result struct {
 	f    *flight
 	err  error
 	dead bool // no retry: no route, or no publisher for the destination
+	// plan is the destination's controls; nil when the row has no destination.
+	plan *destPlan
+	// deferBy, when above 0, returns the row to pending unattempted for that long.
+	deferBy time.Duration
+	reason  string
 }
 
 func newRun(ctx context.Context, p *Poller) *run {
@@ -323,6 +374,7 @@ func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
 		return 0, err
 	}
 	p.maybeRefreshGauges(ctx)
+	p.ctl.refresh(ctx, p.plans)
 	rows, err := p.store.OutboxClaim(ctx, store.OutboxClaimParams{Limit: limit, Lease: p.cfg.ClaimTimeout})
 	if err != nil {
 		return 0, fmt.Errorf("claiming outbox batch: %w", err)
@@ -364,32 +416,41 @@ func (p *Poller) deliver(ctx context.Context, f *flight) result {
 	if !ok || dest.Publisher == nil {
 		return result{f: f, err: fmt.Errorf("no publisher supports destination %s", rt.Destination), dead: true}
 	}
+	pl := p.plans[dest.Name]
+	adm := p.ctl.admit(ctx, pl)
+	if adm.deferBy > 0 {
+		return result{f: f, plan: pl, deferBy: adm.deferBy, reason: adm.reason}
+	}
 	if routeStep, destStep := p.routeTx[rt.Index], dest.Transform; routeStep != nil || destStep != nil {
 		vars := transform.DeliveryVars(msg.ID, msg.Topic, msg.Attempt, msg.CreatedAt)
 		out, err := transform.RunDelivery(ctx, routeStep, destStep, msg.Payload, vars)
 		if err != nil {
-			return result{f: f, err: fmt.Errorf("transforming the payload: %w", err)}
+			p.ctl.endTrial(pl, adm.trial)
+			return result{f: f, plan: pl, err: fmt.Errorf("transforming the payload: %w", err)}
 		}
 		if out.Failure != nil {
 			p.metrics.TransformFailure(string(out.Failure.OnError))
 		}
 		switch out.Action {
 		case transform.ActionRetry:
-			return result{f: f, err: fmt.Errorf("%s transform failed: %w", out.Failure.Stage, out.Failure.Err)}
+			p.ctl.endTrial(pl, adm.trial)
+			return result{f: f, plan: pl, err: fmt.Errorf("%s transform failed: %w", out.Failure.Stage, out.Failure.Err)}
 		case transform.ActionDead:
-			return result{f: f, err: fmt.Errorf("%s transform failed: %w", out.Failure.Stage, out.Failure.Err), dead: true}
+			p.ctl.endTrial(pl, adm.trial)
+			return result{f: f, plan: pl, err: fmt.Errorf("%s transform failed: %w", out.Failure.Stage, out.Failure.Err), dead: true}
 		}
 		msg.Payload = out.Body
 	}
 	start := time.Now()
 	err := dest.Publisher.Publish(ctx, msg)
 	p.metrics.PublishDuration(dest.Publisher.Type(), time.Since(start))
+	p.ctl.outcome(ctx, pl, adm, err)
 	if err != nil {
 		p.metrics.DestinationOutcome(dest.Name, "failure")
-		return result{f: f, err: err}
+		return result{f: f, plan: pl, err: err}
 	}
 	p.metrics.DestinationOutcome(dest.Name, "success")
-	return result{f: f}
+	return result{f: f, plan: pl}
 }
 
 // messageOf turns a claimed row into the message a publisher sees.
@@ -451,15 +512,22 @@ func (r *run) finish(batch []result) {
 		var sent []store.Claim
 		var retries []store.OutboxRetryParams
 		var deads []store.OutboxDeadParams
+		var defers []deferral
 		for _, res := range batch {
 			row := res.f.row
+			pl := res.plan
+			if pl == nil {
+				pl = p.defPlan
+			}
 			switch {
+			case res.deferBy > 0:
+				defers = append(defers, deferral{OutboxDeferParams: store.OutboxDeferParams{Claim: row.Claim(), Delay: res.deferBy}, dest: pl.name, reason: res.reason})
 			case res.err == nil:
 				sent = append(sent, row.Claim())
-			case res.dead || row.Attempt >= row.MaxAttempts:
+			case res.dead || isTerminal(res.err) || pl.retry.exhausted(row.Attempt, row.MaxAttempts):
 				deads = append(deads, store.OutboxDeadParams{Claim: row.Claim(), LastError: redact.Error(res.err)})
 			default:
-				delay := RetryDelay(p.cfg.RetryBaseDelay, row.Attempt, rand.Float64()*0.25, p.cfg.MaxRetryDelay)
+				delay := pl.retry.delay(row.Attempt, res.err)
 				retries = append(retries, store.OutboxRetryParams{Claim: row.Claim(), Delay: delay, LastError: redact.Error(res.err)})
 			}
 		}
@@ -467,6 +535,7 @@ func (r *run) finish(batch []result) {
 		r.finishSent(ctx, sent)
 		r.finishRetries(ctx, retries)
 		r.finishDeads(ctx, deads)
+		r.finishDefers(ctx, defers)
 		cancel()
 	}
 	r.mu.Lock()
@@ -598,6 +667,45 @@ func (r *run) finishDeads(ctx context.Context, deads []store.OutboxDeadParams) {
 		r.sum.ClaimsLost++
 		p.metrics.ClaimLost()
 		p.log.Warn("outbox dead letter lost its claim; another replica owns the message", "message_id", d.ID)
+	}
+}
+
+// deferral is one row returned to pending unattempted, with what its metric needs.
+type deferral struct {
+	store.OutboxDeferParams
+	dest   string
+	reason string
+}
+
+func (r *run) finishDefers(ctx context.Context, defers []deferral) {
+	if len(defers) == 0 {
+		return
+	}
+	p := r.p
+	params := make([]store.OutboxDeferParams, len(defers))
+	for i, d := range defers {
+		params[i] = d.OutboxDeferParams
+	}
+	ids, ok := withRetries(ctx, p, "defer", len(defers), func(ctx context.Context) ([]string, error) {
+		return p.store.OutboxDefer(ctx, params)
+	})
+	if !ok {
+		return
+	}
+	changed := changedSet(ids)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, d := range defers {
+		if changed[d.ID] {
+			r.sum.Deferred++
+			if p.ctl.metrics != nil {
+				p.ctl.metrics.Deferred(d.dest, d.reason)
+			}
+			continue
+		}
+		r.sum.ClaimsLost++
+		p.metrics.ClaimLost()
+		p.log.Warn("outbox deferral lost its claim; another replica owns the message", "message_id", d.ID)
 	}
 }
 

@@ -61,6 +61,10 @@ type Config struct {
 	// Resolver resolves the hosts of the publisher's connections; nil means the default
 	// resolver.
 	Resolver *net.Resolver
+	// TerminalStatuses are the answer statuses after which no retry is made: the publish
+	// error says Terminal and the outbox moves the row to dead at once
+	// (destinations.<name>.terminalStatuses, an extension). Default none.
+	TerminalStatuses []int
 }
 
 // AuthKind is the kind of the credentials of an HTTP destination. Its values are the auth

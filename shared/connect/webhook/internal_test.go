@@ -148,3 +148,24 @@ func TestGuardedDialerLetsTheProxyThrough(t *testing.T) {
 	}
 	_ = c.Close()
 }
+
+func TestParseRetryAfterReadsSecondsAndDates(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+	}{
+		{"2", 2 * time.Second},
+		{" 120 ", 2 * time.Minute},
+		{"", 0},
+		{"soon", 0},
+		{"-5", 0},
+		{"Wed, 02 Dec 2026 10:00:30 GMT", 30 * time.Second},
+		{"Wed, 02 Dec 2026 09:00:00 GMT", 0},
+		{"99999999999999999999", maxRetryAfter},
+	} {
+		if got := parseRetryAfter(tc.in, now); got != tc.want {
+			t.Errorf("parseRetryAfter(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}

@@ -94,6 +94,8 @@ type Publisher struct {
 	transport *http.Transport
 	metrics   Metrics
 	cancel    context.CancelFunc
+	// terminal holds the statuses of Config.TerminalStatuses.
+	terminal map[int]bool
 }
 
 var _ outbox.Publisher = (*Publisher)(nil)
@@ -150,6 +152,12 @@ func New(cfg Config, metrics Metrics) (*Publisher, error) {
 		transport: transport,
 		metrics:   metrics,
 		cancel:    cancel,
+	}
+	for _, code := range cfg.TerminalStatuses {
+		if p.terminal == nil {
+			p.terminal = map[int]bool{}
+		}
+		p.terminal[code] = true
 	}
 	for name, value := range cfg.Headers {
 		p.headers = append(p.headers, [2]string{http.CanonicalHeaderKey(name), value})
@@ -297,7 +305,11 @@ func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 	}
 	body := readErrorBody(resp.Body, p.maxBody, secrets)
 	closeBody(resp.Body)
-	return &StatusError{Destination: p.name, StatusCode: resp.StatusCode, Body: body}
+	se := &StatusError{Destination: p.name, StatusCode: resp.StatusCode, Body: body, terminal: p.terminal[resp.StatusCode]}
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		se.RetryAfterDelay = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	return se
 }
 
 // requestError describes a request that got no response: the caller's ctx ended, the
@@ -350,6 +362,42 @@ type StatusError struct {
 	// [REDACTED] and surrounding space trimmed. Other secrets that the endpoint echoes stay:
 	// the caller redacts the text before it logs or stores it.
 	Body string
+	// RetryAfterDelay is the wait that the Retry-After header of a 429 or 503 answer asked
+	// for (delay-seconds, or an HTTP date less the clock); zero when there was none or it was
+	// not valid. The outbox honours it when the destination's retry policy says so.
+	RetryAfterDelay time.Duration
+
+	terminal bool
+}
+
+// RetryAfter returns RetryAfterDelay (outbox.RetryAfterError).
+func (e *StatusError) RetryAfter() time.Duration { return e.RetryAfterDelay }
+
+// Terminal reports whether the status is one of the destination's terminal statuses
+// (outbox.TerminalError): the row goes to dead at once.
+func (e *StatusError) Terminal() bool { return e.terminal }
+
+// maxRetryAfter bounds a parsed Retry-After; the retry policy caps it further.
+const maxRetryAfter = 1 << 31 * time.Millisecond
+
+// parseRetryAfter reads a Retry-After value: delay-seconds or an HTTP date. It returns zero for
+// an empty or invalid value and for a date in the past.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseUint(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		if err != nil || n > uint64(maxRetryAfter/time.Second) {
+			return maxRetryAfter
+		}
+		return time.Duration(n) * time.Second
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0
+	}
+	return min(max(t.Sub(now), 0), maxRetryAfter)
 }
 
 // Error returns, for example, "HTTP 500 Internal Server Error from destination orders-api:
