@@ -191,6 +191,25 @@ func (r *Recorder) QueueDepth(destination string, count int64) {
 	r.set("queuebox_outbox_queue_depth", Count, float64(count), dim{"destination", destination})
 }
 
+// Deferred counts queuebox_outbox_deferred_total{destination,reason} (outbox.ControlMetrics).
+func (r *Recorder) Deferred(destination, reason string) {
+	r.add("queuebox_outbox_deferred_total", 1, dim{"destination", destination}, dim{"reason", reason})
+}
+
+// DestinationState sets queuebox_destination_paused and queuebox_destination_circuit_open of a
+// destination (outbox.ControlMetrics).
+func (r *Recorder) DestinationState(destination string, paused, circuitOpen bool) {
+	p, o := 0.0, 0.0
+	if paused {
+		p = 1
+	}
+	if circuitOpen {
+		o = 1
+	}
+	r.set("queuebox_destination_paused", Count, p, dim{"destination", destination})
+	r.set("queuebox_destination_circuit_open", Count, o, dim{"destination", destination})
+}
+
 // HTTPResponse counts queuebox_http_publish_responses_total{status_class}.
 func (r *Recorder) HTTPResponse(statusClass string) {
 	r.add("queuebox_http_publish_responses_total", 1, dim{"status_class", statusClass})

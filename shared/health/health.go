@@ -35,6 +35,9 @@ type Check struct {
 	// answer shows the public reason of an error made by Reason, and GenericReason for any
 	// other error; the log gets the whole error text after redaction.
 	Probe func(ctx context.Context) error
+	// Detail, when set, returns the component's details field, or nil for none. It must be
+	// cheap (no I/O) and its value free of secrets: the health routes need no credentials.
+	Detail func() any
 }
 
 // GenericReason is the error of a down component in a health answer when the check's error
@@ -76,6 +79,8 @@ type Component struct {
 	Status string `json:"status"`
 	// Error is the public reason of a down component, never the text of the check's error.
 	Error string `json:"error,omitempty"`
+	// Details are what Check.Detail returned; absent when it returned nil.
+	Details any `json:"details,omitempty"`
 }
 
 // Report is the body of a health answer.
@@ -146,6 +151,9 @@ func (h *Handler) Run(ctx context.Context) (Report, bool) {
 			err := probe(ctx, c)
 			if err != nil {
 				comp = Component{Status: "down", Error: publicReason(err)}
+			}
+			if c.Detail != nil {
+				comp.Details = c.Detail()
 			}
 			h.logResult(c.Name, err)
 			mu.Lock()

@@ -49,9 +49,9 @@ func TestReadyAndTheAlias(t *testing.T) {
 		want   int
 		status string
 	}{
-		{"all up", []Check{{"database", true, up}, {"outbox-poller", true, up}}, 200, "healthy"},
-		{"a deciding component down", []Check{{"database", true, down}, {"outbox-poller", true, up}}, 503, "unhealthy"},
-		{"an advisory component down", []Check{{"database", true, up}, {"outbox-capture", false, down}}, 200, "healthy"},
+		{"all up", []Check{{Name: "database", Decides: true, Probe: up}, {Name: "outbox-poller", Decides: true, Probe: up}}, 200, "healthy"},
+		{"a deciding component down", []Check{{Name: "database", Decides: true, Probe: down}, {Name: "outbox-poller", Decides: true, Probe: up}}, 503, "unhealthy"},
+		{"an advisory component down", []Check{{Name: "database", Decides: true, Probe: up}, {Name: "outbox-capture", Decides: false, Probe: down}}, 200, "healthy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -168,4 +168,24 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.Write(p)
+}
+
+func TestAComponentShowsTheDetailsItsCheckGives(t *testing.T) {
+	up := func(context.Context) error { return nil }
+	h := New(
+		Check{Name: "outbox-poller", Decides: true, Probe: up, Detail: func() any { return map[string]any{"destinations": []string{"orders"}} }},
+		Check{Name: "database", Decides: true, Probe: up, Detail: func() any { return nil }},
+	)
+	rep, ok := h.Run(context.Background())
+	if !ok {
+		t.Fatal("not ready")
+	}
+	body, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"status":"healthy","components":{"database":{"status":"up"},"outbox-poller":{"status":"up","details":{"destinations":["orders"]}}}}`
+	if string(body) != want {
+		t.Errorf("body\n got %s\nwant %s", body, want)
+	}
 }

@@ -52,6 +52,10 @@ type Registry struct {
 	cleanupDeleted     *prometheus.CounterVec
 	cleanupDuration    *timer
 	cleanupLastRunTime *prometheus.GaugeVec
+	// The delivery controls' metrics, extensions beyond spec/28 (docs/delivery-controls.md).
+	outboxDeferred     *prometheus.CounterVec
+	destinationPaused  *prometheus.GaugeVec
+	destinationCircuit *prometheus.GaugeVec
 
 	poolOnce sync.Once
 	pool     *poolFamilies // the hikaricp_connections_* families; see pool.go
@@ -88,7 +92,29 @@ func New(version string) *Registry {
 	r.cleanupDeleted = f.counterVec("queuebox_cleanup_messages_deleted_total", "The rows that the retention cleanup deleted, per table.", "table")
 	r.cleanupDuration = f.timer("queuebox_cleanup_duration_seconds", "The time of one cleanup run, per table.", "table")
 	r.cleanupLastRunTime = f.gaugeVec("queuebox_cleanup_last_run_timestamp", "The Unix time in seconds of the last cleanup run.", "table")
+	r.outboxDeferred = f.counterVec("queuebox_outbox_deferred_total", "The outbox messages returned to pending unattempted, per destination and reason (paused, circuit_open, rate_limited).", "destination", "reason")
+	r.destinationPaused = f.gaugeVec("queuebox_destination_paused", "1 while an operator has paused the destination, else 0.", "destination")
+	r.destinationCircuit = f.gaugeVec("queuebox_destination_circuit_open", "1 while the circuit breaker of the destination is open, else 0.", "destination")
 	return r
+}
+
+// Deferred counts queuebox_outbox_deferred_total{destination,reason} (outbox.ControlMetrics).
+func (r *Registry) Deferred(destination, reason string) {
+	r.outboxDeferred.WithLabelValues(destination, reason).Inc()
+}
+
+// DestinationState sets queuebox_destination_paused and queuebox_destination_circuit_open of a
+// destination (outbox.ControlMetrics).
+func (r *Registry) DestinationState(destination string, paused, circuitOpen bool) {
+	r.destinationPaused.WithLabelValues(destination).Set(flag(paused))
+	r.destinationCircuit.WithLabelValues(destination).Set(flag(circuitOpen))
+}
+
+func flag(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // ContentType is the content type of the text format that GET /metrics answers

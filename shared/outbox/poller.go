@@ -131,6 +131,22 @@ func newPlan(cfg Config, d Destination) (*destPlan, error) {
 // breaker: the health detail of the outbox.
 func (p *Poller) Destinations() []DestinationStatus { return p.ctl.snapshot(p.plans) }
 
+// HeldDestinations is the health detail of the outbox poller: {"destinations": [...]} with the
+// destinations that are paused or whose circuit is not closed, or nil (no details field) when
+// every destination delivers.
+func (p *Poller) HeldDestinations() any {
+	var held []DestinationStatus
+	for _, s := range p.Destinations() {
+		if s.Paused || s.Circuit != "closed" {
+			held = append(held, s)
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	return map[string]any{"destinations": held}
+}
+
 // Wake makes a waiting run claim at once. It never blocks; a wake that finds the run busy is
 // merged with the pending one. A lost wake costs latency, never a message.
 func (p *Poller) Wake() {

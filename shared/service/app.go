@@ -409,7 +409,7 @@ func (a *App) Engine() *transform.Engine { return a.engine }
 func (a *App) Checks() []health.Check {
 	checks := []health.Check{{Name: "database", Decides: true, Probe: a.pingDatabase}}
 	if a.Outbox != nil {
-		checks = append(checks, health.Check{Name: "outbox-poller", Decides: true, Probe: a.Outbox.Poller.Check})
+		checks = append(checks, health.Check{Name: "outbox-poller", Decides: true, Probe: a.Outbox.Poller.Check, Detail: a.Outbox.Poller.HeldDestinations})
 	}
 	if a.Relay != nil {
 		checks = append(checks, health.Check{Name: "inbox-relay", Decides: true, Probe: a.Relay.Check})
