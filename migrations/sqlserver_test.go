@@ -31,6 +31,7 @@ func TestListBothDialectsShipTheSameVersions(t *testing.T) {
 		"V6__add_consumption_and_leases.sql", "V7__capture_state.sql",
 		"V8__add_pull_claim_indexes.sql", "V9__add_aggregate_type.sql",
 		"V10__add_inbox_headers.sql", "V11__add_outbox_sequence.sql",
+		"V12__add_destination_state.sql",
 	}
 	for _, tc := range []struct {
 		name string
@@ -183,7 +184,8 @@ type column struct {
 }
 
 // sqlServerColumns is the SQL Server column of the tables in spec/29-outbox-table.md,
-// spec/27-inbox-table.md and COMPAT ("V7 queuebox_capture_state").
+// spec/27-inbox-table.md, COMPAT ("V7 queuebox_capture_state") and docs/destination-state.md
+// (V12 queuebox_destination_state, an extension).
 var sqlServerColumns = map[string]map[string]column{
 	"outbox": {
 		"id":               {"UNIQUEIDENTIFIER", false, "NEWID()"},
@@ -228,6 +230,16 @@ var sqlServerColumns = map[string]map[string]column{
 		"identity_name":      {"VARCHAR(63)", false, "none"},
 		"state_id":           {"VARCHAR(36)", false, "none"},
 		"config_fingerprint": {"VARCHAR(64)", false, "none"},
+	},
+	"queuebox_destination_state": {
+		"destination":       {"NVARCHAR(255)", false, "none"},
+		"paused":            {"BIT", false, "0"},
+		"paused_at":         {"DATETIME2", true, "none"},
+		"open_until":        {"DATETIME2", true, "none"},
+		"failures":          {"INT", false, "0"},
+		"window_started_at": {"DATETIME2", true, "none"},
+		"rate_tat":          {"DATETIME2", true, "none"},
+		"updated_at":        {"DATETIME2", false, "SYSUTCDATETIME()"},
 	},
 }
 

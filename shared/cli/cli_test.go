@@ -202,11 +202,11 @@ func TestMigrateAndBaseline(t *testing.T) {
 	env := dbEnv(t)
 	ctx := context.Background()
 	r := run(t, ctx, env, "migrate")
-	if r.code != ExitOK || strings.TrimSpace(r.stdout) != "applied V1..V11" {
+	if r.code != ExitOK || strings.TrimSpace(r.stdout) != "applied V1..V12" {
 		t.Fatalf("first migrate: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
 	}
 	r = run(t, ctx, env, "migrate")
-	if r.code != ExitOK || strings.TrimSpace(r.stdout) != "schema is up to date at V11" {
+	if r.code != ExitOK || strings.TrimSpace(r.stdout) != "schema is up to date at V12" {
 		t.Fatalf("second migrate: exit %d, stdout %q", r.code, r.stdout)
 	}
 	r = run(t, ctx, env, "migrate", "--baseline", "11")

@@ -131,10 +131,10 @@ func TestPostgresMigratesAFreshDatabaseOnce(t *testing.T) {
 
 	res, err := pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, seq(1, 11), res.Applied)
-	assert.Equal(t, 11, res.Current)
-	assert.Equal(t, "applied V1..V11", res.String())
-	assert.Equal(t, wantHistory(t, 1, 11, "SQL"), readHistory(t, pool))
+	assert.Equal(t, seq(1, 12), res.Applied)
+	assert.Equal(t, 12, res.Current)
+	assert.Equal(t, "applied V1..V12", res.String())
+	assert.Equal(t, wantHistory(t, 1, 12, "SQL"), readHistory(t, pool))
 
 	var installedBy string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT DISTINCT installed_by FROM flyway_schema_history`).Scan(&installedBy))
@@ -143,8 +143,8 @@ func TestPostgresMigratesAFreshDatabaseOnce(t *testing.T) {
 	again, err := pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
 	assert.Empty(t, again.Applied)
-	assert.Equal(t, "schema is up to date at V11", again.String())
-	assert.Len(t, readHistory(t, pool), 11)
+	assert.Equal(t, "schema is up to date at V12", again.String())
+	assert.Len(t, readHistory(t, pool), 12)
 
 	var locks int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
@@ -160,7 +160,8 @@ type pgColumn struct {
 }
 
 // The PostgreSQL columns of spec/29-outbox-table.md, spec/27-inbox-table.md and COMPAT
-// ("V7 queuebox_capture_state"), as the documentation writes them.
+// ("V7 queuebox_capture_state") and docs/destination-state.md (V12 queuebox_destination_state,
+// an extension), as the documentation writes them.
 var documentedPGColumns = map[string]map[string]pgColumn{
 	"outbox": {
 		"id":               {"UUID", false, "gen_random_uuid()"},
@@ -206,6 +207,16 @@ var documentedPGColumns = map[string]map[string]pgColumn{
 		"state_id":           {"VARCHAR(36)", false, "none"},
 		"config_fingerprint": {"VARCHAR(64)", false, "none"},
 	},
+	"queuebox_destination_state": {
+		"destination":       {"VARCHAR(255)", false, "none"},
+		"paused":            {"BOOLEAN", false, "false"},
+		"paused_at":         {"TIMESTAMP WITH TIME ZONE", true, "none"},
+		"open_until":        {"TIMESTAMP WITH TIME ZONE", true, "none"},
+		"failures":          {"INTEGER", false, "0"},
+		"window_started_at": {"TIMESTAMP WITH TIME ZONE", true, "none"},
+		"rate_tat":          {"TIMESTAMP WITH TIME ZONE", true, "none"},
+		"updated_at":        {"TIMESTAMP WITH TIME ZONE", false, "CURRENT_TIMESTAMP"},
+	},
 }
 
 // pgIndex is a row of the documentation's index tables.
@@ -242,7 +253,7 @@ func pgTypeOf(doc string) string {
 	}
 	return map[string]string{
 		"UUID": "uuid", "JSONB": "jsonb", "INTEGER": "integer", "INT": "integer", "BIGINT": "bigint",
-		"TEXT": "text", "TIMESTAMP WITH TIME ZONE": "timestamp with time zone",
+		"TEXT": "text", "BOOLEAN": "boolean", "TIMESTAMP WITH TIME ZONE": "timestamp with time zone",
 		"TIMESTAMPTZ": "timestamp with time zone",
 	}[doc]
 }
@@ -278,7 +289,7 @@ func readColumns(t *testing.T, pool *pgxpool.Pool) map[string]map[string]actualC
 		FROM pg_attribute a
 		JOIN pg_class c ON c.oid = a.attrelid
 		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-		WHERE c.relname IN ('outbox', 'inbox', 'queuebox_capture_state') AND c.relkind = 'r'
+		WHERE c.relname IN ('outbox', 'inbox', 'queuebox_capture_state', 'queuebox_destination_state') AND c.relkind = 'r'
 		  AND c.relnamespace = 'public'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped`)
 	require.NoError(t, err)
 	out := map[string]map[string]actualColumn{}
@@ -391,7 +402,7 @@ func TestPostgresV11NumbersExistingRows(t *testing.T) {
 
 	res, err = pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
-	require.Equal(t, []int{11}, res.Applied)
+	require.Equal(t, []int{11, 12}, res.Applied)
 
 	numbers := func() map[string]int64 {
 		rows, err := pool.Query(ctx, `SELECT id::text, sequence FROM outbox`)
@@ -552,15 +563,15 @@ func TestPostgresConcurrentMigrate(t *testing.T) {
 		all = append(all, applied[i]...)
 	}
 	slices.Sort(all)
-	assert.Equal(t, seq(1, 11), all, "each version applied by exactly one of the runs")
+	assert.Equal(t, seq(1, 12), all, "each version applied by exactly one of the runs")
 
 	var perVersion []int
 	rows, err := pool.Query(ctx, `SELECT count(*) FROM flyway_schema_history GROUP BY version ORDER BY version::int`)
 	require.NoError(t, err)
 	perVersion, err = pgx.CollectRows(rows, pgx.RowTo[int])
 	require.NoError(t, err)
-	assert.Equal(t, slices.Repeat([]int{1}, 11), perVersion, "each version recorded exactly once")
-	assert.Equal(t, wantHistory(t, 1, 11, "SQL"), readHistory(t, pool))
+	assert.Equal(t, slices.Repeat([]int{1}, 12), perVersion, "each version recorded exactly once")
+	assert.Equal(t, wantHistory(t, 1, 12, "SQL"), readHistory(t, pool))
 	assertDocumentedSchema(t, pool)
 }
 
@@ -601,13 +612,13 @@ func TestPostgresAdoptsAJVMMigratedDatabase(t *testing.T) {
 
 	res, err := pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, []int{11}, res.Applied)
-	assert.Equal(t, "applied V11", res.String())
+	assert.Equal(t, []int{11, 12}, res.Applied)
+	assert.Equal(t, "applied V11..V12", res.String())
 
 	h := readHistory(t, pool)
-	require.Len(t, h, 11)
+	require.Len(t, h, 12)
 	assert.Equal(t, int32(-1000003), *h[0].Checksum, "the JVM's rows stay as they are")
-	assert.Equal(t, wantHistory(t, 11, 11, "SQL"), h[10:], "V11 is installed_rank 11")
+	assert.Equal(t, wantHistory(t, 11, 12, "SQL"), h[10:], "V11 and V12 are installed_rank 11 and 12")
 	assertDocumentedSchema(t, pool)
 }
 
@@ -623,11 +634,11 @@ func TestPostgresAdoptsAFlywayBaseline(t *testing.T) {
 
 	res, err := pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, []int{10, 11}, res.Applied)
+	assert.Equal(t, []int{10, 11, 12}, res.Applied)
 	h := readHistory(t, pool)
-	require.Len(t, h, 3)
-	assert.Equal(t, []string{"9", "10", "11"}, []string{h[0].Version, h[1].Version, h[2].Version})
-	assert.Equal(t, []int{1, 2, 3}, []int{h[0].Rank, h[1].Rank, h[2].Rank})
+	require.Len(t, h, 4)
+	assert.Equal(t, []string{"9", "10", "11", "12"}, []string{h[0].Version, h[1].Version, h[2].Version, h[3].Version})
+	assert.Equal(t, []int{1, 2, 3, 4}, []int{h[0].Rank, h[1].Rank, h[2].Rank, h[3].Rank})
 }
 
 func TestPostgresStopsOnAFailedHistoryRow(t *testing.T) {
@@ -668,14 +679,14 @@ func TestPostgresFailedMigrationLeavesNoTrace(t *testing.T) {
 	dbtest.Exec(t, pool, `DROP TABLE inbox`)
 	res, err := pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, seq(2, 11), res.Applied)
+	assert.Equal(t, seq(2, 12), res.Applied)
 }
 
 func TestPostgresBaseline(t *testing.T) {
 	t.Parallel()
 	pool, _ := newPool(t)
 	ctx := context.Background()
-	applyFiles(t, pool, 11)
+	applyFiles(t, pool, 12)
 
 	_, err := pgCheckStart(ctx, pool, true, migrate.Options{})
 	require.ErrorIs(t, err, migrate.ErrNoHistory)
@@ -684,24 +695,24 @@ func TestPostgresBaseline(t *testing.T) {
 	_, err = pgMigrate(ctx, pool, migrate.Options{})
 	require.ErrorIs(t, err, migrate.ErrNoHistory, "queuebox migrate refuses as well")
 
-	_, err = pgBaseline(ctx, pool, 12, migrate.Options{})
+	_, err = pgBaseline(ctx, pool, 13, migrate.Options{})
 	require.ErrorIs(t, err, migrate.ErrInvalidVersion)
 
-	res, err := pgBaseline(ctx, pool, 11, migrate.Options{InstalledBy: "operator"})
+	res, err := pgBaseline(ctx, pool, 12, migrate.Options{InstalledBy: "operator"})
 	require.NoError(t, err)
-	assert.Equal(t, "recorded V1..V11 as baseline", res.String())
-	assert.Equal(t, wantHistory(t, 1, 11, "BASELINE"), readHistory(t, pool))
+	assert.Equal(t, "recorded V1..V12 as baseline", res.String())
+	assert.Equal(t, wantHistory(t, 1, 12, "BASELINE"), readHistory(t, pool))
 
 	start, err := pgCheckStart(ctx, pool, true, migrate.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, migrate.LevelInfo, start.Level)
-	assert.Equal(t, "schema is up to date at V11", start.Message)
+	assert.Equal(t, "schema is up to date at V12", start.Message)
 	assert.Empty(t, start.Migration.Applied)
 
-	_, err = pgBaseline(ctx, pool, 11, migrate.Options{})
+	_, err = pgBaseline(ctx, pool, 12, migrate.Options{})
 	require.ErrorIs(t, err, migrate.ErrHistoryExists)
-	assert.Contains(t, err.Error(), "holds 11 rows")
-	assert.Len(t, readHistory(t, pool), 11)
+	assert.Contains(t, err.Error(), "holds 12 rows")
+	assert.Len(t, readHistory(t, pool), 12)
 }
 
 func TestPostgresBaselineBelowLatestThenMigrate(t *testing.T) {
@@ -714,7 +725,7 @@ func TestPostgresBaselineBelowLatestThenMigrate(t *testing.T) {
 	require.NoError(t, err)
 	start, err := pgCheckStart(ctx, pool, true, migrate.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, "applied V10..V11", start.Message)
+	assert.Equal(t, "applied V10..V12", start.Message)
 	assertDocumentedSchema(t, pool)
 }
 
@@ -730,7 +741,7 @@ func TestPostgresCheckStartWithoutMigrate(t *testing.T) {
 	}{
 		{
 			name:        "schema applied by hand, no history",
-			setup:       func(t *testing.T, pool *pgxpool.Pool) { applyFiles(t, pool, 11) },
+			setup:       func(t *testing.T, pool *pgxpool.Pool) { applyFiles(t, pool, 12) },
 			wantLevel:   migrate.LevelInfo,
 			wantMessage: "database.migrate is false and the database has no migration history; the schema is managed by hand",
 		},
@@ -750,8 +761,8 @@ func TestPostgresCheckStartWithoutMigrate(t *testing.T) {
 				jvmHistory(t, pool, 9)
 			},
 			wantLevel:   migrate.LevelWarning,
-			wantPending: []int{10, 11},
-			wantMessage: "database.migrate is false and migrations V10..V11 are not applied; apply them by hand before this version runs (see Upgrade QueueBox)",
+			wantPending: []int{10, 11, 12},
+			wantMessage: "database.migrate is false and migrations V10..V12 are not applied; apply them by hand before this version runs (see Upgrade QueueBox)",
 		},
 		{
 			name: "history up to date",
@@ -760,19 +771,19 @@ func TestPostgresCheckStartWithoutMigrate(t *testing.T) {
 				require.NoError(t, err)
 			},
 			wantLevel:   migrate.LevelInfo,
-			wantMessage: "schema is up to date at V11 (database.migrate is false)",
+			wantMessage: "schema is up to date at V12 (database.migrate is false)",
 		},
 		{
 			name: "history from a newer release",
 			setup: func(t *testing.T, pool *pgxpool.Pool) {
-				applyFiles(t, pool, 11)
-				jvmHistory(t, pool, 11)
+				applyFiles(t, pool, 12)
+				jvmHistory(t, pool, 12)
 				dbtest.Exec(t, pool, `INSERT INTO flyway_schema_history
 					(installed_rank, version, description, type, script, checksum, installed_by, execution_time, success)
-					VALUES (12, '12', 'something new', 'SQL', 'V12__something_new.sql', 1, 'queuebox', 5, true)`)
+					VALUES (13, '13', 'something new', 'SQL', 'V13__something_new.sql', 1, 'queuebox', 5, true)`)
 			},
 			wantLevel:   migrate.LevelWarning,
-			wantMessage: "schema is up to date at V11 (database.migrate is false); flyway_schema_history records versions that this release does not ship (V12); a newer QueueBox migrated this database",
+			wantMessage: "schema is up to date at V12 (database.migrate is false); flyway_schema_history records versions that this release does not ship (V13); a newer QueueBox migrated this database",
 		},
 	}
 	for _, tc := range tests {
@@ -831,7 +842,7 @@ func TestPostgresWaitsForTheLockThenGivesUp(t *testing.T) {
 	require.NoError(t, err)
 	res, err := pgMigrate(ctx, pool, migrate.Options{LockTimeout: 5 * time.Second})
 	require.NoError(t, err)
-	assert.Len(t, res.Applied, 11)
+	assert.Len(t, res.Applied, 12)
 }
 
 func TestPostgresRejectsBadNames(t *testing.T) {
@@ -864,20 +875,20 @@ func TestPostgresCheckStartUpToDateTakesNoLock(t *testing.T) {
 	opts := migrate.Options{LockTimeout: 300 * time.Millisecond}
 	start, err := pgCheckStart(ctx, pool, true, opts)
 	require.NoError(t, err)
-	assert.Equal(t, migrate.StartResult{Level: migrate.LevelInfo, Message: "schema is up to date at V11",
-		Migration: migrate.Result{Dialect: migrations.PostgreSQL, Current: 11}}, start)
+	assert.Equal(t, migrate.StartResult{Level: migrate.LevelInfo, Message: "schema is up to date at V12",
+		Migration: migrate.Result{Dialect: migrations.PostgreSQL, Current: 12}}, start)
 
 	dbtest.Exec(t, pool, `INSERT INTO flyway_schema_history
 		(installed_rank, version, description, type, script, checksum, installed_by, execution_time, success)
-		VALUES (12, '99', 'from a newer release', 'SQL', 'V99__from_a_newer_release.sql', 1, 'queuebox', 5, true)`)
+		VALUES (13, '99', 'from a newer release', 'SQL', 'V99__from_a_newer_release.sql', 1, 'queuebox', 5, true)`)
 	start, err = pgCheckStart(ctx, pool, true, opts)
 	require.NoError(t, err)
 	assert.Equal(t, migrate.LevelWarning, start.Level)
-	assert.Equal(t, "schema is up to date at V11; flyway_schema_history records versions that this release "+
+	assert.Equal(t, "schema is up to date at V12; flyway_schema_history records versions that this release "+
 		"does not ship (V99); a newer QueueBox migrated this database", start.Message)
 	assert.Equal(t, []string{"99"}, start.Unknown)
 
-	dbtest.Exec(t, pool, `DELETE FROM flyway_schema_history WHERE version = '11'`)
+	dbtest.Exec(t, pool, `DELETE FROM flyway_schema_history WHERE version = '12'`)
 	_, err = pgCheckStart(ctx, pool, true, opts)
 	require.ErrorIs(t, err, migrate.ErrLockTimeout, "a pending version takes the lock")
 
@@ -885,6 +896,6 @@ func TestPostgresCheckStartUpToDateTakesNoLock(t *testing.T) {
 	require.NoError(t, err)
 	start, err = pgCheckStart(ctx, pool, true, opts)
 	require.NoError(t, err)
-	assert.Equal(t, "applied V11; flyway_schema_history records versions that this release does not ship (V99); "+
+	assert.Equal(t, "applied V12; flyway_schema_history records versions that this release does not ship (V99); "+
 		"a newer QueueBox migrated this database", start.Message)
 }

@@ -87,17 +87,17 @@ func TestSQLServerIntegrationMigratesOnceUnderConcurrency(t *testing.T) {
 		all = append(all, applied[i]...)
 	}
 	slices.Sort(all)
-	assert.Equal(t, seq(1, 11), all, "each version applied by exactly one runner")
+	assert.Equal(t, seq(1, 12), all, "each version applied by exactly one runner")
 
 	again, err := msMigrate(ctx, db, migrate.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, "schema is up to date at V11", again.String())
+	assert.Equal(t, "schema is up to date at V12", again.String())
 
 	var rows, versions int
 	require.NoError(t, db.QueryRowContext(ctx,
 		`SELECT COUNT(*), COUNT(DISTINCT [version]) FROM dbo.flyway_schema_history WHERE [success] = 1`).Scan(&rows, &versions))
-	assert.Equal(t, 11, rows)
-	assert.Equal(t, 11, versions)
+	assert.Equal(t, 12, rows)
+	assert.Equal(t, 12, versions)
 
 	// The indexes of spec/29 and spec/27 for SQL Server, with their key columns.
 	want := map[string]string{
@@ -153,7 +153,7 @@ func TestSQLServerIntegrationV11NumbersExistingRows(t *testing.T) {
 
 	res, err := msMigrate(ctx, db, migrate.Options{})
 	require.NoError(t, err)
-	require.Equal(t, []int{11}, res.Applied)
+	require.Equal(t, []int{11, 12}, res.Applied)
 
 	rows, err := db.QueryContext(ctx, `SELECT CONVERT(NVARCHAR(36), id), sequence FROM outbox`)
 	require.NoError(t, err)
@@ -189,11 +189,11 @@ func TestSQLServerIntegrationBaseline(t *testing.T) {
 	r := msRunner(db, migrate.Options{})
 	_, err = r.CheckStart(ctx, true)
 	require.ErrorIs(t, err, migrate.ErrNoHistory)
-	_, err = r.Baseline(ctx, 11)
+	_, err = r.Baseline(ctx, 12)
 	require.NoError(t, err)
 	start, err := r.CheckStart(ctx, true)
 	require.NoError(t, err)
-	assert.Equal(t, "schema is up to date at V11", start.Message)
-	_, err = r.Baseline(ctx, 11)
+	assert.Equal(t, "schema is up to date at V12", start.Message)
+	_, err = r.Baseline(ctx, 12)
 	require.ErrorIs(t, err, migrate.ErrHistoryExists)
 }

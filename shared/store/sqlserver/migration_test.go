@@ -252,19 +252,19 @@ func TestSQLServerMigratesAFreshDatabaseOnce(t *testing.T) {
 
 	res, err := msMigrate(ctx, db, migrate.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, "applied V1..V11", res.String())
+	assert.Equal(t, "applied V1..V12", res.String())
 	assert.Equal(t, migrations.SQLServer, res.Dialect)
 
 	want := []string{msSessionSettings, msGetLock, msHistoryExists, msTableExists, msTableExists,
 		"BEGIN", msCreateHistory, msCreateHistoryIndex, "COMMIT"}
-	want = append(want, wantMigrationStatements(t, 1, 11)...)
+	want = append(want, wantMigrationStatements(t, 1, 12)...)
 	want = append(want, msReleaseLock)
 	assert.Equal(t, want, s.statements())
 
 	assert.Equal(t, []driver.NamedValue{{Name: "lock_timeout_ms", Ordinal: 1, Value: int64(600000)}}, s.args[1])
 	list, err := migrations.List(migrations.SQLServer)
 	require.NoError(t, err)
-	require.Len(t, s.rows, 11)
+	require.Len(t, s.rows, 12)
 	for i, m := range list {
 		assert.Equal(t, store.HistoryRow{InstalledRank: i + 1, Version: fmt.Sprint(m.Version), Description: m.Description,
 			Type: "SQL", Script: m.Script, Success: true}, s.rows[i])
@@ -274,7 +274,7 @@ func TestSQLServerMigratesAFreshDatabaseOnce(t *testing.T) {
 	n := len(s.statements())
 	again, err := msMigrate(ctx, db, migrate.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, "schema is up to date at V11", again.String())
+	assert.Equal(t, "schema is up to date at V12", again.String())
 	assert.Equal(t, []string{msSessionSettings, msGetLock, msHistoryExists, msReadHistory, msTableExists, msTableExists, msReleaseLock},
 		s.statements()[n:])
 }
@@ -363,14 +363,15 @@ func TestSQLServerBaselineAndStartCheck(t *testing.T) {
 	start, err = r.CheckStart(ctx, false)
 	require.NoError(t, err)
 	assert.Equal(t, migrate.LevelWarning, start.Level)
-	assert.Equal(t, []int{11}, start.Pending)
+	assert.Equal(t, []int{11, 12}, start.Pending)
 
 	start, err = r.CheckStart(ctx, true)
 	require.NoError(t, err)
-	assert.Equal(t, "applied V11", start.Message)
+	assert.Equal(t, "applied V11..V12", start.Message)
 	assert.Equal(t, 11, s.rows[10].InstalledRank)
+	assert.Equal(t, 12, s.rows[11].InstalledRank)
 
-	_, err = r.Baseline(ctx, 11)
+	_, err = r.Baseline(ctx, 12)
 	require.ErrorIs(t, err, migrate.ErrHistoryExists)
 }
 
