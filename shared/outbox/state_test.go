@@ -17,8 +17,7 @@ import (
 // controlMetrics counts the measurements of the delivery controls too.
 type controlMetrics struct {
 	*countingMetrics
-	opened atomic.Int32 // the times the circuit went from not open to open
-	open   atomic.Bool
+	open atomic.Bool
 }
 
 func newControlMetrics() *controlMetrics { return &controlMetrics{countingMetrics: newCountingMetrics()} }
@@ -26,9 +25,7 @@ func newControlMetrics() *controlMetrics { return &controlMetrics{countingMetric
 func (m *controlMetrics) Deferred(d, reason string) { m.inc("deferred/"+reason, 1) }
 
 func (m *controlMetrics) DestinationState(d string, paused, open bool) {
-	if was := m.open.Swap(open); open && !was {
-		m.opened.Add(1)
-	}
+	m.open.Store(open)
 }
 
 // sequences returns the sequence of each row id.
@@ -145,7 +142,19 @@ func TestACircuitBreakerOpensAfterTheFailuresAndClosesAfterTheCoolDown(t *testin
 
 	// The breaker opens after the threshold, and the trial after the cool-down fails and
 	// opens it again: without the breaker the rows would have been retried every 20 ms.
-	waitFor(t, 30*time.Second, "the breaker to open twice", func() bool { return m.opened.Load() >= 2 })
+	opens := map[time.Time]bool{}
+	waitFor(t, 30*time.Second, "the breaker to open twice", func() bool {
+		states, err := fx.store.DestinationStates(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range states {
+			if !s.OpenUntil.IsZero() {
+				opens[s.OpenUntil] = true
+			}
+		}
+		return len(opens) >= 2
+	})
 	failed := rc.count()
 	attempts := 0
 	for _, id := range ids {

@@ -40,6 +40,7 @@ type statements struct {
 	outboxRenew          string
 	outboxMarkSent       string
 	outboxRetry          string
+	outboxDefer          string
 	outboxMarkDead       string
 	outboxReclaim        string
 	outboxReplay         string
@@ -223,6 +224,7 @@ func buildStatements(n store.Names) (statements, error) {
 	outbox(&st.outboxRenew, outboxRenewSQL)
 	outbox(&st.outboxMarkSent, outboxMarkSentSQL)
 	outbox(&st.outboxRetry, outboxRetrySQL)
+	outbox(&st.outboxDefer, outboxDeferSQL)
 	outbox(&st.outboxMarkDead, outboxMarkDeadSQL)
 	outbox(&st.outboxReclaim, outboxReclaimSQL)
 	outbox(&st.outboxReplay, outboxReplaySQL)

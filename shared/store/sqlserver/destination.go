@@ -2,14 +2,16 @@ package sqlserver
 
 import (
 	"context"
-	"errors"
+	"fmt"
 
 	"github.com/alternayte/queuebox/shared/store"
 )
 
-// errDestinationStateNotBuilt is the answer of the destination state methods until their
-// statements land (issue 16, in progress).
-var errDestinationStateNotBuilt = errors.New("sqlserver: destination state is not built yet")
+// errDestinationStateNotBuilt is the answer of the destination state methods on SQL Server,
+// whose statements are not written yet (issue 16): it wraps store.ErrNoDestinationState, so the
+// outbox warns once and delivers without pause, circuit breaking and rate limits, as it does on
+// a PostgreSQL database without migration V12.
+var errDestinationStateNotBuilt = fmt.Errorf("sqlserver: the delivery controls are not built for SQL Server yet: %w", store.ErrNoDestinationState)
 
 // OutboxDefer returns the fenced claims to pending after their delays.
 func (s *Store) OutboxDefer(ctx context.Context, defers []store.OutboxDeferParams) ([]string, error) {
