@@ -20,7 +20,9 @@ type controlMetrics struct {
 	open atomic.Bool
 }
 
-func newControlMetrics() *controlMetrics { return &controlMetrics{countingMetrics: newCountingMetrics()} }
+func newControlMetrics() *controlMetrics {
+	return &controlMetrics{countingMetrics: newCountingMetrics()}
+}
 
 func (m *controlMetrics) Deferred(d, reason string) { m.inc("deferred/"+reason, 1) }
 
