@@ -123,9 +123,13 @@ func (c *controls) refresh(ctx context.Context, plans map[string]*destPlan) {
 		}
 	}
 	if c.metrics != nil {
+		// Only destinations with a breaker or a state row get the gauges: with no control
+		// used, /metrics carries exactly spec/28's families.
 		for name, pl := range plans {
-			cs := c.states[name]
-			c.metrics.DestinationState(name, cs.s.Paused, pl.breaker != nil && remaining(cs) > 0)
+			cs, ok := c.states[name]
+			if ok || pl.breaker != nil {
+				c.metrics.DestinationState(name, cs.s.Paused, pl.breaker != nil && remaining(cs) > 0)
+			}
 		}
 	}
 }
