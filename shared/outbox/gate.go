@@ -100,6 +100,7 @@ func (c *controls) refresh(ctx context.Context, plans map[string]*destPlan) {
 	if c.st == nil || !c.gate.Take(StateRefresh) {
 		return
 	}
+	started := time.Now()
 	rows, err := c.st.DestinationStates(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -117,10 +118,18 @@ func (c *controls) refresh(ctx context.Context, plans map[string]*destPlan) {
 	default:
 		c.missing = false
 		now := time.Now()
-		c.states = make(map[string]cachedState, len(rows))
+		states := make(map[string]cachedState, len(rows))
 		for _, r := range rows {
-			c.states[r.Destination] = cachedState{s: r, at: now}
+			states[r.Destination] = cachedState{s: r, at: now}
 		}
+		// A state that a write of this process returned while the read ran is newer than
+		// the read: a breaker that opened meanwhile stays open.
+		for name, cs := range c.states {
+			if cs.at.After(started) {
+				states[name] = cs
+			}
+		}
+		c.states = states
 	}
 	if c.metrics != nil {
 		// Only destinations with a breaker or a state row get the gauges: with no control
