@@ -305,7 +305,7 @@ func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, engi
 			closeAll()
 			return nil, nil, fmt.Errorf("destinations.%s.transform: %w", name, err)
 		}
-		dests = append(dests, outbox.Destination{Name: name, Publisher: p, Transform: step})
+		dests = append(dests, withControls(cfg, d, outbox.Destination{Name: name, Publisher: p, Transform: step}))
 	}
 	return dests, closeAll, nil
 }
@@ -319,6 +319,7 @@ func webhookConfig(cfg *config.Config, d *config.Destination) webhook.Config {
 		Timeout:           h.TimeoutMs.Duration(),
 		Headers:           d.Headers,
 		MaxErrorBodyBytes: cfg.HTTP.MaxErrorBodyBytes,
+		TerminalStatuses:  d.TerminalStatuses,
 		// With blockPrivateAddresses, each connection is checked again when it is dialled.
 		BlockPrivateAddresses: cfg.HTTP.BlockPrivateAddresses,
 	}
@@ -353,7 +354,36 @@ func OutboxConfig(cfg *config.Config) outbox.Config {
 		ClaimTimeout:         o.ClaimTimeoutMs.Duration(),
 		PendingGaugeInterval: o.PendingGaugeIntervalMs.Duration(),
 		ShutdownTimeout:      o.ShutdownTimeoutMs.Duration(),
+		Retry:                RetryPolicy(cfg.EffectiveRetry(nil)),
 	}.WithDefaults()
+}
+
+// RetryPolicy maps a resolved retry block (outbox.retry, or a destination's over it) to the
+// poller's policy. An unset maxDelayMs stays zero: the poller then caps at 60 s, or with a
+// schedule at its largest entry.
+func RetryPolicy(r config.EffectiveRetry) outbox.RetryPolicy {
+	p := outbox.RetryPolicy{MaxDelay: r.MaxDelayMs.Duration(), NoJitter: !r.Jitter, HonorRetryAfter: r.HonorRetryAfter}
+	for _, s := range r.ScheduleMs {
+		p.Schedule = append(p.Schedule, s.Duration())
+	}
+	return p
+}
+
+// withControls sets the delivery controls of destination d on its outbox destination: its
+// retry policy when it sets a retry key (each key falling back to outbox.retry's; nil leaves
+// the outbox's), its circuit breaker and its rate limit.
+func withControls(cfg *config.Config, d *config.Destination, od outbox.Destination) outbox.Destination {
+	if d.Retry != nil && !d.Retry.IsZero() {
+		p := RetryPolicy(cfg.EffectiveRetry(d))
+		od.Retry = &p
+	}
+	if b := d.CircuitBreaker; b != nil {
+		od.Breaker = &outbox.BreakerPolicy{Threshold: b.FailureThreshold, Window: b.WindowMs.Duration(), CoolDown: b.CoolDownMs.Duration()}
+	}
+	if r := d.RateLimit; r != nil {
+		od.RateLimit = &outbox.RateLimit{RequestsPerSecond: r.RequestsPerSecond, Burst: r.Burst}
+	}
+	return od
 }
 
 // Outbox is the assembled outbox: the poller and what closes its publishers.
