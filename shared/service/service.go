@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/connect/webhook"
@@ -175,7 +176,8 @@ func OpenDriver(ctx context.Context, cfg *config.Config, log *slog.Logger, o Con
 
 // Prepare runs the start checks of the schema: it applies the pending migrations when
 // database.migrate is true (or refuses tables without a history), then checks that the inbox
-// headers column and the outbox sequence column exist.
+// headers column and the outbox sequence column exist, and, when a destination sets a
+// circuit breaker or a rate limit, that the table of their state (migration V12) exists.
 func Prepare(ctx context.Context, cfg *config.Config, db *Database, log *slog.Logger) error {
 	res, err := db.Migrations.CheckStart(ctx, cfg.Database.Migrate)
 	if err != nil {
@@ -190,6 +192,30 @@ func Prepare(ctx context.Context, cfg *config.Config, db *Database, log *slog.Lo
 	}
 	if err := db.Store.CheckSchema(ctx); err != nil {
 		return startError("check the database schema", err)
+	}
+	if err := checkDestinationState(ctx, cfg, db.Store); err != nil {
+		return startError("check the database schema", err)
+	}
+	return nil
+}
+
+// checkDestinationState refuses to start when a destination sets circuitBreaker or rateLimit
+// and the database has no table queuebox_destination_state: without it the poller could not
+// keep their state, and the controls would silently be off.
+func checkDestinationState(ctx context.Context, cfg *config.Config, st store.DestinationStateStore) error {
+	names := cfg.StatefulDestinations()
+	if len(names) == 0 {
+		return nil
+	}
+	_, err := st.DestinationStates(ctx)
+	switch {
+	case errors.Is(err, store.ErrNoDestinationState):
+		return fmt.Errorf("destinations %s set circuitBreaker or rateLimit, which keep their state in the table of migration V12 "+
+			"(V12__add_destination_state.sql; database.migrate: true applies it at start): apply it, or remove those keys: %w",
+			strings.Join(names, ", "), err)
+	case err != nil:
+		return fmt.Errorf("reading the table %s for the circuitBreaker and rateLimit of destinations %s: %w",
+			store.DestinationStateTable, strings.Join(names, ", "), err)
 	}
 	return nil
 }
