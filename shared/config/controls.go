@@ -1,5 +1,11 @@
 package config
 
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
 // The delivery controls of issue 16 (docs/delivery-controls.md): outbox.retry and, per
 // destination, retry, terminalStatuses, circuitBreaker and rateLimit. They are extensions
 // beyond spec/: with none of them set, QueueBox retries and delivers as spec/ documents.
@@ -262,4 +268,47 @@ func treeHas(root *node, levels ...string) bool {
 		cur = e.val
 	}
 	return true
+}
+
+// retryWarnings warns about every retry schedule with delays above the cap that applies to
+// it: a destination's schedule falls back to outbox.retry.maxDelayMs key by key, so a long
+// schedule under a short outbox cap waits the cap. It is legal, so it is a warning.
+func (c *Config) retryWarnings() []Warning {
+	var out []Warning
+	check := func(d *Destination, schedPath, capPath keyPath) {
+		r := c.EffectiveRetry(d)
+		if r.MaxDelayMs <= 0 {
+			return
+		}
+		var above []string
+		for _, s := range r.ScheduleMs {
+			if s > r.MaxDelayMs {
+				above = append(above, strconv.FormatInt(int64(s), 10))
+			}
+		}
+		if len(above) == 0 {
+			return
+		}
+		out = append(out, Warning{Key: schedPath.String(), Message: fmt.Sprintf(
+			"%s has delays above the cap %s (%d ms): %s wait %d ms each; raise the cap, or set it on the same block as the schedule",
+			schedPath, capPath, r.MaxDelayMs, strings.Join(above, ", "), r.MaxDelayMs)})
+	}
+	outboxRetry := keyPath{"outbox", "retry"}
+	check(nil, outboxRetry.child("scheduleMs"), outboxRetry.child("maxDelayMs"))
+	for _, name := range sortedKeys(c.Destinations) {
+		d := c.Destinations[name]
+		if d.Retry == nil || (d.Retry.ScheduleMs == nil && d.Retry.MaxDelayMs == nil) {
+			continue // its schedule and cap are outbox.retry's, warned about above
+		}
+		own := keyPath{"destinations", name, "retry"}
+		schedPath, capPath := own.child("scheduleMs"), own.child("maxDelayMs")
+		if d.Retry.ScheduleMs == nil {
+			schedPath = outboxRetry.child("scheduleMs")
+		}
+		if d.Retry.MaxDelayMs == nil {
+			capPath = outboxRetry.child("maxDelayMs")
+		}
+		check(d, schedPath, capPath)
+	}
+	return out
 }

@@ -57,7 +57,9 @@ func TestDeliveryControlsLoad(t *testing.T) {
 	t.Parallel()
 	cfg, warnings, err := loadYAML(t, controlsYAML, nil, nil)
 	require.NoError(t, err)
-	assert.Empty(t, warnings)
+	assert.Equal(t, []string{"destinations.orders-api.retry.scheduleMs has delays above the cap outbox.retry.maxDelayMs (120000 ms): " +
+		"600000, 3600000, 21600000 wait 120000 ms each; raise the cap, or set it on the same block as the schedule"}, warningStrings(warnings),
+		"the destination's schedule takes outbox.retry's cap")
 
 	assert.Equal(t, Retry{MaxDelayMs: ms(120000), Jitter: ptr(false), ScheduleMs: []Milliseconds{1000, 5000, 30000}, HonorRetryAfter: ptr(true)}, cfg.Outbox.Retry)
 
@@ -261,4 +263,38 @@ func TestDeliveryControlBoundsAreRows(t *testing.T) {
 		_, ok := boundOf()[key]
 		assert.True(t, ok, fmt.Sprintf("no bound for %s", key))
 	}
+}
+
+// A schedule with delays above the cap that applies to it loads, with a warning that names
+// the schedule, the cap and what the delays become: a destination's schedule takes
+// outbox.retry.maxDelayMs when it sets no cap of its own.
+func TestRetryScheduleAboveItsCapWarns(t *testing.T) {
+	t.Parallel()
+	_, warnings, err := loadYAML(t, minimalDatabase+`outbox:
+  retry:
+    maxDelayMs: 300000
+    scheduleMs: [1000, 600000]
+destinations:
+  orders:
+    baseUrl: https://orders.example.com
+    retry:
+      scheduleMs: [5000, 3600000, 21600000]
+  capped:
+    baseUrl: https://capped.example.com
+    retry:
+      scheduleMs: [5000, 3600000]
+      maxDelayMs: 3600000
+  inherits:
+    baseUrl: https://inherits.example.com
+  lowcap:
+    baseUrl: https://lowcap.example.com
+    retry:
+      maxDelayMs: 1000
+`, nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"outbox.retry.scheduleMs has delays above the cap outbox.retry.maxDelayMs (300000 ms): 600000 wait 300000 ms each; raise the cap, or set it on the same block as the schedule",
+		"outbox.retry.scheduleMs has delays above the cap destinations.lowcap.retry.maxDelayMs (1000 ms): 600000 wait 1000 ms each; raise the cap, or set it on the same block as the schedule",
+		"destinations.orders.retry.scheduleMs has delays above the cap outbox.retry.maxDelayMs (300000 ms): 3600000, 21600000 wait 300000 ms each; raise the cap, or set it on the same block as the schedule",
+	}, warningStrings(warnings))
 }

@@ -171,6 +171,7 @@ func Load(opts LoadOptions) (*Config, []Warning, error) {
 	cfg.Origin = origin
 	warnings = append(warnings, d.warnings...)
 	warnings = append(warnings, cfg.databaseURLWarnings()...)
+	warnings = append(warnings, cfg.retryWarnings()...)
 
 	problems := append(d.problems, cfg.validate(opts.CompileTransform, d.problems...)...)
 	if len(problems) > 0 {
