@@ -35,6 +35,9 @@ func TestEveryNumericKeyHasABound(t *testing.T) {
 const allKindsYAML = minimalDatabase + `server:
   managementPort: 9090
 outbox:
+  retry:
+    maxDelayMs: 60000
+    scheduleMs: [1000]
   capture:
     connection:
       port: 5432
@@ -47,6 +50,13 @@ destinations:
     baseUrl: https://example.com
     transform:
       expression: $
+    retry:
+      maxDelayMs: 60000
+      scheduleMs: [1000]
+    terminalStatuses: [410]
+    circuitBreaker: {}
+    rateLimit:
+      requestsPerSecond: 10
   kaf:
     bootstrapServers: k:9092
     topic: t
@@ -144,6 +154,11 @@ func TestEveryBoundIsEnforced(t *testing.T) {
 				if path == "server.httpPort" || path == "server.managementPort" || path == "outbox.capture.connection.port" {
 					// The port rule of spec/23 says it first.
 					assert.Equal(t, fmt.Sprintf("%s (%s) must be from 1 to 65535, not 65536", path, variable), problems[0])
+					continue
+				}
+				if path == "destinations.web.terminalStatuses[0]" {
+					// The status rule says it first, with both bounds.
+					assert.Equal(t, fmt.Sprintf("%s (%s) must be an HTTP status from 400 to 599, not 600", path, variable), problems[0])
 					continue
 				}
 				assert.Equal(t, fmt.Sprintf("%s (%s) must be at most %d, not %d", path, variable, max, max+1), problems[0])

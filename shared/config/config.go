@@ -92,8 +92,11 @@ type Outbox struct {
 	// Default: 8.
 	Concurrency int `yaml:"concurrency"`
 	// RetryBaseDelayMs is the base of the retry backoff: the delay is RetryBaseDelayMs *
-	// 2^attempt plus 0-25 % jitter, at most 60 s. Default: 1000.
+	// 2^attempt plus 0-25 % jitter, at most 60 s (Retry.MaxDelayMs). Default: 1000.
 	RetryBaseDelayMs Milliseconds `yaml:"retryBaseDelayMs"`
+	// Retry is the retry schedule of the destinations that set none of their own, an
+	// extension beyond spec/ (docs/delivery-controls.md). Default: spec/'s backoff.
+	Retry Retry `yaml:"retry"`
 	// MaxAttempts is the dead-letter ceiling written into max_attempts of each row QueueBox
 	// creates. It must be above 0. Default: 5.
 	MaxAttempts int `yaml:"maxAttempts"`
@@ -324,6 +327,7 @@ func Default() *Config {
 			BatchSize:              100,
 			Concurrency:            8,
 			RetryBaseDelayMs:       1000,
+			Retry:                  Retry{Jitter: ptr(true), HonorRetryAfter: ptr(false)},
 			MaxAttempts:            5,
 			ClaimTimeoutMs:         300000,
 			PendingGaugeIntervalMs: 5000,
@@ -360,3 +364,6 @@ func Default() *Config {
 		},
 	}
 }
+
+// ptr returns a pointer to a copy of v: the default of a key that may be unset.
+func ptr[T any](v T) *T { return &v }

@@ -31,6 +31,9 @@ type Destination struct {
 	Headers map[string]string `yaml:"headers,omitempty"`
 	// Transform runs before the publish, after the route transform. Default: nil, none.
 	Transform *Transform `yaml:"transform,omitempty"`
+	// DeliveryControls holds retry, terminalStatuses, circuitBreaker and rateLimit, the
+	// delivery controls of docs/delivery-controls.md. Default: none set.
+	DeliveryControls `yaml:",inline"`
 
 	// HTTP is set when Kind is http.
 	HTTP *HTTPDestination `yaml:"-"`

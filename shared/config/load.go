@@ -171,6 +171,7 @@ func Load(opts LoadOptions) (*Config, []Warning, error) {
 	cfg.Origin = origin
 	warnings = append(warnings, d.warnings...)
 	warnings = append(warnings, cfg.databaseURLWarnings()...)
+	warnings = append(warnings, cfg.retryWarnings()...)
 
 	problems := append(d.problems, cfg.validate(opts.CompileTransform, d.problems...)...)
 	if len(problems) > 0 {
@@ -261,6 +262,7 @@ func (c *Config) resolve(root *node) {
 	c.Database.Type = DatabaseType(strings.ToLower(strings.TrimSpace(string(c.Database.Type))))
 	c.Outbox.Capture.Mode = CaptureMode(strings.ToLower(strings.TrimSpace(string(c.Outbox.Capture.Mode))))
 	resolveAuth(c.Admin.Auth)
+	c.resolveControls(root)
 	for _, d := range c.Destinations {
 		switch {
 		case d.RabbitMQ != nil:

@@ -190,6 +190,7 @@ func (v *validator) outbox(c *Config) {
 	v.positive(p.child("claimTimeoutMs"), int64(o.ClaimTimeoutMs))
 	v.nonNegative(p.child("pendingGaugeIntervalMs"), int64(o.PendingGaugeIntervalMs))
 	v.nonNegative(p.child("shutdownTimeoutMs"), int64(o.ShutdownTimeoutMs))
+	v.retry(p.child("retry"), &c.Outbox.Retry)
 	v.capture(c)
 }
 
@@ -320,6 +321,7 @@ func (v *validator) destination(p keyPath, d *Destination) {
 		}
 	}
 	v.transform(p.child("transform"), d.Transform)
+	v.deliveryControls(p, d)
 	switch {
 	case d.HTTP != nil:
 		h := d.HTTP

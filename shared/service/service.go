@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/connect/webhook"
@@ -175,7 +176,8 @@ func OpenDriver(ctx context.Context, cfg *config.Config, log *slog.Logger, o Con
 
 // Prepare runs the start checks of the schema: it applies the pending migrations when
 // database.migrate is true (or refuses tables without a history), then checks that the inbox
-// headers column and the outbox sequence column exist.
+// headers column and the outbox sequence column exist, and, when a destination sets a
+// circuit breaker or a rate limit, that the table of their state (migration V12) exists.
 func Prepare(ctx context.Context, cfg *config.Config, db *Database, log *slog.Logger) error {
 	res, err := db.Migrations.CheckStart(ctx, cfg.Database.Migrate)
 	if err != nil {
@@ -190,6 +192,30 @@ func Prepare(ctx context.Context, cfg *config.Config, db *Database, log *slog.Lo
 	}
 	if err := db.Store.CheckSchema(ctx); err != nil {
 		return startError("check the database schema", err)
+	}
+	if err := checkDestinationState(ctx, cfg, db.Store); err != nil {
+		return startError("check the database schema", err)
+	}
+	return nil
+}
+
+// checkDestinationState refuses to start when a destination sets circuitBreaker or rateLimit
+// and the database has no table queuebox_destination_state: without it the poller could not
+// keep their state, and the controls would silently be off.
+func checkDestinationState(ctx context.Context, cfg *config.Config, st store.DestinationStateStore) error {
+	names := cfg.StatefulDestinations()
+	if len(names) == 0 {
+		return nil
+	}
+	_, err := st.DestinationStates(ctx)
+	switch {
+	case errors.Is(err, store.ErrNoDestinationState):
+		return fmt.Errorf("destinations %s set circuitBreaker or rateLimit, which keep their state in the table of migration V12 "+
+			"(V12__add_destination_state.sql; database.migrate: true applies it at start): apply it, or remove those keys: %w",
+			strings.Join(names, ", "), err)
+	case err != nil:
+		return fmt.Errorf("reading the table %s for the circuitBreaker and rateLimit of destinations %s: %w",
+			store.DestinationStateTable, strings.Join(names, ", "), err)
 	}
 	return nil
 }
@@ -305,7 +331,7 @@ func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, engi
 			closeAll()
 			return nil, nil, fmt.Errorf("destinations.%s.transform: %w", name, err)
 		}
-		dests = append(dests, outbox.Destination{Name: name, Publisher: p, Transform: step})
+		dests = append(dests, withControls(cfg, d, outbox.Destination{Name: name, Publisher: p, Transform: step}))
 	}
 	return dests, closeAll, nil
 }
@@ -319,6 +345,7 @@ func webhookConfig(cfg *config.Config, d *config.Destination) webhook.Config {
 		Timeout:           h.TimeoutMs.Duration(),
 		Headers:           d.Headers,
 		MaxErrorBodyBytes: cfg.HTTP.MaxErrorBodyBytes,
+		TerminalStatuses:  d.TerminalStatuses,
 		// With blockPrivateAddresses, each connection is checked again when it is dialled.
 		BlockPrivateAddresses: cfg.HTTP.BlockPrivateAddresses,
 	}
@@ -353,7 +380,36 @@ func OutboxConfig(cfg *config.Config) outbox.Config {
 		ClaimTimeout:         o.ClaimTimeoutMs.Duration(),
 		PendingGaugeInterval: o.PendingGaugeIntervalMs.Duration(),
 		ShutdownTimeout:      o.ShutdownTimeoutMs.Duration(),
+		Retry:                RetryPolicy(cfg.EffectiveRetry(nil)),
 	}.WithDefaults()
+}
+
+// RetryPolicy maps a resolved retry block (outbox.retry, or a destination's over it) to the
+// poller's policy. An unset maxDelayMs stays zero: the poller then caps at 60 s, or with a
+// schedule at its largest entry.
+func RetryPolicy(r config.EffectiveRetry) outbox.RetryPolicy {
+	p := outbox.RetryPolicy{MaxDelay: r.MaxDelayMs.Duration(), NoJitter: !r.Jitter, HonorRetryAfter: r.HonorRetryAfter}
+	for _, s := range r.ScheduleMs {
+		p.Schedule = append(p.Schedule, s.Duration())
+	}
+	return p
+}
+
+// withControls sets the delivery controls of destination d on its outbox destination: its
+// retry policy when it sets a retry key (each key falling back to outbox.retry's; nil leaves
+// the outbox's), its circuit breaker and its rate limit.
+func withControls(cfg *config.Config, d *config.Destination, od outbox.Destination) outbox.Destination {
+	if d.Retry != nil && !d.Retry.IsZero() {
+		p := RetryPolicy(cfg.EffectiveRetry(d))
+		od.Retry = &p
+	}
+	if b := d.CircuitBreaker; b != nil {
+		od.Breaker = &outbox.BreakerPolicy{Threshold: b.FailureThreshold, Window: b.WindowMs.Duration(), CoolDown: b.CoolDownMs.Duration()}
+	}
+	if r := d.RateLimit; r != nil {
+		od.RateLimit = &outbox.RateLimit{RequestsPerSecond: r.RequestsPerSecond, Burst: r.Burst}
+	}
+	return od
 }
 
 // Outbox is the assembled outbox: the poller and what closes its publishers.
