@@ -96,7 +96,7 @@ type Outbox struct {
 	RetryBaseDelayMs Milliseconds `yaml:"retryBaseDelayMs"`
 	// Retry is the retry schedule of the destinations that set none of their own, an
 	// extension beyond spec/ (docs/delivery-controls.md). Default: spec/'s backoff.
-	Retry Retry `yaml:"retry"`
+	Retry Retry `yaml:"retry,omitempty"`
 	// MaxAttempts is the dead-letter ceiling written into max_attempts of each row QueueBox
 	// creates. It must be above 0. Default: 5.
 	MaxAttempts int `yaml:"maxAttempts"`
@@ -327,7 +327,6 @@ func Default() *Config {
 			BatchSize:              100,
 			Concurrency:            8,
 			RetryBaseDelayMs:       1000,
-			Retry:                  Retry{Jitter: ptr(true), HonorRetryAfter: ptr(false)},
 			MaxAttempts:            5,
 			ClaimTimeoutMs:         300000,
 			PendingGaugeIntervalMs: 5000,
