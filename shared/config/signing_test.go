@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -155,4 +157,14 @@ func TestSigningPrintsNoSecret(t *testing.T) {
 	text = string(out)
 	assert.Contains(t, text, "    signing:\n      type: hmac\n      secret: Secret(***)\n      headerName: X-Hub-Signature-256\n      algorithm: HmacSHA256\n      signaturePrefix: sha256=\n")
 	assert.NotContains(t, text, "hmac-key-value")
+}
+
+// TestSigningBoundsAreDocumented: docs/configuration-bounds.md gives the signing bounds.
+func TestSigningBoundsAreDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/configuration-bounds.md")
+	require.NoError(t, err)
+	text := string(doc)
+	assert.Contains(t, text, fmt.Sprintf("takes at most **%d** secrets", MaxSigningSecrets))
+	assert.Contains(t, text, fmt.Sprintf("a key of **%d to %d\nbytes**", MinSigningKeyBytes, MaxSigningKeyBytes))
 }
