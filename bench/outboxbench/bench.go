@@ -116,6 +116,9 @@ type Options struct {
 	Out string
 	// CPUProfile, when set, is the prefix of one CPU profile per measured backlog run.
 	CPUProfile string
+	// Signing signs every request of the HTTP destination with Standard Webhooks and one
+	// secret (BenchSigningSecret), so that a run measures the cost of signed deliveries.
+	Signing bool
 	// Stdout receives the table.
 	Stdout io.Writer
 }
@@ -177,6 +180,8 @@ type ReportOpts struct {
 	LatencyPollInterval int64      `json:"latencyPollIntervalMs"`
 	CeilingSeconds      int        `json:"ceilingSeconds"`
 	CeilingClients      []int      `json:"ceilingClients"` // 0 is auto: the poller's connections
+	// Signing says that the HTTP destination signed every request (standard-webhooks, one secret).
+	Signing bool `json:"signing,omitempty"`
 }
 
 // BacklogRun is one drain of a backlog by one poller.
@@ -247,6 +252,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			PoolSize: opts.PoolSize, LatencyRate: opts.LatencyRate, LatencySeconds: opts.LatencySeconds,
 			LatencyPollInterval: opts.LatencyPollInterval.Milliseconds(),
 			CeilingSeconds:      opts.CeilingSeconds, CeilingClients: opts.CeilingClients,
+			Signing: opts.Signing,
 		},
 	}
 	logf("load average at start: %.2f %.2f %.2f on %d cores", rep.Machine.LoadAvgStart[0],
@@ -435,7 +441,13 @@ type QueueBoxOptions struct {
 	Timer pgtool.QueryTimer
 	// Logger receives the poller's log lines.
 	Logger *slog.Logger
+	// Signing signs every request with Standard Webhooks and BenchSigningSecret.
+	Signing bool
 }
+
+// BenchSigningSecret is the secret of a run with signing: a 32-byte key, as a receiver would get
+// it. It protects nothing.
+const BenchSigningSecret = "whsec_AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA="
 
 // NewQueueBox builds a QueueBox. Close it after its runs.
 func NewQueueBox(ctx context.Context, o QueueBoxOptions) (*QueueBox, error) {
@@ -453,7 +465,11 @@ func NewQueueBox(ctx context.Context, o QueueBoxOptions) (*QueueBox, error) {
 		return nil, err
 	}
 	reg := metrics.New(service.Version)
-	if qb.pub, err = webhook.New(webhook.Config{Name: "receiver", BaseURL: o.ReceiverBase, Path: "/events"}, reg); err != nil {
+	wc := webhook.Config{Name: "receiver", BaseURL: o.ReceiverBase, Path: "/events"}
+	if o.Signing {
+		wc.Signing = webhook.Signing{Kind: webhook.SigningStandardWebhooks, Secrets: []string{BenchSigningSecret}}
+	}
+	if qb.pub, err = webhook.New(wc, reg); err != nil {
 		qb.Pool.Close()
 		return nil, err
 	}
@@ -493,7 +509,7 @@ func (b *bench) newQueueBox(ctx context.Context, s Settings) (*queueBox, error) 
 	tracer := newStmtTracer()
 	q, err := NewQueueBox(ctx, QueueBoxOptions{
 		DatabaseURL: b.db.URL, ReceiverBase: b.sink.base, Settings: s, PoolSize: b.opts.PoolSize,
-		AppName: pollerAppName, Timer: tracer.observe, Logger: b.log,
+		AppName: pollerAppName, Timer: tracer.observe, Logger: b.log, Signing: b.opts.Signing,
 	})
 	if err != nil {
 		return nil, err
@@ -616,6 +632,9 @@ func (b *bench) backlog(ctx context.Context, spec backlogSpec) (BacklogRun, erro
 		return r, err
 	}
 	r.Problems = append(r.Problems, checkDelivered(rows, r.States, r.Receiver, r.Summary)...)
+	if b.opts.Signing && r.Receiver.Signed != r.Receiver.Requests {
+		r.Problems = append(r.Problems, fmt.Sprintf("-signing: %d of %d requests carried a webhook-signature", r.Receiver.Signed, r.Receiver.Requests))
+	}
 	logf("%s (%s): %d rows in %.2f s = %.0f rows/s%s", r.Name, s, r.Summary.Sent, r.Seconds, r.RowsPerSecond, problemSuffix(r.Problems))
 	return r, nil
 }

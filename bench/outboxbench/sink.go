@@ -36,6 +36,7 @@ const SinkFlag = "sink"
 type sink struct {
 	mu         sync.Mutex
 	requests   int
+	signed     int              // requests that carried a webhook-signature (outboxbench -signing)
 	arrivals   map[string]int64 // message id -> first arrival, Unix nanoseconds
 	duplicates int
 	commits    map[string]int64 // produced message id -> insert acknowledged, Unix nanoseconds
@@ -81,8 +82,12 @@ func (s *sink) event(w http.ResponseWriter, r *http.Request) {
 	now := time.Now().UnixNano()
 	_, _ = io.Copy(io.Discard, r.Body)
 	id := r.Header.Get("X-Message-Id")
+	_, signed := r.Header["Webhook-Signature"]
 	s.mu.Lock()
 	s.requests++
+	if signed {
+		s.signed++
+	}
 	if _, seen := s.arrivals[id]; seen {
 		s.duplicates++
 	} else {
@@ -93,16 +98,19 @@ func (s *sink) event(w http.ResponseWriter, r *http.Request) {
 }
 
 // SinkStats are the receiver's counters since the last reset: every request to /events, the
-// distinct message ids among them and the requests whose id had arrived before.
+// distinct message ids among them, the requests whose id had arrived before, and the requests
+// that carried a webhook-signature header (a run with -signing; the receiver does not verify it,
+// so that its own cost stays that of an unsigned run).
 type SinkStats struct {
 	Requests   int `json:"requests"`
+	Signed     int `json:"signed,omitempty"`
 	Distinct   int `json:"distinct"`
 	Duplicates int `json:"duplicates"`
 }
 
 func (s *sink) stats(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
-	st := SinkStats{Requests: s.requests, Distinct: len(s.arrivals), Duplicates: s.duplicates}
+	st := SinkStats{Requests: s.requests, Signed: s.signed, Distinct: len(s.arrivals), Duplicates: s.duplicates}
 	s.mu.Unlock()
 	writeJSON(w, st)
 }
@@ -134,7 +142,7 @@ func (s *sink) arrivalList(w http.ResponseWriter, _ *http.Request) {
 
 func (s *sink) reset(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
-	s.requests, s.duplicates = 0, 0
+	s.requests, s.signed, s.duplicates = 0, 0, 0
 	s.arrivals = map[string]int64{}
 	s.commits = map[string]int64{}
 	s.mu.Unlock()

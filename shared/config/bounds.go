@@ -220,3 +220,17 @@ func patternString(p keyPath) string {
 	}
 	return b.String()
 }
+
+// The bounds of a standard-webhooks signing block (docs/configuration-bounds.md, "Signing secrets"):
+// a count and a length, not numeric keys, so they are checked by the signing validation
+// (signing.go) rather than the bounds table. The webhook publisher refuses the same values; a
+// test of shared/service keeps the two in step.
+const (
+	// MaxSigningSecrets is the most secrets of one block: each one adds an HMAC of the whole
+	// body to every request. Two cover a rotation.
+	MaxSigningSecrets = 10
+	// MinSigningKeyBytes and MaxSigningKeyBytes bound the decoded key of a whsec_ secret, as the
+	// Standard Webhooks specification asks: at least 24 bytes (192 bits), at most 64 (512 bits).
+	MinSigningKeyBytes = 24
+	MaxSigningKeyBytes = 64
+)

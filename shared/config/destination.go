@@ -43,6 +43,9 @@ type Destination struct {
 	Kafka *KafkaDestination `yaml:"-"`
 	// NATS is set when Kind is nats.
 	NATS *NATSDestination `yaml:"-"`
+	// Signing signs every request of an http destination (an extension; signing.go).
+	// Default: nil, none.
+	Signing *Signing `yaml:"signing,omitempty"`
 }
 
 // NewDestination returns a destination of the given kind with every default of that kind, as

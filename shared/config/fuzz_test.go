@@ -40,6 +40,8 @@ func FuzzLoad(f *testing.F) {
 		"QUEUEBOX_OUTBOX_POLLINTERVALMS=-1\nQUEUEBOX_NOPE=1", "abc", true, "postgres", "db/q?sslmode=nope")
 	f.Add([]byte("database:\n  password: [1, 2]\n  url: ${MISSING}\nsources:\n  s:\n    type: http\n    path: /s\n    idempotencyKeyPath: id\n"+
 		"    auth:\n      type: standard-webhooks\n      secret: file:"+fuzzSecretFile+"\n"), "", "not~base64!", false, "jdbc:sqlserver", "db;databaseName=q")
+	f.Add([]byte(minimalDatabase+"destinations:\n  web:\n    baseUrl: https://example.com\n    signing:\n      secrets:\n        - file:"+fuzzSecretFile+"\n"+
+		"        - whsec_short\n  gh:\n    baseUrl: https://example.com\n    signing:\n      type: hmac\n      secret: file:"+fuzzSecretFile+"\n"), "", "whsecabc", false, "", "")
 	f.Add([]byte("a: &a [*a]\n"), "", "x", false, "", "")
 	f.Add([]byte("a: &a ["+strings.Repeat("*a,", 50)+"*a]\nb: &b ["+strings.Repeat("*a,", 50)+"*a]\n"), "", "x", false, "", "")
 	f.Add([]byte(strings.Repeat("[", 10000)), "", "x", false, "", "")

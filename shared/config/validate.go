@@ -322,6 +322,7 @@ func (v *validator) destination(p keyPath, d *Destination) {
 	}
 	v.transform(p.child("transform"), d.Transform)
 	v.deliveryControls(p, d)
+	v.signing(p.child("signing"), d.Kind, d.Signing)
 	switch {
 	case d.HTTP != nil:
 		h := d.HTTP

@@ -366,7 +366,27 @@ func webhookConfig(cfg *config.Config, d *config.Destination) webhook.Config {
 			}}
 		}
 	}
+	wc.Signing = webhookSigning(d.Signing)
 	return wc
+}
+
+// webhookSigning maps destinations.<name>.signing to the publisher's signing block.
+func webhookSigning(s *config.Signing) webhook.Signing {
+	switch {
+	case s == nil:
+		return webhook.Signing{}
+	case s.StandardWebhooks != nil:
+		secrets := make([]string, len(s.StandardWebhooks.Secrets))
+		for i, secret := range s.StandardWebhooks.Secrets {
+			secrets[i] = secret.Reveal()
+		}
+		return webhook.Signing{Kind: webhook.SigningStandardWebhooks, Secrets: secrets}
+	case s.HMAC != nil:
+		h := s.HMAC
+		return webhook.Signing{Kind: webhook.SigningHMAC, Secret: h.Secret.Reveal(), HeaderName: h.HeaderName,
+			Algorithm: string(h.Algorithm), Prefix: h.SignaturePrefix}
+	}
+	return webhook.Signing{}
 }
 
 // OutboxConfig maps outbox.* to the poller's settings.

@@ -1,9 +1,12 @@
 package service
 
 import (
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect/webhook"
 )
 
 // http.blockPrivateAddresses reaches the publisher, which checks every connection again
@@ -17,5 +20,44 @@ func TestWebhookConfigCarriesBlockPrivateAddresses(t *testing.T) {
 		if got := webhookConfig(cfg, d).BlockPrivateAddresses; got != block {
 			t.Errorf("blockPrivateAddresses %v: the publisher got %v", block, got)
 		}
+	}
+}
+
+// destinations.<name>.signing reaches the publisher, both kinds with every key.
+func TestWebhookConfigCarriesSigning(t *testing.T) {
+	t.Parallel()
+	cfg := &config.Config{}
+	d := config.NewDestination("orders-api", config.DestinationHTTP)
+	d.HTTP.BaseURL = "https://orders.example.com"
+	if got := webhookConfig(cfg, d).Signing; got.Kind != webhook.SigningNone {
+		t.Errorf("no signing block: the publisher got %v", got)
+	}
+
+	d.Signing = config.NewSigning(config.SigningStandardWebhooks)
+	d.Signing.StandardWebhooks.Secrets = []config.Secret{config.NewSecret("whsec_a"), config.NewSecret("whsec_b")}
+	got := webhookConfig(cfg, d).Signing
+	if got.Kind != webhook.SigningStandardWebhooks || !slices.Equal(got.Secrets, []string{"whsec_a", "whsec_b"}) {
+		t.Errorf("standard-webhooks: the publisher got %v (secrets %d)", got, len(got.Secrets))
+	}
+
+	d.Signing = config.NewSigning(config.SigningHMAC)
+	d.Signing.HMAC.Secret = config.NewSecret("key")
+	d.Signing.HMAC.HeaderName = "X-Hub-Signature-256"
+	d.Signing.HMAC.Algorithm = config.HmacSHA512
+	got = webhookConfig(cfg, d).Signing
+	want := webhook.Signing{Kind: webhook.SigningHMAC, Secret: "key", HeaderName: "X-Hub-Signature-256", Algorithm: "HmacSHA512", Prefix: "sha256="}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("hmac: the publisher got %v, want %v", got, want)
+	}
+}
+
+// The bounds of a standard-webhooks block are the same in the configuration and in the
+// publisher, so that what config check accepts the publisher builds.
+func TestSigningBoundsAgree(t *testing.T) {
+	t.Parallel()
+	if config.MaxSigningSecrets != webhook.MaxSigningSecrets || config.MinSigningKeyBytes != webhook.MinSigningKeyBytes ||
+		config.MaxSigningKeyBytes != webhook.MaxSigningKeyBytes {
+		t.Errorf("config allows %d secrets of %d-%d bytes, the publisher %d of %d-%d", config.MaxSigningSecrets,
+			config.MinSigningKeyBytes, config.MaxSigningKeyBytes, webhook.MaxSigningSecrets, webhook.MinSigningKeyBytes, webhook.MaxSigningKeyBytes)
 	}
 }

@@ -40,6 +40,7 @@ func run(ctx context.Context, args []string) int {
 	phases := fs.String("phases", "ceiling,backlog,latency,capture,scale", "phases to run, comma separated")
 	out := fs.String("out", "bench/results/outbox.json", "JSON report file (empty writes none)")
 	profile := fs.String("cpuprofile", "", "prefix of one CPU profile per measured backlog run")
+	signing := fs.Bool("signing", false, "sign every request of the HTTP destination (standard-webhooks, one secret), to measure the cost of signed deliveries")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -66,6 +67,7 @@ func run(ctx context.Context, args []string) int {
 		Phases:              map[string]bool{},
 		Out:                 *out,
 		CPUProfile:          *profile,
+		Signing:             *signing,
 		Stdout:              os.Stdout,
 	}
 	for _, s := range strings.Split(*tuned, ",") {

@@ -65,6 +65,9 @@ type Config struct {
 	// error says Terminal and the outbox moves the row to dead at once
 	// (destinations.<name>.terminalStatuses, an extension). Default none.
 	TerminalStatuses []int
+	// Signing signs every request (destinations.<name>.signing, an extension;
+	// docs/signed-deliveries.md). The zero value signs nothing.
+	Signing Signing
 }
 
 // AuthKind is the kind of the credentials of an HTTP destination. Its values are the auth
@@ -184,6 +187,7 @@ func (c Config) WithDefaults() Config {
 	if c.Auth.Kind == "none" {
 		c.Auth.Kind = AuthNone
 	}
+	c.Signing = c.Signing.withDefaults()
 	if c.Auth.Kind == AuthHeader && c.Auth.Header.Name == "" {
 		c.Auth.Header.Name = DefaultAuthHeaderName
 	}
@@ -222,6 +226,9 @@ func (c Config) validate() error {
 			return fmt.Errorf("%s.headers: %q and %q name the same header", prefix, other, name)
 		}
 		seen[canonical] = name
+	}
+	if err := c.Signing.validate(prefix + ".signing"); err != nil {
+		return err
 	}
 	return c.Auth.validate(prefix + ".auth")
 }

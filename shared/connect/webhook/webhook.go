@@ -1,7 +1,8 @@
 // Package webhook is the HTTP destination of the outbox: a Publisher that POSTs each row's
 // payload to one endpoint, with the standard QueueBox headers, the destination's static
 // headers, its credentials (OAuth2 client credentials, basic or a static header) and the
-// row's own headers.
+// row's own headers, and, when the destination signs, a signature of every request (Standard
+// Webhooks or an HMAC header; Signer).
 //
 // A 2xx answer completes the delivery. Every other answer, a redirect included (redirects are
 // never followed), a timeout and a connection error fail it. The error of a failed delivery
@@ -96,6 +97,10 @@ type Publisher struct {
 	cancel    context.CancelFunc
 	// terminal holds the statuses of Config.TerminalStatuses.
 	terminal map[int]bool
+	// signer signs every request; nil signs nothing.
+	signer *Signer
+	// now is the clock of the signature timestamps.
+	now func() time.Time
 }
 
 var _ outbox.Publisher = (*Publisher)(nil)
@@ -152,6 +157,11 @@ func New(cfg Config, metrics Metrics) (*Publisher, error) {
 		transport: transport,
 		metrics:   metrics,
 		cancel:    cancel,
+		now:       time.Now,
+	}
+	if p.signer, err = NewSigner(cfg.Signing); err != nil {
+		cancel()
+		return nil, fmt.Errorf("destinations.%s.signing.%w", cfg.Name, err)
 	}
 	for _, code := range cfg.TerminalStatuses {
 		if p.terminal == nil {
@@ -200,6 +210,14 @@ func New(cfg Config, metrics Metrics) (*Publisher, error) {
 			now:         time.Now,
 		}
 	}
+	if p.signer != nil {
+		protected = append(protected, p.signer.Headers()...)
+		// A signing secret is never sent, but an endpoint could still echo it.
+		p.secrets = append(p.secrets, cfg.Signing.Secrets...)
+		if cfg.Signing.Secret != "" {
+			p.secrets = append(p.secrets, cfg.Signing.Secret)
+		}
+	}
 	switch {
 	case p.tokens != nil:
 		protected = append(protected, "Authorization")
@@ -234,6 +252,10 @@ func (p *Publisher) Close() error {
 // producer) is stricter: a row header named like a standard, static or credential header, or
 // like a hop-by-hop or framing header, is dropped, so the request carries the destination's
 // own value once (docs/headers.md).
+//
+// With Config.Signing, the signature headers come last and replace any header of the same
+// name: webhook-id (m.ID), webhook-timestamp and webhook-signature for standard-webhooks, or the
+// hmac header, computed over m.Payload, the exact bytes of the body (see Signer.Sign).
 //
 // The whole publish, waiting for an OAuth2 token included, is bounded by the destination
 // timeout and by ctx. Any answer outside 2xx returns a *StatusError; a 401 also drops the
@@ -283,6 +305,13 @@ func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 			h[kv[0]] = append(h[kv[0]], kv[1])
 		} else {
 			h[kv[0]] = []string{kv[1]}
+		}
+	}
+	if p.signer != nil {
+		// Last, so that the signature headers replace any header of the same name and sign
+		// the very bytes of the body.
+		if err := p.signer.Sign(h, m.ID, m.Payload, p.now()); err != nil {
+			return fmt.Errorf("signing the request to destination %s: %w", p.name, err)
 		}
 	}
 
