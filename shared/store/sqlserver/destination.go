@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -24,6 +25,9 @@ SET o.{o.state} = N'pending',
 OUTPUT inserted.{o.id}
 `
 
+// maxDeferral is the longest deferral of one statement: INT milliseconds.
+const maxDeferral = math.MaxInt32 * time.Millisecond
+
 const deferColumns = `,
     batch_delay_ms INT '$.delay_ms'`
 
@@ -35,7 +39,9 @@ func (s *Store) OutboxDefer(ctx context.Context, defers []store.OutboxDeferParam
 		claims[i] = d.Claim
 	}
 	batch, err := newFenceBatch(claims, func(i int, d *claimDoc) error {
-		delay, err := durationMS(max(defers[i].Delay, 0))
+		// A deferral longer than INT milliseconds (24.8 days) waits that long and is then
+		// claimed and deferred again: its row is not attempted either way.
+		delay, err := durationMS(min(max(defers[i].Delay, 0), maxDeferral))
 		if err != nil {
 			return fmt.Errorf("delay of %s: %w", d.ID, err)
 		}

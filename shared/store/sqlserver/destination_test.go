@@ -218,3 +218,14 @@ func TestDestinationDeadlockVictimsRunAgain(t *testing.T) {
 	assert.True(t, got.Paused)
 	assert.Len(t, f.statements(), 2)
 }
+
+func TestALongDeferralIsCappedAtIntMilliseconds(t *testing.T) {
+	t.Parallel()
+	s, f := newFakeStore(t, func(string, []any) fakeAnswer { return fakeAnswer{} })
+	claim := store.Claim{ID: idA, Token: tokenA}
+	_, err := s.OutboxDefer(context.Background(), []store.OutboxDeferParams{{Claim: claim, Delay: 90 * 24 * time.Hour}})
+	require.NoError(t, err)
+	sent := f.statements()
+	require.Len(t, sent, 1)
+	assert.Equal(t, `[{"id":"`+idA+`","token":"`+tokenA+`","delay_ms":2147483647}]`, sent[0].args[0])
+}

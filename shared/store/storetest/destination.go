@@ -184,9 +184,9 @@ func testDestinationBreakerOpensAtThreshold(t *testing.T, e *env) {
 }
 
 func testDestinationBreakerWindowStartsAnew(t *testing.T, e *env) {
-	// A window of a microsecond has passed by the next statement: every failure starts a new
-	// window, so the count never reaches two.
-	p := store.BreakerFailureParams{Destination: "billing", Threshold: 2, Window: time.Microsecond, CoolDown: time.Hour}
+	// A window of zero has passed at once (whatever the resolution of the database clock):
+	// every failure starts a new window, so the count never reaches two.
+	p := store.BreakerFailureParams{Destination: "billing", Threshold: 2, Window: 0, CoolDown: time.Hour}
 	for i := range 5 {
 		if s := e.fail(t, p); s.Failures != 1 || s.Open() {
 			t.Fatalf("failure %d in its own window: %+v; want closed with 1 failure", i+1, s)
