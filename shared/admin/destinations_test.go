@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -221,5 +222,34 @@ func TestAMissingStateTableIs503(t *testing.T) {
 	// The unknown name is checked first: it needs no table.
 	if code, _ := e.do(t, "POST", "/admin/destinations/nowhere/pause", true); code != 404 {
 		t.Errorf("an unknown name without the table: status %d, want 404", code)
+	}
+}
+
+// replayOnly is a store of the replay route only: it keeps no destination state.
+type replayOnly struct{}
+
+func (replayOnly) OutboxReplay(context.Context, store.OutboxReplayParams) (int64, error) { return 0, nil }
+func (replayOnly) OutboxFinishedTopics(context.Context) ([]string, error)                { return nil, nil }
+
+func TestWithoutAStateStoreTheDestinationRoutesAre503(t *testing.T) {
+	t.Parallel()
+	h, err := admin.New(admin.Options{Engine: engine, Store: replayOnly{}, Destinations: []string{"billing"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	e := &env{server: srv}
+	for _, r := range []struct{ method, path string }{
+		{"GET", "/admin/destinations"},
+		{"POST", "/admin/destinations/billing/pause"},
+	} {
+		code, body := e.do(t, r.method, r.path, false)
+		want := `{"error":"The destination routes are not available: this store keeps no destination state"}`
+		if code != 503 || body != want {
+			t.Errorf("%s %s: status %d, %s; want 503 %s", r.method, r.path, code, body, want)
+		}
 	}
 }
