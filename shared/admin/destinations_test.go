@@ -228,8 +228,10 @@ func TestAMissingStateTableIs503(t *testing.T) {
 // replayOnly is a store of the replay route only: it keeps no destination state.
 type replayOnly struct{}
 
-func (replayOnly) OutboxReplay(context.Context, store.OutboxReplayParams) (int64, error) { return 0, nil }
-func (replayOnly) OutboxFinishedTopics(context.Context) ([]string, error)                { return nil, nil }
+func (replayOnly) OutboxReplay(context.Context, store.OutboxReplayParams) (int64, error) {
+	return 0, nil
+}
+func (replayOnly) OutboxFinishedTopics(context.Context) ([]string, error) { return nil, nil }
 
 func TestWithoutAStateStoreTheDestinationRoutesAre503(t *testing.T) {
 	t.Parallel()
