@@ -1,7 +1,9 @@
 // Package admin serves the admin routes of spec/26-http-api.md: POST /admin/transform/test
 // evaluates a caller's JSONata expression against a sample payload, and POST /admin/replay
-// moves sent and dead outbox rows back to pending. The routes exist only when admin.enabled
-// is true; each request needs the credentials of admin.auth unless admin.insecure is true,
+// moves sent and dead outbox rows back to pending. It also serves the destination routes of
+// the delivery controls (an extension, docs/delivery-controls.md): GET /admin/destinations,
+// POST /admin/destinations/{name}/pause and POST /admin/destinations/{name}/resume. The
+// routes exist only when admin.enabled is true; each request needs the credentials of admin.auth unless admin.insecure is true,
 // and a body over admin.maxPayloadBytes gets 413.
 package admin
 
@@ -47,6 +49,12 @@ type Options struct {
 	// Store and Routes serve the replay.
 	Store  Store
 	Routes *route.Table
+	// States serves the destination routes; nil means Store, when it is a
+	// store.DestinationStateStore. Without either, those routes answer 503.
+	States store.DestinationStateStore
+	// Destinations are the configured destination names: the destination routes know only
+	// these.
+	Destinations []string
 	// MaxTransformTimeout caps the caller's timeoutMs (admin.maxTransformTimeoutMs).
 	MaxTransformTimeout time.Duration
 	// MaxPayloadBytes is the largest request body (admin.maxPayloadBytes).
@@ -66,6 +74,11 @@ type Handler struct {
 func New(opts Options) (*Handler, error) {
 	if opts.Engine == nil || opts.Store == nil {
 		return nil, errors.New("admin: an engine and a store are required")
+	}
+	if opts.States == nil {
+		if s, ok := opts.Store.(store.DestinationStateStore); ok {
+			opts.States = s
+		}
 	}
 	if opts.Routes == nil {
 		opts.Routes = route.NewTable(nil)
@@ -89,6 +102,9 @@ func New(opts Options) (*Handler, error) {
 func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /admin/transform/test", h.serveTransformTest)
 	mux.HandleFunc("POST /admin/replay", h.serveReplay)
+	mux.HandleFunc("GET /admin/destinations", h.serveDestinations)
+	mux.HandleFunc("POST /admin/destinations/{name}/pause", h.servePause)
+	mux.HandleFunc("POST /admin/destinations/{name}/resume", h.serveResume)
 }
 
 // read applies the size cap and the credential check, in that order. It answers itself and

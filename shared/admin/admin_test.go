@@ -57,6 +57,7 @@ func newEnv(t *testing.T, insecure bool) *env {
 			{Pattern: route.MustCompile("invoice.*"), Destination: "billing"},
 			{Pattern: route.MustCompile("**"), Destination: "archive"},
 		}),
+		Destinations:        []string{"billing", "archive"},
 		MaxTransformTimeout: 300 * time.Millisecond,
 		MaxPayloadBytes:     2048,
 		Logger:              slog.New(slog.DiscardHandler),

@@ -11,6 +11,11 @@ const Usage = `Usage:
   queuebox config check             load and validate the configuration, print it with secrets masked
   queuebox migrate                  apply the bundled migrations (ignores database.migrate)
   queuebox migrate --baseline <N>   record versions 1..N as applied, for tables created by hand
+  queuebox destinations list        print every destination's pause and circuit breaker state
+  queuebox destinations pause <name>
+                                    hold the destination's rows until the resume
+  queuebox destinations resume <name>
+                                    deliver the destination's rows again
   queuebox help                     print this text
 
 The configuration comes from QUEUEBOX_ environment variables, then the file named by
@@ -20,8 +25,10 @@ Exit codes: 0 success, 1 failure, 2 usage.
 
 // command is one parsed command line.
 type command struct {
-	name     string // serve, config-check, migrate, help
+	name     string // serve, config-check, migrate, destinations-list, destinations-pause, destinations-resume, help
 	baseline int    // migrate --baseline N; 0 when absent
+	// destination is the name of destinations pause|resume.
+	destination string
 }
 
 // usageError is a command line that QueueBox does not understand.
@@ -55,6 +62,8 @@ func parseArgs(args []string) (command, error) {
 		return command{}, usageError{args[1:]}
 	case "migrate":
 		return parseMigrate(args[1:])
+	case "destinations":
+		return parseDestinations(args)
 	default:
 		return command{}, usageError{args}
 	}
@@ -87,4 +96,29 @@ func parseMigrate(args []string) (command, error) {
 		c.baseline = n
 	}
 	return c, nil
+}
+
+// parseDestinations parses `destinations list`, `destinations pause <name>` and
+// `destinations resume <name>`; args starts with "destinations".
+func parseDestinations(args []string) (command, error) {
+	if len(args) < 2 {
+		return command{}, usageError{args}
+	}
+	switch args[1] {
+	case "list":
+		if len(args) > 2 {
+			return command{}, usageError{args[2:]}
+		}
+		return command{name: "destinations-list"}, nil
+	case "pause", "resume":
+		if len(args) < 3 || args[2] == "" || strings.HasPrefix(args[2], "-") {
+			return command{}, usageError{args[1:]}
+		}
+		if len(args) > 3 {
+			return command{}, usageError{args[3:]}
+		}
+		return command{name: "destinations-" + args[1], destination: args[2]}, nil
+	default:
+		return command{}, usageError{args[1:]}
+	}
 }

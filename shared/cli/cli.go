@@ -1,5 +1,5 @@
-// Package cli is the queuebox command line: `queuebox [serve]`, `queuebox config check` and
-// `queuebox migrate [--baseline N]`. local/main.go only calls Main.
+// Package cli is the queuebox command line: `queuebox [serve]`, `queuebox config check`,
+// `queuebox migrate [--baseline N]` and `queuebox destinations list|pause <name>|resume <name>`. local/main.go only calls Main.
 //
 // Exit codes: 0 success, 1 failure, 2 usage. Unknown arguments print
 // "Unknown arguments: ..." and the usage text on stderr.
@@ -61,6 +61,10 @@ func Main(ctx context.Context, args []string, env Env) int {
 		return configCheck(ctx, env)
 	case "migrate":
 		return migrateCommand(ctx, env, cmd.baseline)
+	case "destinations-list":
+		return destinationsList(ctx, env)
+	case "destinations-pause", "destinations-resume":
+		return destinationsSetPaused(ctx, env, cmd.destination, cmd.name == "destinations-pause")
 	default:
 		return serveCommand(ctx, env)
 	}

@@ -21,7 +21,9 @@ import (
 //     inbox-relay and retention-service are not part of its answer. Their health is the
 //     Errors metric of each function and the EMF gauges of spec/28-metrics.md (see
 //     deploy/README.md, "The admin function");
-//   - POST /admin/transform/test and POST /admin/replay (shared/admin, built by
+//   - POST /admin/transform/test, POST /admin/replay, and the destination routes
+//     GET /admin/destinations and POST /admin/destinations/{name}/pause|resume
+//     (docs/delivery-controls.md) (shared/admin, built by
 //     the assembly of service.Build as the local process builds them, so admin.auth, admin.insecure,
 //     admin.maxPayloadBytes and admin.maxTransformTimeoutMs apply exactly as there), when
 //     admin.enabled is true. Otherwise they do not exist, which is logged once;

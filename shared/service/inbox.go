@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 
 	"github.com/alternayte/queuebox/shared/admin"
 	"github.com/alternayte/queuebox/shared/config"
@@ -73,9 +74,29 @@ func newRelay(cfg *config.Config, st store.InboxStore, m relay.Metrics, outboxWa
 	return r, nil
 }
 
+// AdminStore is what the admin routes need of the store: the replay's outbox statements and
+// the destination state of the pause and resume routes.
+type AdminStore interface {
+	admin.Store
+	store.DestinationStateStore
+}
+
+// DestinationNames returns the names of the configured destinations, sorted.
+func DestinationNames(cfg *config.Config) []string {
+	names := make([]string, 0, len(cfg.Destinations))
+	for name, d := range cfg.Destinations {
+		if d != nil {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
 // newAdmin builds the admin routes: the credential check of admin.auth (none with
-// admin.insecure), the transform test on engine, and the replay over the routes.
-func newAdmin(cfg *config.Config, st admin.Store, engine *transform.Engine, log *slog.Logger) (*admin.Handler, error) {
+// admin.insecure), the transform test on engine, the replay over the routes, and the
+// destination routes over the configured destinations.
+func newAdmin(cfg *config.Config, st AdminStore, engine *transform.Engine, log *slog.Logger) (*admin.Handler, error) {
 	verifier, err := inboundauth.New(InboundAuthConfig(cfg.Admin.Auth))
 	if err != nil {
 		return nil, startError("build the admin routes", err)
@@ -88,6 +109,8 @@ func newAdmin(cfg *config.Config, st admin.Store, engine *transform.Engine, log 
 		Verifier:            verifier,
 		Engine:              engine,
 		Store:               st,
+		States:              st,
+		Destinations:        DestinationNames(cfg),
 		Routes:              routes,
 		MaxTransformTimeout: cfg.Admin.MaxTransformTimeoutMs.Duration(),
 		MaxPayloadBytes:     cfg.Admin.MaxPayloadBytes,

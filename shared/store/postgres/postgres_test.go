@@ -224,6 +224,11 @@ WHERE {id} = $1::uuid`)
 	return h, errors.Join(errs...)
 }
 
+func (h *hooks) DropDestinationState(ctx context.Context) error {
+	_, err := h.s.pool.Exec(ctx, "DROP TABLE "+store.DestinationStateTable)
+	return err
+}
+
 func (h *hooks) Now(ctx context.Context) (time.Time, error) {
 	var now time.Time
 	err := h.s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now)

@@ -331,6 +331,11 @@ WHERE {i.id} = @p1;`)
 	return h, nil
 }
 
+func (h *hooks) DropDestinationState(ctx context.Context) error {
+	_, err := h.s.db.ExecContext(ctx, "DROP TABLE "+store.DestinationStateTable+";")
+	return err
+}
+
 func (h *hooks) Now(ctx context.Context) (time.Time, error) {
 	var now time.Time
 	err := h.s.db.QueryRowContext(ctx, h.sql.now).Scan(&now)

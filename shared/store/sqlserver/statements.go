@@ -28,6 +28,7 @@ type statements struct {
 	outboxRenew          string
 	outboxMarkSent       string
 	outboxRetry          string
+	outboxDefer          string
 	outboxMarkDead       string
 	outboxReclaim        string
 	outboxReplay         string
@@ -382,6 +383,7 @@ func buildStatements(n store.Names) (statements, error) {
 	st.outboxRenew = e.expand(outboxRenewSQL + fmt.Sprintf(outboxFence, ""))
 	st.outboxMarkSent = e.expand(outboxMarkSentSQL + fmt.Sprintf(outboxFence, ""))
 	st.outboxRetry = e.expand(outboxRetrySQL + fmt.Sprintf(outboxFence, retryColumns))
+	st.outboxDefer = e.expand(outboxDeferSQL + fmt.Sprintf(outboxFence, deferColumns))
 	st.outboxMarkDead = e.expand(outboxMarkDeadSQL + fmt.Sprintf(outboxFence, deadColumns))
 	st.outboxReclaim = e.expand(outboxReclaimSQL)
 	st.outboxReplay = e.expand(outboxReplaySQL)

@@ -660,6 +660,7 @@ func exerciseStore(t *testing.T, names store.Names) ([]fakeEvent, statements) {
 	_, _ = s.OutboxMarkSent(ctx, []store.Claim{claim})
 	_, _ = s.OutboxRetry(ctx, []store.OutboxRetryParams{{Claim: claim, Delay: time.Second, LastError: "boom"}})
 	_, _ = s.OutboxMarkDead(ctx, []store.OutboxDeadParams{{Claim: claim, LastError: "boom"}})
+	_, _ = s.OutboxDefer(ctx, []store.OutboxDeferParams{{Claim: claim, Delay: 5 * time.Second}})
 	_, _ = s.OutboxReclaim(ctx)
 	_, _ = s.OutboxReplay(ctx, store.OutboxReplayParams{IDs: []string{claim.ID}, Topics: []string{"a"}, CreatedFrom: &from, CreatedTo: &to})
 	_, _ = s.OutboxReplay(ctx, store.OutboxReplayParams{Topics: []string{"a"}})
@@ -680,6 +681,11 @@ func exerciseStore(t *testing.T, names store.Names) ([]fakeEvent, statements) {
 	_, _ = s.InboxStats(ctx)
 	_, _ = s.InboxDeleteFinished(ctx, store.DeleteFinishedParams{MaxAge: time.Hour, Limit: 100})
 	_ = s.CheckSchema(ctx)
+	_, _ = s.DestinationStates(ctx)
+	_, _ = s.DestinationSetPaused(ctx, "billing", true)
+	_, _ = s.DestinationRecordFailure(ctx, store.BreakerFailureParams{Destination: "billing", Threshold: 3, Window: time.Minute, CoolDown: time.Hour})
+	_, _ = s.DestinationRecordSuccess(ctx, "billing")
+	_, _ = s.DestinationReserve(ctx, store.RateReserveParams{Destination: "billing", Interval: 20 * time.Millisecond, Burst: 5, MaxWait: 100 * time.Millisecond})
 	return f.statements(), s.stmt
 }
 

@@ -95,6 +95,9 @@ type Hooks interface {
 	ChangeOutbox(ctx context.Context, id string, c Change) error
 	// ChangeInbox applies a Change to one inbox row.
 	ChangeInbox(ctx context.Context, id string, c Change) error
+	// DropDestinationState drops store.DestinationStateTable, as on a database without
+	// migration V12.
+	DropDestinationState(ctx context.Context) error
 }
 
 // Change arranges a row for a test. Every set field applies.
@@ -171,7 +174,7 @@ func Run(t *testing.T, h Harness) {
 	if h.Open == nil || h.OpenEmpty == nil {
 		t.Fatal("storetest: Harness.Open or Harness.OpenEmpty is nil")
 	}
-	tests := slices.Concat(outboxTests(), inboxTests(), schemaTests())
+	tests := slices.Concat(outboxTests(), inboxTests(), destinationTests(), schemaTests())
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
