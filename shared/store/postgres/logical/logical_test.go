@@ -416,7 +416,12 @@ func TestRestartResumesFromOffsets(t *testing.T) {
 	second := run(t, e.config(w))
 	second.waitStreaming(t)
 	e.insert(t, "after")
-	waitFor(t, 30*time.Second, "the second connector's wake", func() bool { return second.Stats().Inserts >= 1 })
+	// The insert is counted before its wake and the wake before the waker's call: wait for
+	// all three, then check that nothing more was read.
+	waitFor(t, 30*time.Second, "the second connector's insert, its wake and the waker's call", func() bool {
+		st := second.Stats()
+		return st.Inserts >= 1 && st.Wakes >= 1 && w.n.Load() >= int64(st.Attempts)+1
+	})
 	st := second.Stats()
 	t.Logf("the second connector streamed after %d attempts", st.Attempts)
 	assert.EqualValues(t, 1, st.Inserts, "the changes before offsets.dat are not read again")
