@@ -2,6 +2,10 @@
 GO       ?= go
 BIN      := bin
 PKGS     := ./...
+# VERSION is stamped into the queuebox command (queuebox version): git describe, or 0.1.0-dev
+# outside a git checkout.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0-dev)
+VERSION_LDFLAGS := -X github.com/alternayte/queuebox/shared/service.Version=$(VERSION)
 # Packages run in parallel, each test with its own database.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
@@ -11,7 +15,7 @@ all: build
 
 ## build: the queuebox command in bin/queuebox and the demo receiver in bin/receiver
 build:
-	$(GO) build -o $(BIN)/queuebox ./local
+	$(GO) build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/queuebox ./local
 	$(GO) build -o $(BIN)/receiver ./local/receiver
 
 ## run: a private PostgreSQL (unless QUEUEBOX_DATABASE_URL is set), the migrations, and queuebox serve

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -16,7 +17,8 @@ const Usage = `Usage:
                                     hold the destination's rows until the resume
   queuebox destinations resume <name>
                                     deliver the destination's rows again
-  queuebox help                     print this text
+  queuebox version                  print the version of this build (also --version)
+  queuebox help                     print this text (also --help, after any command)
 
 The configuration comes from QUEUEBOX_ environment variables, then the file named by
 QUEUEBOX_CONFIG_FILE (default /etc/queuebox/queuebox.yml), then the packaged default.
@@ -25,11 +27,17 @@ Exit codes: 0 success, 1 failure, 2 usage.
 
 // command is one parsed command line.
 type command struct {
-	name     string // serve, config-check, migrate, destinations-list, destinations-pause, destinations-resume, help
+	name     string // serve, config-check, migrate, destinations-list, destinations-pause, destinations-resume, version, help
 	baseline int    // migrate --baseline N; 0 when absent
 	// destination is the name of destinations pause|resume.
 	destination string
 }
+
+// known are the commands whose --help prints the usage.
+var known = map[string]bool{"serve": true, "config": true, "migrate": true, "destinations": true, "version": true}
+
+// isHelpFlag reports whether a is --help or -h.
+func isHelpFlag(a string) bool { return a == "--help" || a == "-h" }
 
 // usageError is a command line that QueueBox does not understand.
 type usageError struct{ unknown []string }
@@ -41,7 +49,16 @@ func parseArgs(args []string) (command, error) {
 	if len(args) == 0 {
 		return command{name: "serve"}, nil
 	}
+	// --help after a command answers with the usage, as help does: `queuebox migrate --help`.
+	if known[args[0]] && slices.ContainsFunc(args[1:], isHelpFlag) {
+		return command{name: "help"}, nil
+	}
 	switch args[0] {
+	case "version", "--version":
+		if len(args) > 1 {
+			return command{}, usageError{args[1:]}
+		}
+		return command{name: "version"}, nil
 	case "serve":
 		if len(args) > 1 {
 			return command{}, usageError{args[1:]}

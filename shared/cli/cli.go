@@ -57,6 +57,9 @@ func Main(ctx context.Context, args []string, env Env) int {
 	case "help":
 		fmt.Fprint(env.Stdout, Usage)
 		return ExitOK
+	case "version":
+		fmt.Fprintf(env.Stdout, "queuebox %s\n", service.Version)
+		return ExitOK
 	case "config-check":
 		return configCheck(ctx, env)
 	case "migrate":

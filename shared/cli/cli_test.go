@@ -21,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
@@ -47,6 +48,14 @@ func TestParseArgs(t *testing.T) {
 		{args: []string{"migrate", "--baseline", "x"}, wantErr: "Unknown arguments: --baseline x"},
 		{args: []string{"migrate", "--baseline", "0"}, wantErr: "Unknown arguments: --baseline 0"},
 		{args: []string{"migrate", "now"}, wantErr: "Unknown arguments: now"},
+		{args: []string{"version"}, want: command{name: "version"}},
+		{args: []string{"--version"}, want: command{name: "version"}},
+		{args: []string{"version", "now"}, wantErr: "Unknown arguments: now"},
+		{args: []string{"serve", "--help"}, want: command{name: "help"}},
+		{args: []string{"config", "check", "--help"}, want: command{name: "help"}},
+		{args: []string{"migrate", "-h"}, want: command{name: "help"}},
+		{args: []string{"destinations", "pause", "--help"}, want: command{name: "help"}},
+		{args: []string{"bogus", "--help"}, wantErr: "Unknown arguments: bogus --help"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, "_"), func(t *testing.T) {
@@ -96,6 +105,25 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// version and --version print the version that the build stamped into service.Version
+// (make build: git describe), and every command answers --help with the usage, exit 0, before
+// it reads any configuration or database.
+func TestVersionAndHelpOfEveryCommand(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		r := run(t, context.Background(), nil, args...)
+		if r.code != ExitOK || r.stdout != "queuebox "+service.Version+"\n" || r.stderr != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	for _, args := range [][]string{{"serve", "--help"}, {"config", "check", "-h"}, {"migrate", "--help"}, {"destinations", "--help"}, {"destinations", "resume", "--help"}} {
+		r := run(t, context.Background(), map[string]string{"QUEUEBOX_CONFIG_FILE": "/nonexistent/queuebox.yml"}, args...)
+		if r.code != ExitOK || r.stdout != Usage || r.stderr != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
+	}
 }
 
 func TestUnknownArgumentsExitTwo(t *testing.T) {
