@@ -99,7 +99,7 @@ bench-peers:
 LAMBDA_DIR       := $(BIN)/lambda
 LAMBDA_FUNCTIONS := $(sort $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go)))
 LAMBDA_ENV       := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
-LAMBDA_FLAGS     := -tags lambda.norpc -trimpath -ldflags "-s -w"
+LAMBDA_FLAGS     := -tags lambda.norpc -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)"
 LAMBDA_CONFIG    ?=
 
 .PHONY: lambda
