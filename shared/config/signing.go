@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/forwarded"
 )
 
@@ -141,22 +142,14 @@ func (v *validator) signing(p keyPath, kind DestinationKind, s *Signing) {
 	}
 }
 
-// checkSigningSecret checks a standard-webhooks secret: whsec_, then the standard base64 of a
-// key of MinSigningKeyBytes to MaxSigningKeyBytes bytes. The error never holds the secret.
+// checkSigningSecret checks a standard-webhooks secret with the publisher's own decoding
+// (webhook.SigningKey: whsec_, then the standard base64 of a key of MinSigningKeyBytes to
+// MaxSigningKeyBytes bytes), so that config check refuses exactly what serve refuses. The error
+// never holds the secret.
 func checkSigningSecret(secret string) error {
 	if secret == "" {
 		return errors.New("is empty")
 	}
-	encoded, ok := strings.CutPrefix(secret, "whsec_")
-	if !ok {
-		return errors.New("must start with whsec_, followed by the standard base64 of the key")
-	}
-	key, err := StandardWebhooksKey(encoded)
-	if err != nil {
-		return errors.New("must be whsec_ followed by standard base64: the text after whsec_ does not decode")
-	}
-	if len(key) < MinSigningKeyBytes || len(key) > MaxSigningKeyBytes {
-		return fmt.Errorf("must hold a key of %d to %d bytes, not %d bytes", MinSigningKeyBytes, MaxSigningKeyBytes, len(key))
-	}
-	return nil
+	_, err := webhook.SigningKey(secret)
+	return err
 }

@@ -50,14 +50,3 @@ func TestWebhookConfigCarriesSigning(t *testing.T) {
 		t.Errorf("hmac: the publisher got %v, want %v", got, want)
 	}
 }
-
-// The bounds of a standard-webhooks block are the same in the configuration and in the
-// publisher, so that what config check accepts the publisher builds.
-func TestSigningBoundsAgree(t *testing.T) {
-	t.Parallel()
-	if config.MaxSigningSecrets != webhook.MaxSigningSecrets || config.MinSigningKeyBytes != webhook.MinSigningKeyBytes ||
-		config.MaxSigningKeyBytes != webhook.MaxSigningKeyBytes {
-		t.Errorf("config allows %d secrets of %d-%d bytes, the publisher %d of %d-%d", config.MaxSigningSecrets,
-			config.MinSigningKeyBytes, config.MaxSigningKeyBytes, webhook.MaxSigningSecrets, webhook.MinSigningKeyBytes, webhook.MaxSigningKeyBytes)
-	}
-}

@@ -124,7 +124,7 @@ func (s Signing) validate(prefix string) error {
 func SigningKey(secret string) ([]byte, error) {
 	encoded, ok := strings.CutPrefix(secret, "whsec_")
 	if !ok {
-		return nil, errors.New("must start with whsec_ (whsec_ followed by the standard base64 of the key)")
+		return nil, errors.New("must start with whsec_, followed by the standard base64 of the key")
 	}
 	key, err := base64.StdEncoding.DecodeString(encoded)
 	if err != nil {

@@ -213,7 +213,7 @@ func TestSigningConfigIsValidated(t *testing.T) {
 		{webhook.Signing{Kind: webhook.SigningStandardWebhooks}, "destinations.orders-api.signing.secrets: at least one secret is required"},
 		{webhook.Signing{Kind: webhook.SigningStandardWebhooks, Secrets: many}, "destinations.orders-api.signing.secrets: at most 10 secrets, not 11"},
 		{webhook.Signing{Kind: webhook.SigningStandardWebhooks, Secrets: []string{signingSecret1, "AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA="}},
-			"destinations.orders-api.signing.secrets[1]: must start with whsec_ (whsec_ followed by the standard base64 of the key)"},
+			"destinations.orders-api.signing.secrets[1]: must start with whsec_, followed by the standard base64 of the key"},
 		{webhook.Signing{Kind: webhook.SigningStandardWebhooks, Secrets: []string{"whsec_%%%%"}},
 			"destinations.orders-api.signing.secrets[0]: must be whsec_ followed by standard base64: the text after whsec_ does not decode"},
 		{webhook.Signing{Kind: webhook.SigningStandardWebhooks, Secrets: []string{"whsec_AQIDBAUGBwgJCgsMDQ4PEA=="}},
