@@ -142,15 +142,25 @@ func load(env Env, log *slog.Logger, engine *transform.Engine) (*config.Config, 
 	return cfg, true
 }
 
-func migrateCommand(ctx context.Context, env Env, baseline int) int {
-	log := service.NewLogger(env.Stderr, slog.LevelInfo)
+// connect loads the configuration and connects to its database, logging at level. It prints
+// a failure to load or connect itself and returns false.
+func connect(ctx context.Context, env Env, level slog.Level) (*config.Config, *service.Database, bool) {
+	log := service.NewLogger(env.Stderr, level)
 	cfg, ok := load(env, log, service.NewEngine())
 	if !ok {
-		return ExitFailure
+		return nil, nil, false
 	}
 	db, err := service.Connect(ctx, cfg, log)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err.Error())
+		return nil, nil, false
+	}
+	return cfg, db, true
+}
+
+func migrateCommand(ctx context.Context, env Env, baseline int) int {
+	_, db, ok := connect(ctx, env, slog.LevelInfo)
+	if !ok {
 		return ExitFailure
 	}
 	defer db.Close()

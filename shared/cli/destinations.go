@@ -20,14 +20,8 @@ import (
 // configured destinations, and returns f's exit code. It prints a failure to load or connect
 // itself and returns ExitFailure.
 func withDestinations(ctx context.Context, env Env, f func(admin.Destinations) int) int {
-	log := service.NewLogger(env.Stderr, slog.LevelWarn)
-	cfg, ok := load(env, log, service.NewEngine())
+	cfg, db, ok := connect(ctx, env, slog.LevelWarn)
 	if !ok {
-		return ExitFailure
-	}
-	db, err := service.Connect(ctx, cfg, log)
-	if err != nil {
-		fmt.Fprintln(env.Stderr, err.Error())
 		return ExitFailure
 	}
 	defer db.Close()
