@@ -10,6 +10,7 @@ import (
 
 	"github.com/alternayte/queuebox/shared/admin"
 	"github.com/alternayte/queuebox/shared/capture"
+	"github.com/alternayte/queuebox/shared/console"
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/inbox"
@@ -96,8 +97,10 @@ type AppOptions struct {
 	Relay Want
 	// Retention builds the retention cleanup.
 	Retention bool
-	// Admin builds the admin routes.
+	// Admin builds the admin routes, and the web console with them (docs/console.md).
 	Admin Want
+	// Counters feed the console's rates (metrics.Registry.Totals); nil shows none.
+	Counters func() map[string]float64
 	// Inbox builds the HTTP inbox, answering 503 while Draining reports true (nil: never).
 	Inbox    bool
 	Draining func() bool
@@ -169,6 +172,9 @@ type App struct {
 	Cleaner *retention.Cleaner
 	// Admin is the admin routes.
 	Admin *admin.Handler
+	// Console is the web console under /console; nil when the admin routes are off or
+	// admin.auth has no secret that a person can type (docs/console.md).
+	Console *console.Console
 	// Inbox is the HTTP inbox.
 	Inbox *inbox.Handler
 	// Capture is the capture connector.
@@ -296,6 +302,9 @@ func (a *App) build(ctx context.Context) error {
 	}
 	if wanted(o.Admin, cfg.Admin.Enabled) {
 		if a.Admin, err = newAdmin(cfg, st, a.engine, log); err != nil {
+			return err
+		}
+		if a.Console, err = newConsole(cfg, st, st, o.Counters, log); err != nil {
 			return err
 		}
 	}
