@@ -58,7 +58,7 @@ func options(log *slog.Logger, m service.Recorder, pool service.PoolMetrics, dra
 	}
 	return service.AppOptions{
 		Counters: counters,
-		Logger: log, Metrics: m, Pool: pool, Engine: engine,
+		Logger:   log, Metrics: m, Pool: pool, Engine: engine,
 		Poller: true, Brokers: destinations.All(),
 		Relay: service.IfEnabled, Retention: true, Admin: service.IfEnabled,
 		Inbox: true, Draining: draining, Capture: service.IfEnabled,

@@ -10,8 +10,8 @@ import (
 
 	"github.com/alternayte/queuebox/shared/admin"
 	"github.com/alternayte/queuebox/shared/capture"
-	"github.com/alternayte/queuebox/shared/console"
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/console"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/relay"
