@@ -183,12 +183,14 @@ func migrateCommand(ctx context.Context, env Env, baseline int) int {
 }
 
 func serveCommand(ctx context.Context, env Env) int {
-	log := service.NewLogger(env.Stderr, slog.LevelInfo)
+	level := service.NewLevel()
+	log := service.NewLogger(env.Stderr, level)
 	engine := service.NewEngine()
 	cfg, ok := load(env, log, engine)
 	if !ok {
 		return ExitFailure
 	}
+	service.SetLevel(level, cfg)
 	log.Info("configuration loaded", "config", cfg.LogValue())
 	local, err := localserver.NewWithEngine(ctx, cfg, log, engine)
 	if err != nil {
