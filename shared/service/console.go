@@ -76,14 +76,10 @@ type consoleBackend struct {
 
 var _ console.Backend = (*consoleBackend)(nil)
 
-// replayStore returns the store's replay statements; the bound store of a Build without a
-// database forwards to the store that Open bound.
+// replayStore returns the store's replay statements (the bound store of a Build without a
+// database forwards them to the store that Open bound).
 func (b *consoleBackend) replayStore() (store.ReplayStore, error) {
-	st := b.st
-	if bs, ok := st.(*boundStore); ok {
-		st = bs.Store
-	}
-	rs, ok := st.(store.ReplayStore)
+	rs, ok := b.st.(store.ReplayStore)
 	if !ok {
 		return nil, errors.New("the store has no replay statements")
 	}
