@@ -25,9 +25,18 @@ type Config struct {
 	Sources map[string]*Source `yaml:"sources,omitempty"`
 	// Retention is the retention section.
 	Retention Retention `yaml:"retention"`
+	// Logging is the logging section, an extension beyond spec/ (docs/monitoring.md).
+	Logging Logging `yaml:"logging"`
 
 	// Origin tells which sources Load read. It is not a configuration key.
 	Origin Origin `yaml:"-"`
+}
+
+// Logging is the logging section.
+type Logging struct {
+	// Level is the lowest level of the lines written: debug, info, warn or error, in any
+	// letter case. debug adds a line for each claim and each delivery. Default: info.
+	Level LogLevel `yaml:"level"`
 }
 
 // Origin records where a loaded configuration came from.
@@ -361,6 +370,7 @@ func Default() *Config {
 			Outbox: DefaultTableRetention(),
 			Inbox:  DefaultTableRetention(),
 		},
+		Logging: Logging{Level: LogInfo},
 	}
 }
 

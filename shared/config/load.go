@@ -281,6 +281,7 @@ func (c *Config) resolve(root *node) {
 	}
 	c.Database.Type = DatabaseType(strings.ToLower(strings.TrimSpace(string(c.Database.Type))))
 	c.Outbox.Capture.Mode = CaptureMode(strings.ToLower(strings.TrimSpace(string(c.Outbox.Capture.Mode))))
+	c.Logging.Level = LogLevel(strings.ToLower(strings.TrimSpace(string(c.Logging.Level))))
 	resolveAuth(c.Admin.Auth)
 	c.resolveControls(root)
 	for _, d := range c.Destinations {

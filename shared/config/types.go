@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -80,6 +81,30 @@ const (
 	PostgreSQL DatabaseType = "postgresql"
 	SQLServer  DatabaseType = "sqlserver"
 )
+
+// LogLevel is logging.level.
+type LogLevel string
+
+// The values of logging.level.
+const (
+	LogDebug LogLevel = "debug"
+	LogInfo  LogLevel = "info"
+	LogWarn  LogLevel = "warn"
+	LogError LogLevel = "error"
+)
+
+// Slog returns the level as a slog.Level; an unknown level is info (validation refuses it).
+func (l LogLevel) Slog() slog.Level {
+	switch l {
+	case LogDebug:
+		return slog.LevelDebug
+	case LogWarn:
+		return slog.LevelWarn
+	case LogError:
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
 
 // CaptureMode is outbox.capture.mode.
 type CaptureMode string

@@ -51,6 +51,7 @@ func (c *Config) validate(compile TransformCompiler, reported ...Problem) []Prob
 		v.source(keyPath{"sources", name}, c.Sources[name], httpPaths)
 	}
 	v.retention(c.Retention)
+	v.oneOf(keyPath{"logging", "level"}, string(c.Logging.Level), string(LogDebug), string(LogInfo), string(LogWarn), string(LogError))
 	v.checkBounds(c)
 	return v.problems
 }

@@ -478,7 +478,12 @@ func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route)
 		writeJSON(w, http.StatusInternalServerError, bodyStorage)
 		return
 	}
-	if rt.rules.counted(&p, res) == Duplicate {
+	dup := rt.rules.counted(&p, res) == Duplicate
+	if h.log.Enabled(r.Context(), slog.LevelDebug) {
+		rt.rules.logger(corrID).DebugContext(r.Context(), "inbox: message stored",
+			slog.String("message_id", res.ID), slog.Bool("duplicate", dup), slog.String("event_type", p.EventType))
+	}
+	if dup {
 		writeJSON(w, http.StatusOK, bodyDuplicate)
 		return
 	}

@@ -41,6 +41,9 @@ func AdminRoutes(rt *Runtime) (http.Handler, error) {
 	mux := http.NewServeMux()
 	app.Health().Register(mux)
 	mux.HandleFunc("GET /{$}", service.Running)
+	if app.Console != nil {
+		app.Console.Register(mux)
+	}
 	if app.Admin != nil {
 		app.Admin.Register(mux)
 	} else {

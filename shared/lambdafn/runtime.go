@@ -83,7 +83,8 @@ func Init(ctx context.Context, opts Options) (*Runtime, error) {
 	if out == nil {
 		out = os.Stderr
 	}
-	log := service.NewLogger(out, slog.LevelInfo)
+	level := service.NewLevel()
+	log := service.NewLogger(out, level)
 	cfg, warnings, err := service.Load(opts.Load)
 	for _, w := range warnings {
 		log.Warn("configuration warning", "warning", w.String())
@@ -91,6 +92,7 @@ func Init(ctx context.Context, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, service.NewStartError("load the configuration", err)
 	}
+	service.SetLevel(level, cfg)
 	settings, err := ParseSettings(opts.Load.Env)
 	if err != nil {
 		return nil, service.NewStartError("read the Lambda settings", err)

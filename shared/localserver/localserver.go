@@ -52,8 +52,13 @@ type Local struct {
 // capture when outbox.capture.enabled), the inbox and the admin routes, and the broker
 // destinations of RabbitMQ, Kafka and NATS as well as HTTP.
 func options(log *slog.Logger, m service.Recorder, pool service.PoolMetrics, draining func() bool, engine *transform.Engine) service.AppOptions {
+	var counters func() map[string]float64
+	if r, ok := m.(*metrics.Registry); ok && r != nil {
+		counters = r.Totals
+	}
 	return service.AppOptions{
-		Logger: log, Metrics: m, Pool: pool, Engine: engine,
+		Counters: counters,
+		Logger:   log, Metrics: m, Pool: pool, Engine: engine,
 		Poller: true, Brokers: destinations.All(),
 		Relay: service.IfEnabled, Retention: true, Admin: service.IfEnabled,
 		Inbox: true, Draining: draining, Capture: service.IfEnabled,
@@ -266,6 +271,9 @@ func (l *Local) handlers() (data http.Handler, mgmt http.Handler) {
 	management.HandleFunc("GET /{$}", service.Running)
 	if l.app.Admin != nil {
 		l.app.Admin.Register(management)
+	}
+	if l.app.Console != nil {
+		l.app.Console.Register(management)
 	}
 	return l.app.Handlers(management)
 }

@@ -158,6 +158,37 @@ func (w *textTypeWriter) Write(b []byte) (int, error) {
 // (the connection pool metrics).
 func (r *Registry) Prometheus() *prometheus.Registry { return r.reg }
 
+// Totals returns the outcome counters that the console shows as rates, by a label for people:
+// queuebox_outbox_messages_total per status ("outbox sent", "outbox failed", "outbox dead") and
+// queuebox_inbox_messages_total per status ("inbox new", "inbox forwarded", "inbox duplicate").
+// A status that has not been counted yet is absent.
+func (r *Registry) Totals() map[string]float64 {
+	out := map[string]float64{}
+	families, err := r.reg.Gather()
+	if err != nil {
+		return out
+	}
+	for _, f := range families {
+		var prefix string
+		switch f.GetName() {
+		case "queuebox_outbox_messages_total":
+			prefix = "outbox "
+		case "queuebox_inbox_messages_total":
+			prefix = "inbox "
+		default:
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "status" {
+					out[prefix+l.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
 // Outcome counts queuebox_outbox_messages_total{status}.
 func (r *Registry) Outcome(status string) { r.outboxMessages.WithLabelValues(status).Inc() }
 

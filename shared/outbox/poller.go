@@ -398,7 +398,11 @@ func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
 	r.mu.Lock()
 	r.sum.Claimed += len(rows)
 	r.mu.Unlock()
+	debug := p.log.Enabled(ctx, slog.LevelDebug)
 	for _, row := range rows {
+		if debug {
+			p.rowLog(row, p.destinationOf(row)).Debug("outbox row claimed")
+		}
 		r.launch(row)
 	}
 	return len(rows), nil
@@ -422,7 +426,7 @@ func (r *run) inflightCount() int {
 
 // deliver routes and publishes one row.
 func (p *Poller) deliver(ctx context.Context, f *flight) result {
-	msg := messageOf(f.row, p.log)
+	msg := messageOf(f.row, p)
 	rt, ok := p.routes.Match(msg.Topic)
 	if !ok {
 		return result{f: f, err: noRouteError(msg.Topic), dead: true}
@@ -459,8 +463,16 @@ func (p *Poller) deliver(ctx context.Context, f *flight) result {
 	}
 	start := time.Now()
 	err := dest.Publisher.Publish(ctx, msg)
-	p.metrics.PublishDuration(dest.Publisher.Type(), time.Since(start))
+	took := time.Since(start)
+	p.metrics.PublishDuration(dest.Publisher.Type(), took)
 	p.ctl.outcome(ctx, pl, adm, err)
+	if p.log.Enabled(ctx, slog.LevelDebug) {
+		if err != nil {
+			p.rowLog(f.row, dest.Name).Debug("outbox delivery failed", "duration_ms", took.Milliseconds(), "error", redact.Error(err))
+		} else {
+			p.rowLog(f.row, dest.Name).Debug("outbox delivery succeeded", "duration_ms", took.Milliseconds())
+		}
+	}
 	if err != nil {
 		p.metrics.DestinationOutcome(dest.Name, "failure")
 		return result{f: f, plan: pl, err: err}
@@ -470,7 +482,7 @@ func (p *Poller) deliver(ctx context.Context, f *flight) result {
 }
 
 // messageOf turns a claimed row into the message a publisher sees.
-func messageOf(row store.OutboxMessage, log *slog.Logger) Message {
+func messageOf(row store.OutboxMessage, p *Poller) Message {
 	m := Message{
 		ID: row.ID, Topic: row.Topic, Key: row.Key, AggregateType: row.AggregateType,
 		Payload: row.Payload, Attempt: row.Attempt, CreatedAt: row.CreatedAt,
@@ -478,7 +490,7 @@ func messageOf(row store.OutboxMessage, log *slog.Logger) Message {
 	if len(row.Headers) > 0 && string(row.Headers) != "{}" {
 		var raw map[string]json.RawMessage
 		if err := json.Unmarshal(row.Headers, &raw); err != nil {
-			log.Warn("outbox row headers are not a JSON object; sending none", "message_id", row.ID, "error", err)
+			p.rowLog(row, p.destinationOf(row)).Warn("outbox row headers are not a JSON object; sending none", "error", err)
 		} else if len(raw) > 0 {
 			m.Headers = make(map[string]string, len(raw))
 			for k, v := range raw {
@@ -529,6 +541,8 @@ func (r *run) finish(batch []result) {
 		var retries []store.OutboxRetryParams
 		var deads []store.OutboxDeadParams
 		var defers []deferral
+		// The rows of sent, retries and deads, in their order, for the log lines.
+		var sentRows, retryRows, deadRows []rowLine
 		for _, res := range batch {
 			row := res.f.row
 			pl := res.plan
@@ -537,20 +551,23 @@ func (r *run) finish(batch []result) {
 			}
 			switch {
 			case res.deferBy > 0:
-				defers = append(defers, deferral{OutboxDeferParams: store.OutboxDeferParams{Claim: row.Claim(), Delay: res.deferBy}, dest: pl.name, reason: res.reason})
+				defers = append(defers, deferral{OutboxDeferParams: store.OutboxDeferParams{Claim: row.Claim(), Delay: res.deferBy}, dest: pl.name, reason: res.reason, row: row})
 			case res.err == nil:
 				sent = append(sent, row.Claim())
+				sentRows = append(sentRows, rowLine{row, pl.name})
 			case res.dead || isTerminal(res.err) || pl.retry.exhausted(row.Attempt, row.MaxAttempts):
 				deads = append(deads, store.OutboxDeadParams{Claim: row.Claim(), LastError: redact.Error(res.err)})
+				deadRows = append(deadRows, rowLine{row, pl.name})
 			default:
 				delay := pl.retry.delay(row.Attempt, res.err)
 				retries = append(retries, store.OutboxRetryParams{Claim: row.Claim(), Delay: delay, LastError: redact.Error(res.err)})
+				retryRows = append(retryRows, rowLine{row, pl.name})
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		r.finishSent(ctx, sent)
-		r.finishRetries(ctx, retries)
-		r.finishDeads(ctx, deads)
+		r.finishSent(ctx, sent, sentRows)
+		r.finishRetries(ctx, retries, retryRows)
+		r.finishDeads(ctx, deads, deadRows)
 		r.finishDefers(ctx, defers)
 		cancel()
 	}
@@ -604,7 +621,13 @@ func changedSet(ids []string) map[string]bool {
 	return m
 }
 
-func (r *run) finishSent(ctx context.Context, claims []store.Claim) {
+// rowLine is a finished row and its destination, for the log lines about it.
+type rowLine struct {
+	row  store.OutboxMessage
+	dest string
+}
+
+func (r *run) finishSent(ctx context.Context, claims []store.Claim, rows []rowLine) {
 	if len(claims) == 0 {
 		return
 	}
@@ -618,7 +641,7 @@ func (r *run) finishSent(ctx context.Context, claims []store.Claim) {
 	changed := changedSet(ids)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, c := range claims {
+	for i, c := range claims {
 		if changed[c.ID] {
 			r.sum.Sent++
 			p.metrics.Outcome("sent")
@@ -626,12 +649,11 @@ func (r *run) finishSent(ctx context.Context, claims []store.Claim) {
 		}
 		r.sum.ClaimsLost++
 		p.metrics.ClaimLost()
-		p.log.Error("outbox message was delivered after its claim was lost; the new owner delivers it again, a duplicate",
-			"message_id", c.ID)
+		p.rowLog(rows[i].row, rows[i].dest).Error("outbox message was delivered after its claim was lost; the new owner delivers it again, a duplicate")
 	}
 }
 
-func (r *run) finishRetries(ctx context.Context, retries []store.OutboxRetryParams) {
+func (r *run) finishRetries(ctx context.Context, retries []store.OutboxRetryParams, rows []rowLine) {
 	if len(retries) == 0 {
 		return
 	}
@@ -645,21 +667,22 @@ func (r *run) finishRetries(ctx context.Context, retries []store.OutboxRetryPara
 	changed := changedSet(ids)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, rt := range retries {
+	for i, rt := range retries {
+		log := p.rowLog(rows[i].row, rows[i].dest)
 		if changed[rt.ID] {
 			r.sum.Retried++
 			p.metrics.Outcome("failed")
-			p.log.Warn("outbox delivery failed; retrying later", "message_id", rt.ID,
+			log.Warn("outbox delivery failed; retrying later",
 				"retry_in_ms", rt.Delay.Milliseconds(), "error", rt.LastError)
 			continue
 		}
 		r.sum.ClaimsLost++
 		p.metrics.ClaimLost()
-		p.log.Warn("outbox retry lost its claim; another replica owns the message", "message_id", rt.ID)
+		log.Warn("outbox retry lost its claim; another replica owns the message")
 	}
 }
 
-func (r *run) finishDeads(ctx context.Context, deads []store.OutboxDeadParams) {
+func (r *run) finishDeads(ctx context.Context, deads []store.OutboxDeadParams, rows []rowLine) {
 	if len(deads) == 0 {
 		return
 	}
@@ -673,16 +696,17 @@ func (r *run) finishDeads(ctx context.Context, deads []store.OutboxDeadParams) {
 	changed := changedSet(ids)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, d := range deads {
+	for i, d := range deads {
+		log := p.rowLog(rows[i].row, rows[i].dest)
 		if changed[d.ID] {
 			r.sum.Dead++
 			p.metrics.Outcome("dead")
-			p.log.Warn("outbox message is dead", "message_id", d.ID, "error", d.LastError)
+			log.Warn("outbox message is dead", "error", d.LastError)
 			continue
 		}
 		r.sum.ClaimsLost++
 		p.metrics.ClaimLost()
-		p.log.Warn("outbox dead letter lost its claim; another replica owns the message", "message_id", d.ID)
+		log.Warn("outbox dead letter lost its claim; another replica owns the message")
 	}
 }
 
@@ -691,6 +715,7 @@ type deferral struct {
 	store.OutboxDeferParams
 	dest   string
 	reason string
+	row    store.OutboxMessage
 }
 
 func (r *run) finishDefers(ctx context.Context, defers []deferral) {
@@ -721,7 +746,7 @@ func (r *run) finishDefers(ctx context.Context, defers []deferral) {
 		}
 		r.sum.ClaimsLost++
 		p.metrics.ClaimLost()
-		p.log.Warn("outbox deferral lost its claim; another replica owns the message", "message_id", d.ID)
+		p.rowLog(d.row, d.dest).Warn("outbox deferral lost its claim; another replica owns the message")
 	}
 }
 
@@ -776,7 +801,7 @@ func (r *run) renewer() {
 		}
 		r.mu.Unlock()
 		for _, f := range lost {
-			p.log.Warn("outbox lease renewal lost the claim; cancelling the publish", "message_id", f.row.ID)
+			p.rowLog(f.row, p.destinationOf(f.row)).Warn("outbox lease renewal lost the claim; cancelling the publish")
 			f.cancel()
 		}
 	}

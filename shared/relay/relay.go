@@ -416,6 +416,11 @@ func (rn *run) cycle() (int, error) {
 		}
 		rn.judge(before, len(rows))
 	}()
+	if r.log.Enabled(rn.work, slog.LevelDebug) {
+		for _, row := range rows {
+			rn.rowLog(row).Debug("inbox row claimed by the relay")
+		}
+	}
 	rn.mu.Lock()
 	for _, row := range rows {
 		rn.held[row.ID] = &heldRow{claim: row.Claim()}
@@ -522,7 +527,9 @@ func (rn *run) abandon(rows []store.InboxMessage) {
 
 // rowLog is the logger of one row's lines; it is built only for a line that is written.
 func (rn *run) rowLog(row store.InboxMessage) *slog.Logger {
-	log := rn.r.log.With("inbox_id", row.ID, "source", row.Source)
+	// message_id and attempt name the row as the outbox's lines name theirs (docs/monitoring.md);
+	// inbox_id stays for the readers of the earlier lines.
+	log := rn.r.log.With("message_id", row.ID, "inbox_id", row.ID, "source", row.Source, "attempt", row.Attempt)
 	if row.CorrelationID != "" {
 		log = log.With("correlation_id", row.CorrelationID)
 	}

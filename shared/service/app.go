@@ -11,6 +11,7 @@ import (
 	"github.com/alternayte/queuebox/shared/admin"
 	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/console"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/relay"
@@ -96,8 +97,10 @@ type AppOptions struct {
 	Relay Want
 	// Retention builds the retention cleanup.
 	Retention bool
-	// Admin builds the admin routes.
+	// Admin builds the admin routes, and the web console with them (docs/console.md).
 	Admin Want
+	// Counters feed the console's rates (metrics.Registry.Totals); nil shows none.
+	Counters func() map[string]float64
 	// Inbox builds the HTTP inbox, answering 503 while Draining reports true (nil: never).
 	Inbox    bool
 	Draining func() bool
@@ -169,6 +172,9 @@ type App struct {
 	Cleaner *retention.Cleaner
 	// Admin is the admin routes.
 	Admin *admin.Handler
+	// Console is the web console under /console; nil when the admin routes are off or
+	// admin.auth has no secret that a person can type (docs/console.md).
+	Console *console.Console
 	// Inbox is the HTTP inbox.
 	Inbox *inbox.Handler
 	// Capture is the capture connector.
@@ -197,6 +203,63 @@ type App struct {
 // that Build can build every part before the database answers. Nothing calls it before Open;
 // a call would panic on the nil interface.
 type boundStore struct{ store.Store }
+
+// errNoReplayStatements is the error of a replay statement on a store without them.
+var errNoReplayStatements = errors.New("the store has no replay statements")
+
+// replay returns the bound store's replay statements, or nil.
+func (b *boundStore) replay() store.ReplayStore {
+	rs, _ := b.Store.(store.ReplayStore)
+	return rs
+}
+
+// OutboxSelectionCount forwards to the bound store (store.ReplayStore).
+func (b *boundStore) OutboxSelectionCount(ctx context.Context, sel store.OutboxSelection) (int64, error) {
+	if rs := b.replay(); rs != nil {
+		return rs.OutboxSelectionCount(ctx, sel)
+	}
+	return 0, errNoReplayStatements
+}
+
+// OutboxSelectionScan forwards to the bound store (store.ReplayStore).
+func (b *boundStore) OutboxSelectionScan(ctx context.Context, sel store.OutboxSelection, page store.ScanParams) ([]store.FinishedRow, error) {
+	if rs := b.replay(); rs != nil {
+		return rs.OutboxSelectionScan(ctx, sel, page)
+	}
+	return nil, errNoReplayStatements
+}
+
+// OutboxReplayBatch forwards to the bound store (store.ReplayStore).
+func (b *boundStore) OutboxReplayBatch(ctx context.Context, sel store.OutboxSelection, after string, limit int) (store.ReplayBatchResult, error) {
+	if rs := b.replay(); rs != nil {
+		return rs.OutboxReplayBatch(ctx, sel, after, limit)
+	}
+	return store.ReplayBatchResult{}, errNoReplayStatements
+}
+
+// InboxSelectionCount forwards to the bound store (store.ReplayStore).
+func (b *boundStore) InboxSelectionCount(ctx context.Context, sel store.InboxSelection) (int64, error) {
+	if rs := b.replay(); rs != nil {
+		return rs.InboxSelectionCount(ctx, sel)
+	}
+	return 0, errNoReplayStatements
+}
+
+// InboxSelectionScan forwards to the bound store (store.ReplayStore).
+func (b *boundStore) InboxSelectionScan(ctx context.Context, sel store.InboxSelection, page store.ScanParams) ([]store.FinishedRow, error) {
+	if rs := b.replay(); rs != nil {
+		return rs.InboxSelectionScan(ctx, sel, page)
+	}
+	return nil, errNoReplayStatements
+}
+
+// InboxReplayBatch forwards to the bound store (store.ReplayStore).
+func (b *boundStore) InboxReplayBatch(ctx context.Context, sel store.InboxSelection, after string, limit int) (store.ReplayBatchResult, error) {
+	if rs := b.replay(); rs != nil {
+		return rs.InboxReplayBatch(ctx, sel, after, limit)
+	}
+	return store.ReplayBatchResult{}, errNoReplayStatements
+}
 
 // Build builds the parts that o asks for from cfg, each once: in this order the capture
 // settings (outbox.capture), the health pool, the outbox poller (routes, transforms,
@@ -296,6 +359,9 @@ func (a *App) build(ctx context.Context) error {
 	}
 	if wanted(o.Admin, cfg.Admin.Enabled) {
 		if a.Admin, err = newAdmin(cfg, st, a.engine, log); err != nil {
+			return err
+		}
+		if a.Console, err = newConsole(cfg, st, st, o.Counters, log); err != nil {
 			return err
 		}
 	}

@@ -35,7 +35,7 @@ type DataOptions struct {
 //
 // In this order: 503 while opts.Draining reports the shutdown and 413 for a Content-Length
 // above opts.MaxBodyBytes (inbox.Gate, the checks that the inbox handler runs itself); GET /
-// answers RunningText; /metrics, /health, /health/ and /admin/ go to opts.Management when it
+// answers RunningText; /metrics, /health, /health/, /admin/ and /console go to opts.Management when it
 // is set; every other path goes to in, the inbox, which answers 404 for a path that no source
 // serves.
 func DataHandler(in http.Handler, opts DataOptions) http.Handler {
@@ -46,6 +46,10 @@ func DataHandler(in http.Handler, opts DataOptions) http.Handler {
 		mux.Handle("/health/", opts.Management)
 		mux.Handle("/health", opts.Management)
 		mux.Handle("/admin/", opts.Management)
+		// The console (docs/console.md) exists only when admin.enabled; otherwise the
+		// management mux answers 404 for it.
+		mux.Handle("/console", opts.Management)
+		mux.Handle("/console/", opts.Management)
 	}
 	mux.Handle("/", in)
 	return inbox.Gate(mux, opts.Draining, opts.MaxBodyBytes)

@@ -53,9 +53,25 @@ func NewStartError(step string, err error) error { return &StartError{Step: step
 func startError(step string, err error) error { return NewStartError(step, err) }
 
 // NewLogger returns the process logger: JSON lines through the redaction of shared/redact,
-// so no secret reaches a log.
-func NewLogger(w io.Writer, level slog.Level) *slog.Logger {
+// so no secret reaches a log. level is a slog.Level, or a *slog.LevelVar that the process sets
+// from logging.level once the configuration is loaded (see NewLevel).
+func NewLogger(w io.Writer, level slog.Leveler) *slog.Logger {
 	return slog.New(redact.Handler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})))
+}
+
+// NewLevel returns the level of a process logger before its configuration is loaded: info.
+// SetLevel moves it to logging.level.
+func NewLevel() *slog.LevelVar {
+	lv := new(slog.LevelVar)
+	lv.Set(slog.LevelInfo)
+	return lv
+}
+
+// SetLevel sets lv to the configuration's logging.level.
+func SetLevel(lv *slog.LevelVar, cfg *config.Config) {
+	if lv != nil && cfg != nil {
+		lv.Set(cfg.Logging.Level.Slog())
+	}
 }
 
 // Names maps the configured table and column names to the store's names.

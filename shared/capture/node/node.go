@@ -330,7 +330,8 @@ func (n *Node) Run(ctx context.Context) error {
 // clean stop, 1 when the configuration, the settings or the start fail (a configuration with
 // neither capture nor a broker source among them), or capture faults.
 func Main(ctx context.Context, environ []string, readFile func(string) ([]byte, error), stderr io.Writer) int {
-	log := service.NewLogger(stderr, slog.LevelInfo)
+	level := service.NewLevel()
+	log := service.NewLogger(stderr, level)
 	env := service.EnvMap(environ)
 	cfg, warnings, err := service.Load(service.LoadOptions{Env: env, ReadFile: readFile})
 	for _, w := range warnings {
@@ -340,6 +341,7 @@ func Main(ctx context.Context, environ []string, readFile func(string) ([]byte, 
 		fmt.Fprint(stderr, service.LoadErrorText(err))
 		return 1
 	}
+	service.SetLevel(level, cfg)
 	settings, err := ParseSettings(env, cfg.Outbox.Capture.Enabled)
 	if err != nil {
 		fmt.Fprintf(stderr, "QueueBox could not read the capture node settings. Reason: %s\n", redact.Error(err))

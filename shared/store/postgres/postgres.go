@@ -62,6 +62,8 @@ type statements struct {
 	inboxDeleteFinished      string
 
 	columnExists string
+
+	replay replayStatements
 }
 
 // New returns a Store that runs its statements on pool against the tables and columns of
@@ -254,6 +256,9 @@ func buildStatements(n store.Names) (statements, error) {
 	inbox(&st.inboxDeleteFinished, inboxDeleteFinishedSQL)
 
 	st.columnExists = columnExistsSQL
+	var err2 error
+	st.replay, err2 = buildReplayStatements(n)
+	errs = append(errs, err2)
 	return st, errors.Join(errs...)
 }
 

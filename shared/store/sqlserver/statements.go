@@ -47,6 +47,8 @@ type statements struct {
 	inboxDeleteFinished string
 
 	checkSchema string
+
+	replay replayStatements
 }
 
 // insertColumns is a bit set of the optional columns of an outbox insert. A column that is
@@ -400,6 +402,7 @@ func buildStatements(n store.Names) (statements, error) {
 	st.inboxStats = e.expand(inboxStatsSQL)
 	st.inboxDeleteFinished = e.expand(inboxDeleteFinishedSQL)
 	st.checkSchema = e.expand(checkSchemaSQL)
+	st.replay = buildReplayStatements(e)
 	if len(e.unknown) > 0 {
 		sort.Strings(e.unknown)
 		return statements{}, fmt.Errorf("building statements: unknown template names %s", strings.Join(e.unknown, ", "))
