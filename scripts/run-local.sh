@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # make run: starts QueueBox locally on a fresh machine.
 #
-# When QUEUEBOX_DATABASE_URL is not set, it starts a private PostgreSQL cluster under .local/pg
-# of the checkout (port 55432) with the machine's initdb and pg_ctl, creates the database
-# queuebox, applies the migrations with `queuebox migrate`, and starts `queuebox serve` with
-# local/queuebox.yml. Stop it with Ctrl-C; the cluster keeps running for the next run
-# (`scripts/run-local.sh stop` stops it).
+# When QUEUEBOX_DATABASE_URL is not set, it starts a private PostgreSQL cluster (port 55432,
+# QUEUEBOX_LOCAL_PG_PORT) with the machine's initdb and pg_ctl, creates the role queuebox
+# (password queuebox) and its database queuebox, as spec/32 and spec/33 expect, applies the
+# migrations with `queuebox migrate`, and starts `queuebox serve` with local/queuebox.yml.
+# The cluster lives under .local/pg of the checkout, or, when the postgres user cannot enter the
+# checkout (a clone under /root), in /var/tmp/queuebox-local-<hash of the checkout path>, owned
+# by postgres. Stop it with Ctrl-C; the cluster keeps running for the next run
+# (`scripts/run-local.sh stop` stops it; `scripts/run-local.sh setup` only prepares it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 state="$root/.local"
-pgdata="$state/pg/data"
-pgsock="$state/pg/run"
 pgport="${QUEUEBOX_LOCAL_PG_PORT:-55432}"
 
 pgbin=""
@@ -19,8 +20,18 @@ for d in /usr/lib/postgresql/*/bin; do
   [ -x "$d/initdb" ] && pgbin="$d"
 done
 as_pg() {
-  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+  if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
+
+# pgdir is where the cluster lives: .local/pg of the checkout when the postgres user can reach
+# it, else a folder of /var/tmp named for the checkout, so that two checkouts never share one.
+pgdir="$state/pg"
+if [ "$(id -u)" = 0 ] && ! runuser -u postgres -- test -x "$root" 2>/dev/null; then
+  hash=$(printf '%s' "$root" | sha256sum | cut -c1-12)
+  pgdir="/var/tmp/queuebox-local-$hash"
+fi
+pgdata="$pgdir/data"
+pgsock="$pgdir/run"
 
 if [ "${1:-}" = stop ]; then
   [ -n "$pgbin" ] && [ -d "$pgdata" ] && as_pg "$pgbin/pg_ctl" -D "$pgdata" stop -m fast || true
@@ -33,8 +44,11 @@ if [ -z "${QUEUEBOX_DATABASE_URL:-}" ]; then
     echo "Install them with: apt-get install -y postgresql (or set QUEUEBOX_DATABASE_URL)." >&2
     exit 1
   fi
-  mkdir -p "$state/pg"
-  if [ "$(id -u)" = 0 ]; then chown postgres "$state/pg"; fi
+  mkdir -p "$pgdir"
+  if [ "$(id -u)" = 0 ]; then chown postgres "$pgdir"; chmod 700 "$pgdir"; fi
+  if [ "$pgdir" != "$state/pg" ]; then
+    echo "run-local: the postgres user cannot enter $root, so the cluster lives in $pgdir"
+  fi
   if [ ! -f "$pgdata/PG_VERSION" ]; then
     echo "run-local: creating a private PostgreSQL cluster in $pgdata"
     as_pg "$pgbin/initdb" -D "$pgdata" -U postgres --auth=trust >/dev/null
@@ -42,16 +56,23 @@ if [ -z "${QUEUEBOX_DATABASE_URL:-}" ]; then
   as_pg mkdir -p "$pgsock"
   if ! as_pg "$pgbin/pg_ctl" -D "$pgdata" status >/dev/null 2>&1; then
     echo "run-local: starting PostgreSQL on 127.0.0.1:$pgport"
-    as_pg "$pgbin/pg_ctl" -D "$pgdata" -l "$state/pg/postgresql.log" -w \
+    as_pg "$pgbin/pg_ctl" -D "$pgdata" -l "$pgdir/postgresql.log" -w \
       -o "-p $pgport -k $pgsock -c listen_addresses=127.0.0.1 -c wal_level=logical" start >/dev/null
   fi
-  if ! psql -h 127.0.0.1 -p "$pgport" -U postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'queuebox'" | grep -q 1; then
-    psql -h 127.0.0.1 -p "$pgport" -U postgres -qc "CREATE DATABASE queuebox"
+  # The role and the database of the tutorials (spec/32, spec/33): queuebox/queuebox.
+  pgq() { psql -h 127.0.0.1 -p "$pgport" -U postgres -v ON_ERROR_STOP=1 "$@"; }
+  if ! pgq -tAc "SELECT 1 FROM pg_roles WHERE rolname = 'queuebox'" | grep -q 1; then
+    pgq -qc "CREATE ROLE queuebox LOGIN PASSWORD 'queuebox'"
+  fi
+  if ! pgq -tAc "SELECT 1 FROM pg_database WHERE datname = 'queuebox'" | grep -q 1; then
+    pgq -qc "CREATE DATABASE queuebox OWNER queuebox"
   fi
   export QUEUEBOX_DATABASE_URL="jdbc:postgresql://127.0.0.1:$pgport/queuebox"
-  export QUEUEBOX_DATABASE_USERNAME=postgres
-  export QUEUEBOX_DATABASE_PASSWORD=local-trust-auth
-  echo "run-local: database $QUEUEBOX_DATABASE_URL (psql -h 127.0.0.1 -p $pgport -U postgres queuebox)"
+  echo "run-local: database $QUEUEBOX_DATABASE_URL (psql -h 127.0.0.1 -p $pgport -U queuebox -d queuebox)"
+fi
+
+if [ "${1:-}" = setup ]; then
+  exit 0
 fi
 
 export QUEUEBOX_CONFIG_FILE="${QUEUEBOX_CONFIG_FILE:-$root/local/queuebox.yml}"
