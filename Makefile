@@ -9,9 +9,14 @@ VERSION_LDFLAGS := -X github.com/alternayte/queuebox/shared/service.Version=$(VE
 # Packages run in parallel, each test with its own database.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build run test test-go test-clients test-client-go test-client-ts test-bench-peers lint vet fmt services clean
+.PHONY: all help build run test test-go test-clients test-client-go test-client-ts test-bench-peers lint vet fmt services clean
 
 all: build
+
+## help: lists the targets of this Makefile with what each does (the `## name:` comments)
+help:
+	@awk '/^## [a-zA-Z0-9_-]+:/ { sub(/^## /, ""); name = $$0; sub(/:.*/, "", name); text = $$0; sub(/^[^:]*: */, "", text); printf "  make %-18s %s\n", name, text; next } \
+		/^## / && name != "" { sub(/^## /, ""); printf "  %-23s %s\n", "", $$0; next } { name = "" }' $(firstword $(MAKEFILE_LIST))
 
 ## build: the queuebox command in bin/queuebox and the demo receiver in bin/receiver
 build:
@@ -39,58 +44,72 @@ test: services
 	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed" >&2; exit 1; fi; \
 	echo "make test: every part passed ($(TEST_PARTS))"
 
+## test-go: the Go tests of the service module (every package, -race)
 test-go:
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
+## test-clients: the tests of both pull clients
 test-clients: test-client-go test-client-ts
 
 ## test-bench-peers: the unit tests of the side-by-side bench, its own module (bench/peers).
 test-bench-peers:
 	cd bench/peers && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...
 
+## test-client-go: vet and the tests of the Go client (clients/go, its own module)
 test-client-go:
 	cd clients/go && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...
 
+## test-client-ts: the tests of the TypeScript client (clients/typescript, Node.js 20, npm ci)
 test-client-ts:
 	@command -v npm >/dev/null || { echo "make test needs Node.js 20 or later and npm for clients/typescript (apt-get install -y nodejs npm)"; exit 1; }
 	cd clients/typescript && npm ci --no-audit --no-fund && npm test
 
-## vet and lint
+## vet: go vet of the service module
 vet:
 	$(GO) vet $(PKGS)
 
+## lint: vet, and fails when gofmt would change a file
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
+## fmt: gofmt -w on every Go file
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
+## clean: removes bin/
 clean:
 	rm -rf $(BIN)
 
-## bench: the outbox delivery benchmark (bench/README.md); prints a table and writes
-## bench/results/outbox.json. Not part of `make test`. Pass flags with BENCHFLAGS="-rows 20000".
-## The broker sources' bench writes bench/results/sources.json (SOURCEBENCHFLAGS="-rounds 3"),
-## the inbox relay's bench bench/results/relay.json (RELAYBENCHFLAGS="-rows 5000").
+## bench: the outbox delivery benchmark (bench/README.md); prints a table and writes its JSON
+## results to BENCH_OUT, by default bench/results/local (ignored by git), so that a run does not
+## overwrite the committed results by accident; BENCH_OUT=bench/results updates them on purpose.
+## Not part of `make test`. Pass flags with BENCHFLAGS="-rows 20000"; the broker sources' bench
+## takes SOURCEBENCHFLAGS="-rounds 3", the inbox relay's bench RELAYBENCHFLAGS="-rows 5000".
+BENCH_OUT ?= bench/results/local
+
 .PHONY: bench
 bench:
-	$(GO) run ./bench/cmd/outboxbench $(BENCHFLAGS)
-	$(GO) run ./bench/cmd/inboxbench $(INBOXBENCHFLAGS)
-	$(GO) run ./bench/cmd/sourcebench $(SOURCEBENCHFLAGS)
-	$(GO) run ./bench/cmd/relaybench $(RELAYBENCHFLAGS)
-	$(GO) run ./bench/lambda
-	cd clients/go && $(GO) run ./internal/pullbench -out ../../bench/results/pull.json -settings 10x1,50x8 $(PULLBENCHFLAGS)
+	@mkdir -p $(BENCH_OUT)
+	@echo "make bench: writing the results to $(BENCH_OUT) (BENCH_OUT=bench/results replaces the committed ones)"
+	$(GO) run ./bench/cmd/outboxbench -out $(BENCH_OUT)/outbox.json $(BENCHFLAGS)
+	$(GO) run ./bench/cmd/inboxbench -out $(BENCH_OUT)/inbox.json $(INBOXBENCHFLAGS)
+	$(GO) run ./bench/cmd/sourcebench -out $(BENCH_OUT)/sources.json $(SOURCEBENCHFLAGS)
+	$(GO) run ./bench/cmd/relaybench -out $(BENCH_OUT)/relay.json $(RELAYBENCHFLAGS)
+	$(GO) run ./bench/lambda -out $(BENCH_OUT)/lambda.json
+	cd clients/go && $(GO) run ./internal/pullbench -out $(abspath $(BENCH_OUT))/pull.json -settings 10x1,50x8 $(PULLBENCHFLAGS)
 
 ## bench-peers: QueueBox's outbox delivery beside River and Watermill doing the same job to the
 ## same loopback receiver (bench/README.md, "Side by side"), 20,000 and 100,000 messages, no
 ## keys and 1,000 keys; prints a table and writes bench/results/peers.json. The peers live in
 ## their own module, bench/peers, so the service never depends on them. Not part of `make test`
-## nor of `make bench` (3-4 minutes). Flags: PEERSFLAGS="-rows 5000 -explore-rows 0".
+## nor of `make bench` (3-4 minutes); writes to BENCH_OUT as `make bench` does. Flags:
+## PEERSFLAGS="-rows 5000 -explore-rows 0".
 PEERSFLAGS ?=
 
 .PHONY: bench-peers
 bench-peers:
-	cd bench/peers && $(GO) vet ./... && $(GO) run . -out ../results/peers.json $(PEERSFLAGS)
+	@mkdir -p $(BENCH_OUT)
+	cd bench/peers && $(GO) vet ./... && $(GO) run . -out $(abspath $(BENCH_OUT))/peers.json $(PEERSFLAGS)
 
 ## lambda: every function of functions/*/main.go as a static linux/arm64 `bootstrap`, zipped
 ## in bin/lambda/<name>.zip with bootstrap at the root; prints each binary's and zip's size.

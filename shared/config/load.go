@@ -183,10 +183,30 @@ func Load(opts LoadOptions) (*Config, []Warning, error) {
 	warnings = append(warnings, cfg.retryWarnings()...)
 
 	problems := append(d.problems, cfg.validate(opts.CompileTransform, d.problems...)...)
+	if origin.File == "" && !origin.Packaged && len(vars) > 0 {
+		explainVariablesOnly(problems, opts.Env)
+	}
 	if len(problems) > 0 {
 		return nil, warnings, &ValidationError{Problems: problems}
 	}
 	return cfg, warnings, nil
+}
+
+// explainVariablesOnly adds to a missing database key the reason that surprises a first run:
+// QUEUEBOX_ variables are set and there is no configuration file, so the packaged default
+// (which names a database) is not read at all.
+func explainVariablesOnly(problems []Problem, env map[string]string) {
+	path := env[ConfigFileVariable]
+	if path == "" {
+		path = DefaultConfigFile
+	}
+	for i, p := range problems {
+		if p.Key == "database.url" && p.Message == "is required" {
+			problems[i].Message = fmt.Sprintf("is required: QUEUEBOX_ variables are set and the configuration file %s does not exist, "+
+				"so the packaged default queuebox.yml is not read (it is read only when no QUEUEBOX_ variable is set); "+
+				"set %s or name a file with %s", path, p.Variable, ConfigFileVariable)
+		}
+	}
 }
 
 // readSources returns the tree of the file, of the packaged default, or an empty tree for the

@@ -264,7 +264,9 @@ func TestLoadPackagedDefault(t *testing.T) {
 		{name: "no file and no variable reads the packaged default", env: nil, files: noFiles, wantPackaged: true},
 		{name: "a variable alone keeps the packaged default out", env: map[string]string{"QUEUEBOX_SERVER_HTTPPORT": "9000"}, files: noFiles,
 			wantErr: []string{
-				"database.url (QUEUEBOX_DATABASE_URL) is required",
+				"database.url (QUEUEBOX_DATABASE_URL) is required: QUEUEBOX_ variables are set and the configuration file " +
+					DefaultConfigFile + " does not exist, so the packaged default queuebox.yml is not read (it is read only " +
+					"when no QUEUEBOX_ variable is set); set QUEUEBOX_DATABASE_URL or name a file with QUEUEBOX_CONFIG_FILE",
 				"database.username (QUEUEBOX_DATABASE_USERNAME) is required",
 				"database.password (QUEUEBOX_DATABASE_PASSWORD) is required",
 			}},
@@ -522,4 +524,28 @@ func TestLoadRefusesAnAliasBomb(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrConfigFile)
 	assert.Contains(t, err.Error(), "aliases expand the document to more than 1048576 nodes")
+}
+
+func TestLoadVariablesWithoutDatabaseURLSayThePackagedDefaultIsNotRead(t *testing.T) {
+	t.Parallel()
+	_, _, err := Load(LoadOptions{
+		Env:      map[string]string{"QUEUEBOX_SERVER_HTTPPORT": "8181"},
+		ReadFile: noFiles.read,
+		Packaged: []byte(minimalDatabase),
+	})
+	var ve *ValidationError
+	require.ErrorAs(t, err, &ve)
+	text := err.Error()
+	assert.Contains(t, text, "database.url (QUEUEBOX_DATABASE_URL) is required: QUEUEBOX_ variables are set")
+	assert.Contains(t, text, "the packaged default queuebox.yml is not read")
+	assert.Contains(t, text, "set QUEUEBOX_DATABASE_URL or name a file with QUEUEBOX_CONFIG_FILE")
+}
+
+func TestLoadMissingDatabaseURLInAFileKeepsThePlainMessage(t *testing.T) {
+	t.Parallel()
+	files := memFiles{DefaultConfigFile: "server:\n  httpPort: 8181\n"}
+	_, _, err := Load(LoadOptions{Env: map[string]string{"QUEUEBOX_SERVER_HTTPPORT": "8182"}, ReadFile: files.read})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "database.url (QUEUEBOX_DATABASE_URL) is required")
+	assert.NotContains(t, err.Error(), "packaged default")
 }

@@ -3,6 +3,7 @@ package migrate
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -90,4 +91,41 @@ func WaitForDatabase(ctx context.Context, connect func(context.Context) error, t
 // causeText is the text of err on one line, with every secret removed.
 func causeText(err error) string {
 	return redact.String(strings.Join(strings.Fields(err.Error()), " "))
+}
+
+// waitReportEvery is how often LoggedWait repeats its "waiting for the database" line.
+const waitReportEvery = 5 * time.Second
+
+// LoggedWait returns WaitForDatabase that also logs "waiting for the database" on log, with
+// target (the masked database.url), after the first failed attempt and then every 5 s while
+// the database does not answer, so that a start that waits says what it waits for. target
+// must not hold a password: pass config.MaskURL of the URL. The reason is redacted as well.
+func LoggedWait(log *slog.Logger, target string) func(ctx context.Context, connect func(context.Context) error, timeout time.Duration) error {
+	return func(ctx context.Context, connect func(context.Context) error, timeout time.Duration) error {
+		if timeout <= 0 {
+			timeout = DefaultStartupTimeout
+		}
+		start := time.Now()
+		var last time.Time
+		logged := func(ctx context.Context) error {
+			err := connect(ctx)
+			if err == nil || log == nil || ctx.Err() != nil {
+				return err
+			}
+			if now := time.Now(); last.IsZero() || now.Sub(last) >= waitReportEvery {
+				last = now
+				log.Info("waiting for the database to answer",
+					"url", target,
+					"waited", now.Sub(start).Round(time.Second).String(),
+					"startupTimeout", timeout.String(),
+					"reason", causeText(err))
+			}
+			return err
+		}
+		err := WaitForDatabase(ctx, logged, timeout)
+		if err == nil && !last.IsZero() && log != nil {
+			log.Info("the database answered", "url", target, "waited", time.Since(start).Round(time.Millisecond).String())
+		}
+		return err
+	}
 }

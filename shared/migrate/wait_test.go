@@ -1,10 +1,13 @@
 package migrate
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,4 +126,72 @@ func TestWaitForDatabaseReachesTheTestServer(t *testing.T) {
 		return c.Close(ctx)
 	}, 10*time.Second)
 	require.NoError(t, err)
+}
+
+// syncBuffer is a bytes.Buffer that a logger and the test may use at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestLoggedWaitSaysWhatItWaitsForWhileTheDatabaseIsDown(t *testing.T) {
+	t.Parallel()
+	port := closedPort(t)
+	url := fmt.Sprintf("postgres://queuebox:s3cret-Pa55@127.0.0.1:%d/queuebox?sslmode=disable&connect_timeout=2", port)
+	masked := fmt.Sprintf("jdbc:postgresql://127.0.0.1:%d/queuebox", port)
+	var out syncBuffer
+	log := slog.New(slog.NewTextHandler(&out, nil))
+
+	// The database comes up after the first failed attempts: the wait logs before it does.
+	var attempts atomic.Int32
+	connect := func(ctx context.Context) error {
+		if attempts.Add(1) >= 3 {
+			return nil
+		}
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return fmt.Errorf("connecting to %s: %w", url, err)
+		}
+		return c.Close(ctx)
+	}
+	require.NoError(t, LoggedWait(log, masked)(context.Background(), connect, 30*time.Second))
+
+	text := out.String()
+	assert.Contains(t, text, `msg="waiting for the database to answer"`)
+	assert.Contains(t, text, "url="+masked)
+	assert.Contains(t, text, "startupTimeout=30s")
+	assert.Contains(t, text, "connection refused")
+	assert.Contains(t, text, `msg="the database answered"`)
+	assert.NotContains(t, text, "s3cret-Pa55", "the password never reaches the log")
+}
+
+func TestLoggedWaitIsSilentWhenTheDatabaseAnswersAtOnce(t *testing.T) {
+	t.Parallel()
+	var out syncBuffer
+	log := slog.New(slog.NewTextHandler(&out, nil))
+	require.NoError(t, LoggedWait(log, "jdbc:postgresql://db/queuebox")(context.Background(), func(context.Context) error { return nil }, time.Second))
+	assert.Empty(t, out.String())
+}
+
+func TestLoggedWaitKeepsTheTimeoutError(t *testing.T) {
+	t.Parallel()
+	var out syncBuffer
+	log := slog.New(slog.NewTextHandler(&out, nil))
+	err := LoggedWait(log, "jdbc:postgresql://db/queuebox")(context.Background(),
+		func(context.Context) error { return errors.New("dial tcp: connection refused") }, 300*time.Millisecond)
+	require.ErrorIs(t, err, ErrStartupTimeout)
+	assert.Contains(t, out.String(), `msg="waiting for the database to answer"`)
+	assert.NotContains(t, out.String(), "the database answered")
 }

@@ -158,7 +158,7 @@ func OpenDriver(ctx context.Context, cfg *config.Config, log *slog.Logger, o Con
 		PoolSize:        cfg.Database.PoolSize,
 		ConnectTimeout:  cfg.Database.ConnectionTimeoutMs.Duration(),
 		StartupTimeout:  cfg.Database.StartupTimeoutMs.Duration(),
-		WaitForDatabase: migrate.WaitForDatabase,
+		WaitForDatabase: migrate.LoggedWait(log, config.MaskURL(cfg.Database.URL.Reveal())),
 		Names:           names,
 		Tracer:          o.Tracer,
 		Logger:          log,
