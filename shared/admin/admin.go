@@ -55,6 +55,10 @@ type Options struct {
 	// Destinations are the configured destination names: the destination routes know only
 	// these.
 	Destinations []string
+	// Replay holds the statements of the safe replay (docs/replay.md); nil means Store when it
+	// is a store.ReplayStore. Without either, the safe replay's fields and the inbox replay
+	// answer 501.
+	Replay store.ReplayStore
 	// MaxTransformTimeout caps the caller's timeoutMs (admin.maxTransformTimeoutMs).
 	MaxTransformTimeout time.Duration
 	// MaxPayloadBytes is the largest request body (admin.maxPayloadBytes).
@@ -80,6 +84,11 @@ func New(opts Options) (*Handler, error) {
 			opts.States = s
 		}
 	}
+	if opts.Replay == nil {
+		if s, ok := opts.Store.(store.ReplayStore); ok {
+			opts.Replay = s
+		}
+	}
 	if opts.Routes == nil {
 		opts.Routes = route.NewTable(nil)
 	}
@@ -102,6 +111,7 @@ func New(opts Options) (*Handler, error) {
 func (h *Handler) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /admin/transform/test", h.serveTransformTest)
 	mux.HandleFunc("POST /admin/replay", h.serveReplay)
+	mux.HandleFunc("POST /admin/inbox/replay", h.serveInboxReplay)
 	mux.HandleFunc("GET /admin/destinations", h.serveDestinations)
 	mux.HandleFunc("POST /admin/destinations/{name}/pause", h.servePause)
 	mux.HandleFunc("POST /admin/destinations/{name}/resume", h.serveResume)
@@ -226,6 +236,9 @@ type replayRequest struct {
 	Destination   *string    `json:"destination"`
 	CreatedAfter  *time.Time `json:"createdAfter"`
 	CreatedBefore *time.Time `json:"createdBefore"`
+	// The fields of the safe replay (an extension, docs/replay.md); a request without them
+	// behaves exactly as spec/26 says.
+	safeFields
 }
 
 type replayError struct {
@@ -245,7 +258,7 @@ func (h *Handler) serveReplay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.IDs == nil && req.Topic == nil && req.Topics == nil && req.Destination == nil &&
-		req.CreatedAfter == nil && req.CreatedBefore == nil {
+		req.CreatedAfter == nil && req.CreatedBefore == nil && req.States == nil {
 		writeJSON(w, http.StatusBadRequest, replayErr("A replay needs at least one filter."))
 		return
 	}
@@ -259,6 +272,10 @@ func (h *Handler) serveReplay(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.log.Error("admin replay: resolving the destination", "error", err)
 		writeJSON(w, http.StatusInternalServerError, replayErr("Replay failed"))
+		return
+	}
+	if req.safeFields.set() {
+		h.serveSafeReplay(w, r, req, params, empty)
 		return
 	}
 	var moved int64
@@ -303,7 +320,7 @@ func (h *Handler) replayParams(ctx context.Context, req replayRequest) (store.Ou
 		return p, true, nil
 	}
 	p.Topics = topics
-	if len(p.IDs) == 0 && len(p.Topics) == 0 && p.CreatedFrom == nil && p.CreatedTo == nil {
+	if len(p.IDs) == 0 && len(p.Topics) == 0 && p.CreatedFrom == nil && p.CreatedTo == nil && req.States == nil {
 		// Only an empty ids list was sent: it selects nothing.
 		return p, true, nil
 	}
@@ -342,7 +359,9 @@ func decode(body []byte, v any) error {
 		var timeErr *time.ParseError
 		switch {
 		case errors.As(err, &typeErr) && typeErr.Field != "":
-			return fmt.Errorf("field %s must be %s", typeErr.Field, jsonKind(typeErr.Type.String()))
+			// The safe replay's fields are an embedded struct, whose name is no field of the body.
+			field := strings.TrimPrefix(typeErr.Field, "safeFields.")
+			return fmt.Errorf("field %s must be %s", field, jsonKind(typeErr.Type.String()))
 		case errors.As(err, &timeErr):
 			return errors.New("a time must be an ISO-8601 instant such as 2026-09-01T00:00:00Z")
 		case errors.Is(err, io.EOF):

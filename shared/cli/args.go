@@ -17,6 +17,11 @@ const Usage = `Usage:
                                     hold the destination's rows until the resume
   queuebox destinations resume <name>
                                     deliver the destination's rows again
+  queuebox dead list [--json]       the dead rows grouped by destination or source and error
+  queuebox dead show <id> [--json]  one outbox or inbox row, secrets redacted
+  queuebox dead replay [--table outbox|inbox] [--target NAME] [--fingerprint TEXT] [--id ID]
+                       [--dry-run] [--json]
+                                    move dead rows (only dead ones) back to pending, in batches
   queuebox version                  print the version of this build (also --version)
   queuebox help                     print this text (also --help, after any command)
 
@@ -31,10 +36,12 @@ type command struct {
 	baseline int    // migrate --baseline N; 0 when absent
 	// destination is the name of destinations pause|resume.
 	destination string
+	// dead holds the options of dead list|show|replay.
+	dead deadArgs
 }
 
 // known are the commands whose --help prints the usage.
-var known = map[string]bool{"serve": true, "config": true, "migrate": true, "destinations": true, "version": true}
+var known = map[string]bool{"serve": true, "config": true, "migrate": true, "destinations": true, "dead": true, "version": true}
 
 // isHelpFlag reports whether a is --help or -h.
 func isHelpFlag(a string) bool { return a == "--help" || a == "-h" }
@@ -81,6 +88,8 @@ func parseArgs(args []string) (command, error) {
 		return parseMigrate(args[1:])
 	case "destinations":
 		return parseDestinations(args)
+	case "dead":
+		return parseDead(args)
 	default:
 		return command{}, usageError{args}
 	}

@@ -1,5 +1,6 @@
 // Package cli is the queuebox command line: `queuebox [serve]`, `queuebox config check`,
-// `queuebox migrate [--baseline N]` and `queuebox destinations list|pause <name>|resume <name>`. local/main.go only calls Main.
+// `queuebox migrate [--baseline N]`, `queuebox destinations list|pause <name>|resume <name>`
+// and `queuebox dead list|show|replay` (docs/console.md). local/main.go only calls Main.
 //
 // Exit codes: 0 success, 1 failure, 2 usage. Unknown arguments print
 // "Unknown arguments: ..." and the usage text on stderr.
@@ -66,6 +67,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 		return migrateCommand(ctx, env, cmd.baseline)
 	case "destinations-list":
 		return destinationsList(ctx, env)
+	case "dead":
+		return deadCommand(ctx, env, cmd.dead)
 	case "destinations-pause", "destinations-resume":
 		return destinationsSetPaused(ctx, env, cmd.destination, cmd.name == "destinations-pause")
 	default:

@@ -204,6 +204,63 @@ type App struct {
 // a call would panic on the nil interface.
 type boundStore struct{ store.Store }
 
+// errNoReplayStatements is the error of a replay statement on a store without them.
+var errNoReplayStatements = errors.New("the store has no replay statements")
+
+// replay returns the bound store's replay statements, or nil.
+func (b *boundStore) replay() store.ReplayStore {
+	rs, _ := b.Store.(store.ReplayStore)
+	return rs
+}
+
+// OutboxSelectionCount forwards to the bound store (store.ReplayStore).
+func (b *boundStore) OutboxSelectionCount(ctx context.Context, sel store.OutboxSelection) (int64, error) {
+	if rs := b.replay(); rs != nil {
+		return rs.OutboxSelectionCount(ctx, sel)
+	}
+	return 0, errNoReplayStatements
+}
+
+// OutboxSelectionScan forwards to the bound store (store.ReplayStore).
+func (b *boundStore) OutboxSelectionScan(ctx context.Context, sel store.OutboxSelection, page store.ScanParams) ([]store.FinishedRow, error) {
+	if rs := b.replay(); rs != nil {
+		return rs.OutboxSelectionScan(ctx, sel, page)
+	}
+	return nil, errNoReplayStatements
+}
+
+// OutboxReplayBatch forwards to the bound store (store.ReplayStore).
+func (b *boundStore) OutboxReplayBatch(ctx context.Context, sel store.OutboxSelection, after string, limit int) (store.ReplayBatchResult, error) {
+	if rs := b.replay(); rs != nil {
+		return rs.OutboxReplayBatch(ctx, sel, after, limit)
+	}
+	return store.ReplayBatchResult{}, errNoReplayStatements
+}
+
+// InboxSelectionCount forwards to the bound store (store.ReplayStore).
+func (b *boundStore) InboxSelectionCount(ctx context.Context, sel store.InboxSelection) (int64, error) {
+	if rs := b.replay(); rs != nil {
+		return rs.InboxSelectionCount(ctx, sel)
+	}
+	return 0, errNoReplayStatements
+}
+
+// InboxSelectionScan forwards to the bound store (store.ReplayStore).
+func (b *boundStore) InboxSelectionScan(ctx context.Context, sel store.InboxSelection, page store.ScanParams) ([]store.FinishedRow, error) {
+	if rs := b.replay(); rs != nil {
+		return rs.InboxSelectionScan(ctx, sel, page)
+	}
+	return nil, errNoReplayStatements
+}
+
+// InboxReplayBatch forwards to the bound store (store.ReplayStore).
+func (b *boundStore) InboxReplayBatch(ctx context.Context, sel store.InboxSelection, after string, limit int) (store.ReplayBatchResult, error) {
+	if rs := b.replay(); rs != nil {
+		return rs.InboxReplayBatch(ctx, sel, after, limit)
+	}
+	return store.ReplayBatchResult{}, errNoReplayStatements
+}
+
 // Build builds the parts that o asks for from cfg, each once: in this order the capture
 // settings (outbox.capture), the health pool, the outbox poller (routes, transforms,
 // publishers), the relay, the retention cleanup, the admin routes, the inbox sources, the

@@ -67,6 +67,17 @@ func newConsole(cfg *Config, st store.Store, states store.DestinationStateStore,
 	return c, nil
 }
 
+// NewOperatorBackend returns what the console reads and changes, over a store opened by
+// Connect, for the command line's `queuebox dead` (the same groups, rows and replays as the
+// console).
+func NewOperatorBackend(cfg *Config, st store.Store) (console.Backend, error) {
+	routes, err := Routes(cfg)
+	if err != nil {
+		return nil, startError("build the routes", err)
+	}
+	return &consoleBackend{st: st, routes: routes, dests: admin.Destinations{Names: DestinationNames(cfg), States: st}}, nil
+}
+
 // consoleBackend implements console.Backend over the store.
 type consoleBackend struct {
 	st     store.Store
@@ -76,14 +87,10 @@ type consoleBackend struct {
 
 var _ console.Backend = (*consoleBackend)(nil)
 
-// replayStore returns the store's replay statements; the bound store of a Build without a
-// database forwards to the store that Open bound.
+// replayStore returns the store's replay statements (the bound store of a Build without a
+// database forwards them to the store that Open bound).
 func (b *consoleBackend) replayStore() (store.ReplayStore, error) {
-	st := b.st
-	if bs, ok := st.(*boundStore); ok {
-		st = bs.Store
-	}
-	rs, ok := st.(store.ReplayStore)
+	rs, ok := b.st.(store.ReplayStore)
 	if !ok {
 		return nil, errors.New("the store has no replay statements")
 	}
