@@ -47,6 +47,9 @@ type Origin struct {
 	Packaged bool
 	// Variables lists the QUEUEBOX_ variables that Load applied, sorted.
 	Variables []string
+	// MissingFile is the file that QUEUEBOX_CONFIG_FILE named and that did not exist, when the
+	// QUEUEBOX_ variables alone configured QueueBox instead; empty otherwise.
+	MissingFile string
 }
 
 // Server is the server section.

@@ -144,7 +144,10 @@ func (e *ValidationError) Error() string {
 //
 // Load returns the warnings even when it fails. A problem of the configuration itself gives a
 // *ValidationError that lists every problem; a missing or broken file gives an error that
-// wraps ErrConfigFile; no source at all gives an error that wraps ErrNoConfiguration.
+// wraps ErrConfigFile; no source at all gives an error that wraps ErrNoConfiguration. A file
+// that QUEUEBOX_CONFIG_FILE names and that does not exist is an error only when no QUEUEBOX_
+// variable is set; otherwise the variables alone configure QueueBox, Origin.MissingFile names
+// the file, and a warning says so.
 func Load(opts LoadOptions) (*Config, []Warning, error) {
 	readFile, readSecret := opts.ReadFile, readSecretFile
 	if readFile == nil {
@@ -157,7 +160,13 @@ func Load(opts LoadOptions) (*Config, []Warning, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	warnings := overlayEnv(root, vars)
+	var warnings []Warning
+	if origin.MissingFile != "" {
+		warnings = append(warnings, Warning{Origin: "set by " + ConfigFileVariable, Message: fmt.Sprintf(
+			"the configuration file %s, named by %s, does not exist: the %d QUEUEBOX_ variable(s) alone configure QueueBox, without the packaged default",
+			origin.MissingFile, ConfigFileVariable, len(vars))})
+	}
+	warnings = append(warnings, overlayEnv(root, vars)...)
 	origin.Variables = sortedKeys(vars)
 
 	d := &decoder{
@@ -217,8 +226,13 @@ func readSources(opts LoadOptions, readFile func(string) ([]byte, error), haveVa
 		return root, Origin{File: path}, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, Origin{}, fmt.Errorf("%w %s: reading: %w", ErrConfigFile, path, err)
+	case named && haveVars:
+		// spec/24: when the file is absent and a QUEUEBOX_ variable is set, the variables alone
+		// configure QueueBox; Load warns that the named file was missing.
+		return &node{kind: mapNode}, Origin{MissingFile: path}, nil
 	case named:
-		return nil, Origin{}, fmt.Errorf("%w %s, named by %s, does not exist: %w", ErrConfigFile, path, ConfigFileVariable, err)
+		return nil, Origin{}, fmt.Errorf("%w %s, named by %s, does not exist and no QUEUEBOX_ variable is set: %w",
+			ErrConfigFile, path, ConfigFileVariable, err)
 	case haveVars:
 		return &node{kind: mapNode}, Origin{}, nil
 	case opts.NoPackaged:

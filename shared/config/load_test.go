@@ -301,6 +301,48 @@ func TestLoadPackagedDefault(t *testing.T) {
 	}
 }
 
+// spec/24: a missing file that QUEUEBOX_CONFIG_FILE names, with QUEUEBOX_ variables set, leaves
+// the variables alone to configure QueueBox (not the packaged default), and Load warns which it
+// did.
+func TestLoadMissingNamedFileWithVariablesUsesTheVariablesAlone(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		ConfigFileVariable:           "/cfg/missing.yml",
+		"QUEUEBOX_DATABASE_URL":      "jdbc:postgresql://db.example:5432/app",
+		"QUEUEBOX_DATABASE_USERNAME": "app",
+		"QUEUEBOX_DATABASE_PASSWORD": "s3cret",
+		"QUEUEBOX_SERVER_HTTPPORT":   "9000",
+	}
+	cfg, warnings, err := Load(LoadOptions{Env: env, ReadFile: noFiles.read})
+	require.NoError(t, err)
+	assert.Equal(t, 9000, cfg.Server.HTTPPort)
+	assert.Equal(t, "jdbc:postgresql://db.example:5432/app", cfg.Database.URL.Reveal())
+	assert.False(t, cfg.Origin.Packaged)
+	assert.Empty(t, cfg.Origin.File)
+	assert.Equal(t, "/cfg/missing.yml", cfg.Origin.MissingFile)
+	assert.Equal(t, "4 QUEUEBOX_ variables (the file /cfg/missing.yml named by QUEUEBOX_CONFIG_FILE does not exist)", cfg.Origin.String())
+	assert.Contains(t, cfg.Summary(), "from 4 QUEUEBOX_ variables (the file /cfg/missing.yml named by QUEUEBOX_CONFIG_FILE does not exist)")
+	var texts []string
+	for _, w := range warnings {
+		texts = append(texts, w.String())
+	}
+	assert.Contains(t, texts, "the configuration file /cfg/missing.yml, named by QUEUEBOX_CONFIG_FILE, does not exist: "+
+		"the 4 QUEUEBOX_ variable(s) alone configure QueueBox, without the packaged default")
+	for _, text := range texts {
+		assert.NotContains(t, text, "s3cret")
+	}
+
+	// Variables that leave a required key unset fail on that key, not on the missing file.
+	_, _, err = Load(LoadOptions{Env: map[string]string{ConfigFileVariable: "/cfg/missing.yml", "QUEUEBOX_SERVER_HTTPPORT": "9000"}, ReadFile: noFiles.read})
+	assert.Equal(t, []string{
+		"database.url (QUEUEBOX_DATABASE_URL) is required: QUEUEBOX_ variables are set and the configuration file " +
+			"/cfg/missing.yml does not exist, so the packaged default queuebox.yml is not read (it is read only " +
+			"when no QUEUEBOX_ variable is set); set QUEUEBOX_DATABASE_URL or name a file with QUEUEBOX_CONFIG_FILE",
+		"database.username (QUEUEBOX_DATABASE_USERNAME) is required",
+		"database.password (QUEUEBOX_DATABASE_PASSWORD) is required",
+	}, problemStrings(t, err))
+}
+
 func TestLoadPackagedDefaultFromOptions(t *testing.T) {
 	t.Parallel()
 	cfg, _, err := Load(LoadOptions{ReadFile: noFiles.read, Packaged: []byte(minimalDatabase + "server:\n  httpPort: 8181\n")})
@@ -327,10 +369,10 @@ func TestLoadErrorsOfTheSources(t *testing.T) {
 			wantText: "no configuration: QueueBox found none of its three sources: no QUEUEBOX_ environment variable is set, the configuration file /etc/queuebox/queuebox.yml (named by QUEUEBOX_CONFIG_FILE) does not exist, and there is no packaged queuebox.yml",
 		},
 		{
-			name:     "missing file named by QUEUEBOX_CONFIG_FILE",
+			name:     "missing file named by QUEUEBOX_CONFIG_FILE and no variable",
 			opts:     LoadOptions{Env: map[string]string{ConfigFileVariable: "/cfg/missing.yml"}, ReadFile: noFiles.read},
 			wantIs:   fs.ErrNotExist,
-			wantText: "configuration file /cfg/missing.yml, named by QUEUEBOX_CONFIG_FILE, does not exist: open /cfg/missing.yml: file does not exist",
+			wantText: "configuration file /cfg/missing.yml, named by QUEUEBOX_CONFIG_FILE, does not exist and no QUEUEBOX_ variable is set: open /cfg/missing.yml: file does not exist",
 		},
 		{
 			name:     "unreadable file",

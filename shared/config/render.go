@@ -204,7 +204,11 @@ func (o Origin) String() string {
 	if len(parts) == 0 {
 		return "defaults"
 	}
-	return strings.Join(parts, " and ")
+	text := strings.Join(parts, " and ")
+	if o.MissingFile != "" {
+		text += " (the file " + o.MissingFile + " named by " + ConfigFileVariable + " does not exist)"
+	}
+	return text
 }
 
 // databaseTarget returns host:port/database of database.url, without credentials.

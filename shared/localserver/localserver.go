@@ -22,6 +22,7 @@ import (
 
 	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/metrics"
+	"github.com/alternayte/queuebox/shared/openapi"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/service"
@@ -274,6 +275,11 @@ func (l *Local) handlers() (data http.Handler, mgmt http.Handler) {
 	}
 	if l.app.Console != nil {
 		l.app.Console.Register(management)
+	}
+	// The embedded description always parses (openapi's tests); a failure would only drop the
+	// route, so it is logged, not fatal.
+	if err := openapi.Register(management); err != nil {
+		l.log.Error("GET /openapi.json is off", "error", err)
 	}
 	return l.app.Handlers(management)
 }

@@ -33,8 +33,9 @@ type DataOptions struct {
 // the local process listens with it, and the inbox Lambda function adapts API Gateway
 // events to it, so that both answer every request with the same status, headers and body.
 //
-// In this order: 503 while opts.Draining reports the shutdown and 413 for a Content-Length
-// above opts.MaxBodyBytes (inbox.Gate, the checks that the inbox handler runs itself); GET /
+// In this order: 503 while opts.Draining reports the shutdown (inbox.Gate) on every path, and
+// 413 for a Content-Length above opts.MaxBodyBytes on the inbox's paths only (the check
+// that the inbox handler runs itself); GET /
 // answers RunningText; /metrics, /health, /health/, /admin/ and /console go to opts.Management when it
 // is set; every other path goes to in, the inbox, which answers 404 for a path that no source
 // serves.
@@ -50,7 +51,10 @@ func DataHandler(in http.Handler, opts DataOptions) http.Handler {
 		// management mux answers 404 for it.
 		mux.Handle("/console", opts.Management)
 		mux.Handle("/console/", opts.Management)
+		mux.Handle("/openapi.json", opts.Management)
 	}
-	mux.Handle("/", in)
-	return inbox.Gate(mux, opts.Draining, opts.MaxBodyBytes)
+	// inbox.maxBodyBytes caps the inbox's bodies only: an admin request on the data port
+	// (no management port) keeps admin.maxPayloadBytes and the admin routes' own 413 answer.
+	mux.Handle("/", inbox.Gate(in, nil, opts.MaxBodyBytes))
+	return inbox.Gate(mux, opts.Draining, 0)
 }
