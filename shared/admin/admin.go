@@ -262,11 +262,9 @@ func (h *Handler) serveReplay(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, replayErr("A replay needs at least one filter."))
 		return
 	}
-	for _, id := range req.IDs {
-		if _, err := uuid.Parse(id); err != nil {
-			writeJSON(w, http.StatusBadRequest, replayErr(fmt.Sprintf("Invalid request: %q is not a UUID", id)))
-			return
-		}
+	if err := checkIDs(req.IDs); err != nil {
+		writeJSON(w, http.StatusBadRequest, replayErr(err.Error()))
+		return
 	}
 	params, empty, err := h.replayParams(r.Context(), req)
 	if err != nil {
@@ -288,6 +286,16 @@ func (h *Handler) serveReplay(w http.ResponseWriter, r *http.Request) {
 	}
 	h.log.Info("admin replay", "filter", filterText(req), "moved", moved)
 	writeJSON(w, http.StatusOK, map[string]int64{"moved": moved})
+}
+
+// checkIDs refuses the first id of a replay request that is not a UUID, with the answer's text.
+func checkIDs(ids []string) error {
+	for _, id := range ids {
+		if _, err := uuid.Parse(id); err != nil {
+			return fmt.Errorf("Invalid request: %q is not a UUID", id)
+		}
+	}
+	return nil
 }
 
 // replayParams turns the request into the store's filter. empty is true when the topic

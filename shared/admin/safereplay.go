@@ -7,8 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/alternayte/queuebox/shared/replay"
 	"github.com/alternayte/queuebox/shared/store"
 )
@@ -104,14 +102,16 @@ func (h *Handler) runSafe(w http.ResponseWriter, r *http.Request, what string, f
 			if o.Limit > 0 && n > o.Limit {
 				n = o.Limit
 			}
-			rows, err := sel.scan(r.Context(), int(min(n, PreviewSampleSize)))
-			if err != nil {
-				h.log.Error("admin "+what+" dry run failed", "error", err)
-				writeJSON(w, http.StatusInternalServerError, replayErr("Replay failed"))
-				return
-			}
-			for _, row := range rows {
-				sample = append(sample, row.ID)
+			if n > 0 {
+				rows, err := sel.scan(r.Context(), int(min(n, PreviewSampleSize)))
+				if err != nil {
+					h.log.Error("admin "+what+" dry run failed", "error", err)
+					writeJSON(w, http.StatusInternalServerError, replayErr("Replay failed"))
+					return
+				}
+				for _, row := range rows {
+					sample = append(sample, row.ID)
+				}
 			}
 		}
 		if sample == nil {
@@ -151,9 +151,6 @@ func (h *Handler) serveSafeReplay(w http.ResponseWriter, r *http.Request, req re
 	h.runSafe(w, r, "replay", req.safeFields, o, empty, selectionRunner{
 		count: func(ctx context.Context) (int64, error) { return rs.OutboxSelectionCount(ctx, sel) },
 		scan: func(ctx context.Context, limit int) ([]store.FinishedRow, error) {
-			if limit <= 0 {
-				return nil, nil
-			}
 			return rs.OutboxSelectionScan(ctx, sel, store.ScanParams{Limit: limit})
 		},
 		batch: func(ctx context.Context, cursor string, limit int) (int64, string, error) {
@@ -191,11 +188,9 @@ func (h *Handler) serveInboxReplay(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, replayErr("A replay needs at least one filter."))
 		return
 	}
-	for _, id := range req.IDs {
-		if _, err := uuid.Parse(id); err != nil {
-			writeJSON(w, http.StatusBadRequest, replayErr(fmt.Sprintf("Invalid request: %q is not a UUID", id)))
-			return
-		}
+	if err := checkIDs(req.IDs); err != nil {
+		writeJSON(w, http.StatusBadRequest, replayErr(err.Error()))
+		return
 	}
 	consumption := ""
 	if req.Consumption != nil {
@@ -222,9 +217,6 @@ func (h *Handler) serveInboxReplay(w http.ResponseWriter, r *http.Request) {
 	h.runSafe(w, r, "inbox replay", req.safeFields, o, empty, selectionRunner{
 		count: func(ctx context.Context) (int64, error) { return rs.InboxSelectionCount(ctx, sel) },
 		scan: func(ctx context.Context, limit int) ([]store.FinishedRow, error) {
-			if limit <= 0 {
-				return nil, nil
-			}
 			return rs.InboxSelectionScan(ctx, sel, store.ScanParams{Limit: limit})
 		},
 		batch: func(ctx context.Context, cursor string, limit int) (int64, string, error) {

@@ -158,10 +158,8 @@ type view struct {
 // session returns the nonce of the request's live session. In insecure mode a request without
 // one gets a new session cookie (its CSRF token still guards the changes).
 func (c *Console) session(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	if ck, err := r.Cookie(CookieName); err == nil {
-		if nonce, ok := c.sessions.check(ck.Value); ok {
-			return nonce, true
-		}
+	if nonce, ok := c.sessions.checkCookie(r); ok {
+		return nonce, true
 	}
 	if !c.opts.Insecure {
 		return nil, false
