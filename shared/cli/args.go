@@ -22,6 +22,12 @@ const Usage = `Usage:
   queuebox dead replay [--table outbox|inbox] [--target NAME] [--fingerprint TEXT] [--id ID]
                        [--dry-run] [--json]
                                     move dead rows (only dead ones) back to pending, in batches
+  queuebox replay [--table outbox|inbox] [--id ID]... [--topic T]... [--destination NAME]
+                  [--source S]... [--consumption push|pull] [--created-after T] [--created-before T]
+                  [--states dead|sent|processed,...] [--limit N] [--batch-size N]
+                  [--rows-per-second R] [--dry-run] [--json]
+                                    move finished rows back to pending in batches (dead only
+                                    unless --states says more), with progress per batch
   queuebox version                  print the version of this build (also --version)
   queuebox help                     print this text (also --help, after any command)
 
@@ -38,10 +44,12 @@ type command struct {
 	destination string
 	// dead holds the options of dead list|show|replay.
 	dead deadArgs
+	// replay holds the options of replay.
+	replay *replayArgs
 }
 
 // known are the commands whose --help prints the usage.
-var known = map[string]bool{"serve": true, "config": true, "migrate": true, "destinations": true, "dead": true, "version": true}
+var known = map[string]bool{"serve": true, "config": true, "migrate": true, "destinations": true, "dead": true, "replay": true, "version": true}
 
 // isHelpFlag reports whether a is --help or -h.
 func isHelpFlag(a string) bool { return a == "--help" || a == "-h" }
@@ -90,6 +98,8 @@ func parseArgs(args []string) (command, error) {
 		return parseDestinations(args)
 	case "dead":
 		return parseDead(args)
+	case "replay":
+		return parseReplay(args)
 	default:
 		return command{}, usageError{args}
 	}
