@@ -388,12 +388,16 @@ type dashboard struct {
 }
 
 type dashboardPanel struct {
-	Type    string           `json:"type"`
-	Title   string           `json:"title"`
-	Repeat  string           `json:"repeat"`
-	Panels  []dashboardPanel `json:"panels"`
-	Targets []struct {
-		Expr string `json:"expr"`
+	ID         int                      `json:"id"`
+	Type       string                   `json:"type"`
+	Title      string                   `json:"title"`
+	Repeat     string                   `json:"repeat"`
+	Datasource map[string]any           `json:"datasource"`
+	GridPos    struct{ X, Y, W, H int } `json:"gridPos"`
+	Panels     []dashboardPanel         `json:"panels"`
+	Targets    []struct {
+		Expr       string         `json:"expr"`
+		Datasource map[string]any `json:"datasource"`
 	} `json:"targets"`
 }
 
@@ -505,6 +509,46 @@ func TestDashboardExpressionsParseInPromtool(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "dashboard.yml"), data, 0o600))
 	out := runPromtool(t, dir, "check", "rules", "dashboard.yml")
 	assert.Contains(t, out, fmt.Sprintf("SUCCESS: %d rules found", len(rules)))
+}
+
+// TestDashboardIsWellFormed checks what Grafana needs to import the dashboard as it is: a
+// uid, a Prometheus data source variable that every panel and target uses, panel ids that
+// are unique, and every panel inside the 24 columns of the grid.
+func TestDashboardIsWellFormed(t *testing.T) {
+	d := loadDashboard(t)
+	assert.NotEmpty(t, d.UID, "uid")
+	assert.NotEmpty(t, d.Title, "title")
+	var dsVar bool
+	for _, v := range d.Templating.List {
+		if v.Name == "datasource" && v.Type == "datasource" {
+			dsVar = assert.Equal(t, "prometheus", v.Query, "the data source variable's type")
+		}
+	}
+	assert.True(t, dsVar, "%s: no datasource variable", dashboardFile)
+	ds := map[string]any{"type": "prometheus", "uid": "${datasource}"}
+
+	ids := map[int]string{}
+	var walk func(ps []dashboardPanel)
+	walk = func(ps []dashboardPanel) {
+		for _, p := range ps {
+			if prev, dup := ids[p.ID]; dup || p.ID <= 0 {
+				assert.Fail(t, "panel id", "panel %q has id %d, which %q has too (or is not positive)", p.Title, p.ID, prev)
+			}
+			ids[p.ID] = p.Title
+			g := p.GridPos
+			assert.True(t, g.W > 0 && g.H > 0 && g.X >= 0 && g.X+g.W <= 24, "panel %q: gridPos %+v", p.Title, g)
+			if p.Type == "row" {
+				walk(p.Panels)
+				continue
+			}
+			assert.Equal(t, ds, p.Datasource, "panel %q: data source", p.Title)
+			assert.NotEmpty(t, p.Targets, "panel %q has no query", p.Title)
+			for _, tg := range p.Targets {
+				assert.Equal(t, ds, tg.Datasource, "panel %q: the data source of a query", p.Title)
+			}
+		}
+	}
+	walk(d.Panels)
 }
 
 // TestDashboardAnswersSpecQuestions checks the dashboard against the section "Dashboards" of
