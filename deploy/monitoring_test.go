@@ -29,6 +29,8 @@ import (
 	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
 	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/emf"
+	"github.com/alternayte/queuebox/shared/metrics"
+	"github.com/alternayte/queuebox/shared/retention"
 )
 
 // The monitoring files and the pages they answer to, relative to this package.
@@ -329,6 +331,9 @@ func specFamilies(t *testing.T) (types map[string]string, names map[string]bool)
 // grafanaVariable is how a dashboard expression names a template variable.
 var grafanaVariable = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)(?::[a-z]+)?\}?`)
 
+// grafanaPlaceholder is the label value that substituteGrafanaVariables puts for a variable.
+const grafanaPlaceholder = "grafana_variable"
+
 // substituteGrafanaVariables replaces the template variables of a dashboard expression with
 // values that PromQL parses: an interval for the $__*interval and $__range variables, a
 // label value for the others.
@@ -339,7 +344,7 @@ func substituteGrafanaVariables(expr string) string {
 		case "__rate_interval", "__interval", "__range":
 			return "5m"
 		default:
-			return "value"
+			return grafanaPlaceholder
 		}
 	})
 }
@@ -370,6 +375,115 @@ func metricNames(expr string) ([]string, error) {
 	}
 	sort.Strings(names)
 	return names, nil
+}
+
+// labelMatcher is an exact label matcher of a selector: family{label="value"}.
+type labelMatcher struct{ family, label, value string }
+
+// exactMatchers parses a PromQL expression and returns its exact, positive label matchers
+// (label="value"), the metric name excluded.
+func exactMatchers(expr string) ([]labelMatcher, error) {
+	e, err := metricsql.Parse(expr)
+	if err != nil {
+		return nil, fmt.Errorf("parsing %q: %w", expr, err)
+	}
+	var out []labelMatcher
+	metricsql.VisitAll(e, func(x metricsql.Expr) {
+		me, ok := x.(*metricsql.MetricExpr)
+		if !ok {
+			return
+		}
+		for _, lfs := range me.LabelFilterss {
+			family := ""
+			for _, lf := range lfs {
+				if lf.Label == "__name__" {
+					family = lf.Value
+				}
+			}
+			for _, lf := range lfs {
+				if lf.Label != "__name__" && !lf.IsRegexp && !lf.IsNegative {
+					out = append(out, labelMatcher{family: family, label: lf.Label, value: lf.Value})
+				}
+			}
+		}
+	})
+	return out, nil
+}
+
+// specTags returns the Tags cell of each metric family row of spec/28.
+func specTags(t *testing.T) map[string]string {
+	t.Helper()
+	row := regexp.MustCompile("(?m)^\\| `([a-zA-Z_:][a-zA-Z0-9_:]*)` +\\| [a-z]+ +\\| ([^|]*)\\|")
+	out := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(readFile(t, metricsPage), -1) {
+		out[m[1]] = strings.TrimSpace(m[2])
+	}
+	return out
+}
+
+// scrapedQuantiles returns the quantile label values that the service's summaries carry, from
+// a registry of shared/metrics that has observed one value of each summary.
+func scrapedQuantiles(t *testing.T) map[string]bool {
+	t.Helper()
+	r := metrics.New("test")
+	r.PublishDuration(webhook.Type, time.Second)
+	r.ProcessingDuration(time.Second)
+	r.Cleanup(retention.TableOutbox, 1, time.Second, time.Now())
+	families, err := r.Prometheus().Gather()
+	require.NoError(t, err)
+	out := map[string]bool{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, q := range m.GetSummary().GetQuantile() {
+				out[strconv.FormatFloat(q.GetQuantile(), 'g', -1, 64)] = true
+			}
+		}
+	}
+	require.NotEmpty(t, out, "the quantiles of the summaries of shared/metrics")
+	return out
+}
+
+// TestExpressionLabelsMatchSpecMetrics checks every exact label matcher of the rules and the
+// dashboard: the label is a tag of the family in spec/28 (job and instance come from the
+// scrape), a value that spec/28 enumerates for it is one of those values, and a quantile is
+// one that the service's summaries carry.
+func TestExpressionLabelsMatchSpecMetrics(t *testing.T) {
+	tags := specTags(t)
+	types, _ := specFamilies(t)
+	quantiles := scrapedQuantiles(t)
+	var exprs []string
+	for _, r := range loadAlertRules(t) {
+		exprs = append(exprs, r.Expr)
+	}
+	for _, e := range loadDashboard(t).exprs() {
+		exprs = append(exprs, substituteGrafanaVariables(e.expr))
+	}
+	checked := 0
+	for _, expr := range exprs {
+		ms, err := exactMatchers(expr)
+		require.NoError(t, err)
+		for _, m := range ms {
+			if m.label == "job" || m.label == "instance" || m.value == grafanaPlaceholder {
+				continue
+			}
+			checked++
+			family := strings.TrimSuffix(strings.TrimSuffix(m.family, "_sum"), "_count")
+			if m.label == "quantile" {
+				assert.Equal(t, "summary", types[family], "%q: quantile on %s, which is not a summary", expr, m.family)
+				assert.True(t, quantiles[m.value], "%q: quantile %q is not one the service exports (%v)", expr, m.value, sortedSetKeys(quantiles))
+				continue
+			}
+			cell, ok := tags[family]
+			if !assert.True(t, ok, "%q: %s has no row in spec/28", expr, m.family) {
+				continue
+			}
+			assert.Contains(t, cell, "`"+m.label+"`", "%q: %s has no tag %s in spec/28", expr, m.family, m.label)
+			if strings.ContainsAny(cell, "=:") {
+				assert.Regexp(t, `\b`+regexp.QuoteMeta(m.value)+`\b`, cell, "%q: spec/28 lists no value %q for %s of %s", expr, m.value, m.label, m.family)
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, checked, 5, "the exact label matchers checked")
 }
 
 // dashboard is the part of a Grafana dashboard that the checks read.
