@@ -12,10 +12,11 @@ const Usage = `Usage:
   queuebox config check             load and validate the configuration, print it with secrets masked
   queuebox migrate                  apply the bundled migrations (ignores database.migrate)
   queuebox migrate --baseline <N>   record versions 1..N as applied, for tables created by hand
-  queuebox destinations list        print every destination's pause and circuit breaker state
-  queuebox destinations pause <name>
+  queuebox destinations list [--json]
+                                    print every destination's pause and circuit breaker state
+  queuebox destinations pause <name> [--json]
                                     hold the destination's rows until the resume
-  queuebox destinations resume <name>
+  queuebox destinations resume <name> [--json]
                                     deliver the destination's rows again
   queuebox dead list [--json]       the dead rows grouped by destination or source and error
   queuebox dead show <id> [--json]  one outbox or inbox row, secrets redacted
@@ -42,6 +43,8 @@ type command struct {
 	baseline int    // migrate --baseline N; 0 when absent
 	// destination is the name of destinations pause|resume.
 	destination string
+	// json asks destinations list|pause|resume for JSON on stdout.
+	json bool
 	// dead holds the options of dead list|show|replay.
 	dead deadArgs
 	// replay holds the options of replay.
@@ -140,12 +143,23 @@ func parseDestinations(args []string) (command, error) {
 	if len(args) < 2 {
 		return command{}, usageError{args}
 	}
+	// --json may stand anywhere after the subcommand.
+	asJSON := false
+	rest := make([]string, 0, len(args))
+	for i, a := range args {
+		if i >= 2 && a == "--json" {
+			asJSON = true
+			continue
+		}
+		rest = append(rest, a)
+	}
+	args = rest
 	switch args[1] {
 	case "list":
 		if len(args) > 2 {
 			return command{}, usageError{args[2:]}
 		}
-		return command{name: "destinations-list"}, nil
+		return command{name: "destinations-list", json: asJSON}, nil
 	case "pause", "resume":
 		if len(args) < 3 || args[2] == "" || strings.HasPrefix(args[2], "-") {
 			return command{}, usageError{args[1:]}
@@ -153,7 +167,7 @@ func parseDestinations(args []string) (command, error) {
 		if len(args) > 3 {
 			return command{}, usageError{args[3:]}
 		}
-		return command{name: "destinations-" + args[1], destination: args[2]}, nil
+		return command{name: "destinations-" + args[1], destination: args[2], json: asJSON}, nil
 	default:
 		return command{}, usageError{args[1:]}
 	}

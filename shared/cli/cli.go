@@ -67,13 +67,13 @@ func Main(ctx context.Context, args []string, env Env) int {
 	case "migrate":
 		return migrateCommand(ctx, env, cmd.baseline)
 	case "destinations-list":
-		return destinationsList(ctx, env)
+		return destinationsList(ctx, env, cmd.json)
 	case "dead":
 		return deadCommand(ctx, env, cmd.dead)
 	case "replay":
 		return replayCommand(ctx, env, cmd.replay)
 	case "destinations-pause", "destinations-resume":
-		return destinationsSetPaused(ctx, env, cmd.destination, cmd.name == "destinations-pause")
+		return destinationsSetPaused(ctx, env, cmd.destination, cmd.name == "destinations-pause", cmd.json)
 	default:
 		return serveCommand(ctx, env)
 	}
