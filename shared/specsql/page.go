@@ -54,14 +54,32 @@ func CheckoutRoot() (string, error) {
 
 var fence = regexp.MustCompile("(?s)```([a-zA-Z0-9_+-]*)[ \t]*\n(.*?)\n```")
 
+// Block is one fenced code block of a page.
+type Block struct {
+	// Lang is the info string of the fence: sql, bash, yaml, text, ... (empty when none).
+	Lang string
+	// Text is the block's content, trimmed.
+	Text string
+}
+
+// Fenced returns every fenced code block of a page, in page order, so that a test can pair a
+// command block with the output block that follows it.
+func Fenced(page string) []Block {
+	var out []Block
+	for _, m := range fence.FindAllStringSubmatch(page, -1) {
+		out = append(out, Block{Lang: m[1], Text: strings.TrimSpace(m[2])})
+	}
+	return out
+}
+
 // Blocks returns the text of every fenced code block of a page whose info string is lang
-// (sql, bash, yaml, text, ...), trimmed, in page order. The pages of the handbook may hold a
-// block collapsed onto one line; Squeeze and, for shell, Commands read such blocks.
+// (sql, bash, yaml, text, ...), in page order. The pages of the handbook may hold a block
+// collapsed onto one line; Squeeze and, for shell, Commands read such blocks.
 func Blocks(page, lang string) []string {
 	var out []string
-	for _, m := range fence.FindAllStringSubmatch(page, -1) {
-		if m[1] == lang {
-			out = append(out, strings.TrimSpace(m[2]))
+	for _, b := range Fenced(page) {
+		if b.Lang == lang {
+			out = append(out, b.Text)
 		}
 	}
 	return out
