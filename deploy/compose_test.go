@@ -366,3 +366,52 @@ func TestTutorialSourceAppendsToTheExample(t *testing.T) {
 	assert.Regexp(t, regexp.MustCompile(`(?m)^sources:\n  orders:\n`), stdout)
 	assert.Contains(t, stdout, "consumption: pull")
 }
+
+// TestComposeOverrideIsTheDevelopmentLoop checks docker-compose.override.yml, which Compose
+// reads beside docker-compose.yml when no -f names the files (spec/19, spec/32): it changes
+// only the queuebox service, to the `dev` stage of local/Dockerfile with the source tree
+// mounted at the stage's working directory, where the stage's command runs
+// `go run ./local serve`; its caches are named volumes that it declares.
+func TestComposeOverrideIsTheDevelopmentLoop(t *testing.T) {
+	t.Parallel()
+	base := loadStack(t, "docker-compose.yml")
+	over := loadStack(t, "docker-compose.override.yml")
+	require.Len(t, over.Services, 1, "the override changes only queuebox")
+	qb, ok := over.Services["queuebox"]
+	require.True(t, ok, "the override changes the queuebox service")
+	// Compose merges the override into the base service: the context and the Dockerfile stay
+	// the base's, the target and the image name change.
+	assert.Empty(t, qb.Build.Context, "the context stays the base file's")
+	assert.Empty(t, qb.Build.Dockerfile, "the Dockerfile stays the base file's")
+	assert.Equal(t, "local/Dockerfile", base.Services["queuebox"].Build.Dockerfile)
+	assert.Equal(t, "dev", qb.Build.Target)
+	assert.NotEqual(t, base.Services["queuebox"].Image, qb.Image, "the dev image does not replace the built one")
+
+	stages := loadDockerfile(t)
+	require.Contains(t, stages, "dev")
+	dev := stages["dev"]
+	assert.True(t, strings.HasPrefix(dev.base, "golang:"), "the dev stage is the Go toolchain: %s", dev.base)
+	workdir := strings.TrimSpace(dev.one(t, "WORKDIR").args)
+	assert.Equal(t, []string{"go", "run", "./local", "serve"}, execForm(t, dev.one(t, "CMD").args))
+
+	mounts := map[string]string{}
+	for _, v := range qb.Volumes {
+		src, dst, _ := strings.Cut(v, ":")
+		dst, _, _ = strings.Cut(dst, ":")
+		mounts[dst] = src
+	}
+	assert.Equal(t, ".", mounts[workdir], "the source tree is mounted at the stage's WORKDIR")
+	for dst, src := range mounts {
+		if dst == workdir {
+			continue
+		}
+		assert.Contains(t, over.Volumes, src, "the cache volume %s (at %s) is declared", src, dst)
+		assert.NotContains(t, base.Volumes, src, "the cache volume %s is the override's own", src)
+	}
+	assert.Contains(t, mounts, "/go/pkg/mod", "the module cache survives a restart")
+
+	// The last stage stays queuebox, the image of a plain docker build.
+	all, err := parseDockerfile(string(readRepoFile(t, "local/Dockerfile")))
+	require.NoError(t, err)
+	assert.Equal(t, "queuebox", all[len(all)-1].name, "the default target is the last stage")
+}
