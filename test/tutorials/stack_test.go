@@ -57,9 +57,15 @@ type stack struct {
 // newStack prepares the folder, the ports and the configuration copy; start runs the script.
 func newStack(t *testing.T, root, bin string) *stack {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "queuebox-tutorial-")
+	reapOrphans(root)
+	dir, err := os.MkdirTemp("", stackPrefix)
 	if err != nil {
 		t.Fatalf("creating the stack's folder: %v", err)
+	}
+	// The owner's pid lets a later run stop this stack's cluster if this test process dies
+	// before its cleanup (a panic, a kill, a timeout).
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		t.Fatalf("recording the stack's owner: %v", err)
 	}
 	// The script runs PostgreSQL as the postgres user, who must enter the folder.
 	if err := os.Chmod(dir, 0o755); err != nil {
@@ -93,6 +99,37 @@ func newStack(t *testing.T, root, bin string) *stack {
 		"QUEUEBOX_CONFIG_FILE="+s.config,
 	)
 	return s
+}
+
+const (
+	stackPrefix = "queuebox-tutorial-"
+	ownerFile   = "owner.pid"
+)
+
+// reapOrphans stops the clusters of the stacks whose test process no longer runs, with
+// `scripts/run-local.sh stop`, and removes their folders.
+func reapOrphans(root string) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), stackPrefix+"*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			continue // its test still runs
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "run-local.sh"), "stop")
+		cmd.Dir = root
+		cmd.Env = append(cleanEnv(), "QUEUEBOX_LOCAL_DIR="+filepath.Join(dir, "pg"))
+		_ = cmd.Run()
+		cancel()
+		_ = os.RemoveAll(dir)
+	}
 }
 
 // cleanEnv is the test's environment without the QUEUEBOX_ and PG variables, which would
