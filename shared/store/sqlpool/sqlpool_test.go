@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,7 +28,7 @@ func openPool(t *testing.T, cfg sqlpool.Config) (*sqlpool.Pool, *metrics.Registr
 	reg := metrics.New("test")
 	tracer := metrics.NewPoolTracer(reg, metrics.PoolName)
 	cfg.Observer = tracer
-	p, err := sqlpool.Open("pgx", dbtest.ServerURL(), cfg)
+	p, err := sqlpool.Open(dbtest.SQLDriverName, dbtest.ServerURL(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	tracer.AttachStats(p.Stats)
@@ -182,7 +181,7 @@ func TestCallerCancelIsNotAPoolTimeout(t *testing.T) {
 
 func TestOpenRefusesAPoolOfNoConnection(t *testing.T) {
 	t.Parallel()
-	_, err := sqlpool.Open("pgx", dbtest.ServerURL(), sqlpool.Config{MaxOpen: 0})
+	_, err := sqlpool.Open(dbtest.SQLDriverName, dbtest.ServerURL(), sqlpool.Config{MaxOpen: 0})
 	assert.EqualError(t, err, "opening the pgx pool: the pool size 0 is not above 0 (database.poolSize, QUEUEBOX_DATABASE_POOLSIZE)")
 	_, err = sqlpool.Open("no-such-driver", "x", sqlpool.Config{MaxOpen: 1})
 	assert.ErrorContains(t, err, "opening the no-such-driver pool: ")
