@@ -199,8 +199,11 @@ func (p *Pool) QueryRowContext(ctx context.Context, query string, args ...any) *
 	return &Row{row: h.conn.QueryRowContext(ctx, query, args...), release: func() { p.release(h) }}
 }
 
+// errScannedTwice is the error of a second Row.Scan.
+var errScannedTwice = errors.New("sqlpool: Row.Scan called twice; the connection went back after the first")
+
 // Row is the result of QueryRowContext. Scan must be called once: it gives the connection
-// back.
+// back, and a second Scan returns an error. A Row is not safe for concurrent use.
 type Row struct {
 	row     *sql.Row
 	release func()
@@ -213,7 +216,9 @@ func (r *Row) Scan(dest ...any) error {
 	if r.err != nil {
 		return r.err
 	}
-	defer r.release()
+	release := r.release
+	r.release, r.err = nil, errScannedTwice
+	defer release()
 	return r.row.Scan(dest...)
 }
 

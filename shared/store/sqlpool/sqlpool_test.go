@@ -127,6 +127,9 @@ func TestQueryRowContextScansAsSQLRow(t *testing.T) {
 	var v int
 	require.NoError(t, p.QueryRowContext(ctx, "SELECT 42").Scan(&v))
 	assert.Equal(t, 42, v)
+	row := p.QueryRowContext(ctx, "SELECT 43")
+	require.NoError(t, row.Scan(&v))
+	assert.EqualError(t, row.Scan(&v), "sqlpool: Row.Scan called twice; the connection went back after the first")
 	err := p.QueryRowContext(ctx, "SELECT 1 WHERE false").Scan(&v)
 	assert.ErrorIs(t, err, sql.ErrNoRows)
 	err = p.QueryRowContext(ctx, "SELECT 1/0").Scan(&v)
