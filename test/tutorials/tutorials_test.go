@@ -251,7 +251,13 @@ func (r *runner) once(script, want, check string) {
 func (r *runner) until(script, want, check string) {
 	t := r.t
 	re := outputPattern(want)
-	deadline := time.Now().Add(2 * time.Minute)
+	// The first answer waits for initdb, the migrations and the start, which take their time
+	// on a busy machine; the others for a delivery.
+	limit := 2 * time.Minute
+	if check == "health" {
+		limit = 5 * time.Minute
+	}
+	deadline := time.Now().Add(limit)
 	var got string
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
