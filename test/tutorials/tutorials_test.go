@@ -456,6 +456,17 @@ func (r *runner) yaml(block string) {
 			t.Errorf("%s: examples/queuebox.yml does not hold the fragment %q", r.page, want)
 			return
 		}
+		// make run's twin, local/queuebox.yml, has the same route and destination with the
+		// local receiver's address (docs/tutorials-without-docker.md).
+		local, err := os.ReadFile(filepath.Join(r.root, "local", "queuebox.yml"))
+		if err != nil {
+			t.Fatalf("reading local/queuebox.yml: %v", err)
+		}
+		wantLocal := strings.Replace(want, "baseUrl: http://receiver:8080", "baseUrl: http://127.0.0.1:8088", 1)
+		if got := withoutComments(string(local)); !strings.Contains(got, wantLocal) {
+			t.Errorf("%s: local/queuebox.yml does not hold the fragment with the local receiver %q", r.page, wantLocal)
+			return
+		}
 		r.done["route fragment"] = true
 	case strings.HasPrefix(block, "sources: "):
 		text, err := os.ReadFile(r.stack.config)
