@@ -62,18 +62,18 @@ func (f files) readIdentity() (string, error) {
 func (f files) readOffsets() (lsn Position, ok bool, err error) {
 	b, err := os.ReadFile(filepath.Join(f.dir, OffsetsFile))
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, false, nil
+		return "", false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("reading %s: %w", OffsetsFile, err)
+		return "", false, fmt.Errorf("reading %s: %w", OffsetsFile, err)
 	}
 	var o Offsets
 	if err := json.Unmarshal(b, &o); err != nil {
-		return 0, false, fmt.Errorf("reading %s: %w", OffsetsFile, err)
+		return "", false, fmt.Errorf("reading %s: %w", OffsetsFile, err)
 	}
 	lsn, err = f.log.ParsePosition(o.LSN)
 	if err != nil {
-		return 0, false, fmt.Errorf("reading %s: the position %q: %w", OffsetsFile, o.LSN, err)
+		return "", false, fmt.Errorf("reading %s: the position %q: %w", OffsetsFile, o.LSN, err)
 	}
 	return lsn, true, nil
 }
