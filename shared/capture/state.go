@@ -22,6 +22,9 @@ const (
 	// IdentityFile holds the state_id that ties the files to the row of
 	// queuebox_capture_state.
 	IdentityFile = "identity"
+	// HistoryFile holds the schema history: the capture instances that a SQL Server source
+	// read (shared/store/sqlserver/cdc). The PostgreSQL source writes none.
+	HistoryFile = "history.dat"
 )
 
 // StateTable is the table that records each capture identity (migration V7).
