@@ -1,5 +1,5 @@
 // Package capture is the change data capture connector of QueueBox
-// (outbox.capture.mode postgres-logical, spec/01-change-data-capture.md and
+// (outbox.capture.mode postgres-logical and sqlserver-cdc, spec/01-change-data-capture.md and
 // spec/08-capture-changes.md). It reads the change log of the database through a Source and
 // wakes delivery when an insert into the outbox table commits. Capture delivers nothing:
 // delivery still claims every row through SQL, and a lost wake costs latency, never a message.
@@ -30,8 +30,9 @@
 //   - reconnects after a lost connection with a backoff from 1 s to 30 s and never exits for
 //     it; Check reports the component down meanwhile.
 //
-// SQL Server change data capture (sqlserver-cdc) is not implemented in this build:
-// shared/service.CaptureConfig refuses it with ErrSQLServerCDCNotImplemented.
+// SQL Server change data capture (sqlserver-cdc) is the Source of
+// shared/store/sqlserver/cdc, which polls the change table of the outbox table's capture
+// instance.
 // spec/28-metrics.md lists no capture metric, so the connector exposes none; Stats counts what
 // it saw, for tests and logs.
 package capture
@@ -61,11 +62,6 @@ const (
 	DefaultMaxBackoff             = 30 * time.Second
 	DefaultOwnerGrace             = 30 * time.Second
 )
-
-// ErrSQLServerCDCNotImplemented refuses outbox.capture.mode sqlserver-cdc.
-var ErrSQLServerCDCNotImplemented = errors.New("outbox.capture.mode sqlserver-cdc is not implemented in this build: " +
-	"SQL Server change data capture cannot run here; set outbox.capture.enabled to false (delivery polls " +
-	"at outbox.pollIntervalMs) or use postgres-logical on PostgreSQL")
 
 // namePattern is the rule of identity, slot and publication (spec/23-configuration.md).
 var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
@@ -253,7 +249,7 @@ type Connector struct {
 
 	inserts, wakes, inboxWakes, attempts atomic.Uint64
 	handled                              atomic.Value // a Position
-	written                              Position      // the position in offsets.dat; run goroutine only
+	written                              Position     // the position in offsets.dat; run goroutine only
 }
 
 // New validates cfg and returns a connector that has not connected yet.

@@ -698,10 +698,6 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 		{name: "filter glob with ***",
 			yaml: "sources:\n  hook:\n    path: /hook\n    idempotencyKeyPath: $.id\n    eventTypePath: $.type\n    filter:\n      require:\n        - header: h\n          matches: \"a***\"\n",
 			want: "QueueBox could not build the inbox sources. Reason: creating inbox handler | caused by source hook | caused by compiling filter.require[0]"},
-		{name: "sqlserver-cdc capture",
-			env: map[string]string{"QUEUEBOX_DATABASE_TYPE": "sqlserver", "QUEUEBOX_DATABASE_URL": "jdbc:sqlserver://127.0.0.1:1;databaseName=q",
-				"QUEUEBOX_OUTBOX_CAPTURE_MODE": "sqlserver-cdc", "QUEUEBOX_OUTBOX_CAPTURE_ENABLED": "true", "QUEUEBOX_OUTBOX_CAPTURE_STATEDIRECTORY": "/tmp"},
-			want: "QueueBox could not start capture. Reason:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

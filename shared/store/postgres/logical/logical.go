@@ -75,7 +75,9 @@ func (l *replLog) ParsePosition(s string) (capture.Position, error) {
 }
 
 // FormatPosition writes an LSN in PostgreSQL's X/Y form.
-func (l *replLog) FormatPosition(p capture.Position) string { return pglogrepl.LSN(p.Uint64()).String() }
+func (l *replLog) FormatPosition(p capture.Position) string {
+	return pglogrepl.LSN(p.Uint64()).String()
+}
 
 // Connect opens the replication connection.
 func (l *replLog) Connect(ctx context.Context) (capture.Session, error) {
