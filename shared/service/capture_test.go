@@ -109,6 +109,7 @@ database:
   username: app
   password: app-secret
   outboxTableName: qb_outbox
+  migrate: false
 outbox:
   capture:
     mode: sqlserver-cdc

@@ -59,7 +59,7 @@ func newFakeServer() *fakeServer {
 		user: "capture_user", database: "queuebox",
 		instances: []fakeInstance{{name: "dbo_outbox", startLSN: 100}},
 		minLSN:    100, maxLSN: 100,
-		states:    map[string][2]string{},
+		states: map[string][2]string{},
 	}
 	s.db = &sqlservertest.FakeDB{Answer: s.answer}
 	return s
