@@ -736,6 +736,21 @@ func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
 	}
 }
 
+// TestConfigCheckAcceptsSQLServerCDC: sqlserver-cdc on SQL Server passes `config check`,
+// which builds its capture connector without connecting.
+func TestConfigCheckAcceptsSQLServerCDC(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"QUEUEBOX_DATABASE_TYPE": "sqlserver", "QUEUEBOX_DATABASE_URL": "jdbc:sqlserver://127.0.0.1:1;databaseName=q",
+		"QUEUEBOX_DATABASE_USERNAME": "sa", "QUEUEBOX_DATABASE_PASSWORD": "p",
+		"QUEUEBOX_OUTBOX_CAPTURE_MODE": "sqlserver-cdc", "QUEUEBOX_OUTBOX_CAPTURE_ENABLED": "true",
+		"QUEUEBOX_OUTBOX_CAPTURE_STATEDIRECTORY": t.TempDir(),
+	}
+	if r := run(t, context.Background(), env, "config", "check"); r.code != ExitOK {
+		t.Errorf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+}
+
 // TestConfigCheckBoundsNumbersAndSecretFiles runs `config check` as the process does (ReadFile
 // nil) on values that passed it before: a number that exhausted memory at start, and a secret
 // file that is read without end.
