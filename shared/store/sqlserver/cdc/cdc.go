@@ -517,15 +517,28 @@ func receiveError(ctx context.Context, err error) error {
 	return err
 }
 
+// pollTimeout bounds one poll statement.
+const pollTimeout = 30 * time.Second
+
 // poll runs StmtPoll once: a batch when inserts committed since the last poll, a keepalive at
 // the newest position when only other changes did, and nothing when the log did not move.
+// The deadline of ctx (the connector's next confirmation) does not cut a poll short, which
+// would cancel the statement on the server; its cancellation does, and pollTimeout bounds it.
 func (s *session) poll(ctx context.Context) (capture.Event, error) {
+	pollCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pollTimeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel()
+		}
+	})
+	defer stop()
 	var minLSN, maxLSN, first []byte
 	var count sql.NullInt64
-	err := s.conn.QueryRowContext(ctx, StmtPoll(s.instance), s.instance, lsnBytes(s.from)).Scan(&minLSN, &maxLSN, &first, &count)
+	err := s.conn.QueryRowContext(pollCtx, StmtPoll(s.instance), s.instance, lsnBytes(s.from)).Scan(&minLSN, &maxLSN, &first, &count)
 	if err != nil {
-		if ctx.Err() != nil {
-			return capture.Event{}, receiveError(ctx, err)
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return capture.Event{}, ctx.Err()
 		}
 		return capture.Event{}, fmt.Errorf("polling the capture instance %s: %w", s.instance, err)
 	}

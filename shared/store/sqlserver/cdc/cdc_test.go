@@ -324,6 +324,37 @@ func TestCaptureInstanceGone(t *testing.T) {
 		"or the capture account cannot read it; enable change data capture on the table again with: "+specEnableTable, f.Error())
 }
 
+// A lost connection ends the session; the connector reconnects with its backoff, takes the
+// identity's lock again (it owned it before), resumes from the position it handled, and wakes
+// for an insert that committed meanwhile.
+func TestReconnectsAfterALostConnection(t *testing.T) {
+	t.Parallel()
+	s := newFakeServer()
+	dir := t.TempDir()
+	r := run(t, config(t, s, dir))
+	streaming(t, r)
+	s.commit(200, 2)
+	ctx := deadline(t)
+	require.True(t, waitFor(ctx, func() bool { return r.c.Stats().Wakes == 1 }))
+	// The connector records the handled LSN in offsets.dat at its standby interval; a session
+	// starts from there (a loss before it costs a wake, which every connection attempt makes).
+	require.True(t, waitFor(ctx, func() bool {
+		var off capture.Offsets
+		b, err := os.ReadFile(filepath.Join(dir, capture.OffsetsFile))
+		return err == nil && json.Unmarshal(b, &off) == nil && off.LSN == lsnText(200)
+	}))
+
+	s.set(func(s *fakeServer) { s.failPolls = 1 })
+	s.commit(300, 2)
+	require.True(t, waitFor(ctx, func() bool { return r.c.Stats().Attempts >= 2 && r.c.Stats().Wakes == 2 }), "stats %+v", r.c.Stats())
+	streaming(t, r)
+	assert.Equal(t, uint64(2), r.c.Stats().Inserts, "the insert at 200 is not read twice")
+	starts := s.startArgs()
+	require.Len(t, starts, 2)
+	assert.Equal(t, lsn(200), starts[1], "the new session starts after the handled LSN")
+	assert.False(t, s.db.Open(1), "the lost session's connection is closed")
+}
+
 // One owner: while a connector holds the identity's application lock, a second one with the
 // same identity is refused; after the connector's owner grace it stops with the fault of a
 // second owner. When the first stops, its connection closes, and a new one takes the lock.

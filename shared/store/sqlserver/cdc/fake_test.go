@@ -39,6 +39,7 @@ type fakeServer struct {
 	lockHolder int // the connection that holds the identity's lock; 0: none
 	states     map[string][2]string
 	polls      int
+	failPolls  int // the next polls that fail, as on a lost connection
 }
 
 type fakeInstance struct {
@@ -153,6 +154,10 @@ func (s *fakeServer) answer(conn int, query string, args []any) sqlservertest.An
 		return row(s.instanceMin(args[0].(string)), nullable(s.maxLSN), next)
 	case strings.HasPrefix(query, "DECLARE @qb_min"):
 		s.polls++
+		if s.failPolls > 0 {
+			s.failPolls--
+			return sqlservertest.Answer{Err: driver.ErrBadConn}
+		}
 		inst := args[0].(string)
 		if query != cdc.StmtPoll(inst) {
 			return sqlservertest.Answer{Err: fmt.Errorf("fake: the poll names another capture instance than %s", inst)}
