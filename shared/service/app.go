@@ -52,8 +52,7 @@ type Recorder interface {
 }
 
 // PoolMetrics observes the connection pool of the database that App.Open opens, and receives
-// its statistics (on PostgreSQL, the one dialect whose pool the tracer observes).
-// *metrics.PoolTracer implements it.
+// its statistics (either dialect). *metrics.PoolTracer implements it.
 type PoolMetrics interface {
 	store.PoolObserver
 	AttachStats(stats func() store.PoolStats)
@@ -448,7 +447,7 @@ func (a *App) Open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if a.opts.Pool != nil && a.cfg.Database.Type != config.SQLServer {
+	if a.opts.Pool != nil {
 		a.opts.Pool.AttachStats(db.PoolStats)
 	}
 	a.DB = db
