@@ -1,10 +1,10 @@
-// Package sqlservertest holds test helpers of the SQL Server dialect, for packages outside
-// shared/store/sqlserver (the change data capture source, shared/store/sqlserver/cdc). FakeDB
-// is a database/sql driver that answers each statement from a test's script and records what
-// the code under test did, connection by connection, in the way of the store's own fake
-// (shared/store/sqlserver/fakedb_test.go): it proves the Go side (statements and their order,
-// arguments, scanning, the use of one connection) without a SQL Server. The SQL itself runs only
-// in the tests that QUEUEBOX_TEST_SQLSERVER_URL enables.
+// Package sqlservertest holds test helpers of the SQL Server dialect. FakeDB is a database/sql
+// driver that answers each statement from a test's script and records what the code under
+// test did, connection by connection: it proves the Go side (statements and their order,
+// arguments, scanning, the use of one connection) without a SQL Server. The store's tests
+// (shared/store/sqlserver/fakedb_test.go, through a thin adapter) and the change data capture
+// source's (shared/store/sqlserver/cdc) use it. The SQL itself runs only in the tests that
+// QUEUEBOX_TEST_SQLSERVER_URL enables.
 package sqlservertest
 
 import (
