@@ -18,6 +18,7 @@ import (
 	"github.com/alternayte/queuebox/shared/retention"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres"
+	"github.com/alternayte/queuebox/shared/store/sqlserver"
 	"github.com/alternayte/queuebox/shared/transform"
 	"github.com/alternayte/queuebox/shared/waker"
 )
@@ -301,7 +302,7 @@ func (a *App) build(ctx context.Context) error {
 	if withCapture {
 		if o.Capture == Required && !cfg.Outbox.Capture.Enabled {
 			return startError("start capture", fmt.Errorf(
-				"outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED); %s needs it true and outbox.capture.mode postgres-logical", o.Name))
+				"outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED); %s needs it true and outbox.capture.mode postgres-logical or sqlserver-cdc", o.Name))
 		}
 		var err error
 		if ccfg, err = CaptureConfig(cfg, waker.Nop{}, log); err != nil {
@@ -309,9 +310,13 @@ func (a *App) build(ctx context.Context) error {
 		}
 	}
 	if o.HealthPool {
-		dsn, err := cfg.Database.PgxConnString()
+		connString, openHealth := cfg.Database.PgxConnString, postgres.OpenHealth
+		if cfg.Database.Type == config.SQLServer {
+			connString, openHealth = cfg.Database.SQLServerURL, sqlserver.OpenHealth
+		}
+		dsn, err := connString()
 		if err == nil {
-			a.health, err = postgres.OpenHealth(ctx, store.OpenConfig{
+			a.health, err = openHealth(ctx, store.OpenConfig{
 				ConnString: dsn, PoolSize: 1, ConnectTimeout: cfg.Database.ConnectionTimeoutMs.Duration(),
 			})
 		}

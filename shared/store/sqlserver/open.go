@@ -2,6 +2,7 @@ package sqlserver
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/sqlpool"
@@ -36,4 +37,23 @@ func Open(ctx context.Context, cfg store.OpenConfig) (*store.Driver, error) {
 		Ping:      db.PingContext,
 		PoolStats: pool.Stats,
 	}, nil
+}
+
+// OpenHealth opens the lazy pool of cfg.PoolSize connections that the capture node's database
+// health component pings (shared/store/sqlpool, reporting to cfg.Tracer): it connects on the
+// first ping, not here. cfg.ConnectTimeout bounds each ping when set.
+func OpenHealth(_ context.Context, cfg store.OpenConfig) (*store.Driver, error) {
+	pool, err := sqlpool.Open("sqlserver", cfg.ConnString, sqlpool.Config{MaxOpen: cfg.PoolSize, Observer: cfg.Tracer})
+	if err != nil {
+		return nil, fmt.Errorf("opening the health pool: %w", err)
+	}
+	ping := pool.DB().PingContext
+	if cfg.ConnectTimeout > 0 {
+		ping = func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
+			defer cancel()
+			return pool.DB().PingContext(ctx)
+		}
+	}
+	return &store.Driver{Ping: ping, PoolStats: pool.Stats, Release: func() { _ = pool.Close() }}, nil
 }
