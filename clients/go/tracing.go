@@ -2,6 +2,7 @@ package queuebox
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"go.opentelemetry.io/otel"
@@ -89,7 +90,8 @@ func (w *InboxWorker) startHandlerSpan(ctx context.Context, msg Message) (contex
 func (s handlerSpan) end(result string, err error) {
 	s.span.SetAttributes(attribute.String("queuebox.result", result))
 	if err != nil {
-		s.span.RecordError(err)
+		// The error's text as last_error stores it: secrets redacted.
+		s.span.RecordError(errors.New(SanitizeError(err)))
 		s.span.SetStatus(codes.Error, result)
 	}
 	s.span.End()

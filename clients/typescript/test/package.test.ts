@@ -1,5 +1,5 @@
 // The built package: both builds load through the exports map, export the same names, and
-// carry types; the package has no runtime dependency.
+// carry types; the package has no runtime dependency (@opentelemetry/api is an optional peer).
 import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -35,9 +35,15 @@ describe("the package", () => {
     }
   });
 
-  it("has no runtime dependency", () => {
+  it("has no runtime dependency; @opentelemetry/api is an optional peer, loaded only on demand", () => {
     assert.equal(manifest.dependencies, undefined);
-    assert.equal(manifest.peerDependencies, undefined);
+    assert.deepEqual(Object.keys(manifest.peerDependencies ?? {}), ["@opentelemetry/api"]);
+    assert.equal(manifest.peerDependenciesMeta?.["@opentelemetry/api"]?.optional, true);
+    for (const file of ["dist/esm/index.js", "dist/esm/worker.js", "dist/esm/tracing.js", "dist/cjs/tracing.js"]) {
+      const text = readFileSync(join(packageRoot, file), "utf8");
+      // No static import or top-level require: the API is loaded by a guarded dynamic import.
+      assert.doesNotMatch(text, /^\s*(?:import|export)\b[^\n]*["']@opentelemetry\/api["']|^(?:const|var|let)[^\n]*require\(["']@opentelemetry\/api["']\)/m, file);
+    }
     for (const file of ["dist/esm/index.js", "dist/esm/worker.js", "dist/esm/pg.js", "dist/esm/mssql.js", "dist/cjs/pg.js", "dist/cjs/mssql.js"]) {
       const text = readFileSync(join(packageRoot, file), "utf8");
       assert.doesNotMatch(text, /^\s*(?:import|export)\b[^\n]*["'](?:pg|mssql|tedious)["']|require\(["'](?:pg|mssql|tedious)["']\)/m, file);
