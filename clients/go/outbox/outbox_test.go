@@ -463,4 +463,3 @@ func TestEncodePayloadAndHeaders(t *testing.T) {
 		t.Errorf("EncodeHeaders = %s, %v", h, err)
 	}
 }
-
