@@ -46,3 +46,22 @@ export { sanitize, sanitizeError, MAX_ERROR_LENGTH } from "./redact.js";
 export { fromPg, type PgPool, type PgClient, type PgClientOf, type PgResult } from "./pg.js";
 export { fromMssql, type MssqlModule, type MssqlRequest, type MssqlTransaction } from "./mssql.js";
 export type { InboxConnection, InboxTransaction, InboxResult, InboxValues } from "./connection.js";
+export {
+  enqueue,
+  encodePayload,
+  encodeHeaders,
+  outboxStatement,
+  resolveOutboxSchema,
+  defaultOutboxSchema,
+  OutboxMessageError,
+  MAX_TEXT_LENGTH,
+  MAX_ATTEMPTS_LIMIT,
+  MAX_DELAY_MS,
+  type OutboxMessage,
+  type OutboxSchema,
+  type EnqueueOptions,
+  type OutboxTransaction,
+  type OutboxPgClient,
+  type OutboxMssqlTransaction,
+  type OutboxMssqlRequest,
+} from "./outbox.js";

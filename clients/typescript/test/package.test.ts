@@ -11,8 +11,10 @@ import { packageRoot } from "./support.js";
 const manifest = JSON.parse(readFileSync(join(packageRoot, "package.json"), "utf8"));
 
 const api = [
-  "InboxCancelledError", "InboxWorker", "MAX_ERROR_LENGTH", "deadLetter", "defaultRetryPolicy", "defaultSchema",
-  "fromMssql", "fromPg", "inboxSql", "resolveOptions", "retryAfter", "sanitize", "sanitizeError",
+  "InboxCancelledError", "InboxWorker", "MAX_ATTEMPTS_LIMIT", "MAX_DELAY_MS", "MAX_ERROR_LENGTH", "MAX_TEXT_LENGTH",
+  "OutboxMessageError", "deadLetter", "defaultOutboxSchema", "defaultRetryPolicy", "defaultSchema", "encodeHeaders",
+  "encodePayload", "enqueue", "fromMssql", "fromPg", "inboxSql", "outboxStatement", "resolveOptions",
+  "resolveOutboxSchema", "retryAfter", "sanitize", "sanitizeError",
 ];
 
 describe("the package", () => {
@@ -38,7 +40,7 @@ describe("the package", () => {
   it("has no runtime dependency", () => {
     assert.equal(manifest.dependencies, undefined);
     assert.equal(manifest.peerDependencies, undefined);
-    for (const file of ["dist/esm/index.js", "dist/esm/worker.js", "dist/esm/pg.js", "dist/esm/mssql.js", "dist/cjs/pg.js", "dist/cjs/mssql.js"]) {
+    for (const file of ["dist/esm/index.js", "dist/esm/worker.js", "dist/esm/pg.js", "dist/esm/mssql.js", "dist/cjs/pg.js", "dist/cjs/mssql.js", "dist/esm/outbox.js", "dist/cjs/outbox.js"]) {
       const text = readFileSync(join(packageRoot, file), "utf8");
       assert.doesNotMatch(text, /^\s*(?:import|export)\b[^\n]*["'](?:pg|mssql|tedious)["']|require\(["'](?:pg|mssql|tedious)["']\)/m, file);
     }
