@@ -50,3 +50,18 @@ describe("the package", () => {
     assert.equal(manifest.engines.node, ">=20");
   });
 });
+
+describe("clients/README.md", () => {
+  it("states the Node version of package.json's engines", () => {
+    const readme = readFileSync(join(packageRoot, "..", "README.md"), "utf8");
+    const minimum = /^>=(\d+)$/.exec(manifest.engines.node)?.[1];
+    assert.ok(minimum, `engines.node ${manifest.engines.node} is of the form >=N`);
+    const row = readme.split("\n").find((line) => line.includes("`@alternayte/queuebox-inbox`"));
+    assert.ok(row, "the table row of the TypeScript package");
+    assert.match(row, new RegExp(`Node\\.js ${minimum} or later`));
+    assert.ok(row.includes(JSON.stringify({ node: manifest.engines.node }).replace(/:/, ": ")), row);
+    for (const other of readme.matchAll(/Node(?:\.js)? (\d+)(?:\+| or later)/g)) {
+      assert.equal(other[1], minimum, `every "Node N or later" of clients/README.md says ${minimum}: ${other[0]}`);
+    }
+  });
+});
