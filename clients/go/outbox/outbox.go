@@ -418,7 +418,7 @@ func (w *Writer) render(withMaxAttempts, withDelay bool) string {
 		columns = append(columns, q(s.ScheduledAt))
 		if w.dialect == DialectSQLServer {
 			seconds, millis := param(), param()
-			values = append(values, fmt.Sprintf("DATEADD(MILLISECOND, %s, DATEADD(SECOND, %s, SYSUTCDATETIME()))", millis, seconds))
+			values = append(values, fmt.Sprintf("DATEADD(MILLISECOND, CAST(%s AS INT), DATEADD(SECOND, CAST(%s AS INT), SYSUTCDATETIME()))", millis, seconds))
 		} else {
 			values = append(values, fmt.Sprintf("CURRENT_TIMESTAMP + CAST(%s AS BIGINT) * INTERVAL '1 millisecond'", param()))
 		}

@@ -440,7 +440,7 @@ func TestStatements(t *testing.T) {
 		{pg.Statement(false, true), `INSERT INTO "outbox" ("topic", "key", "aggregate_type", "payload", "headers", "scheduled_at") VALUES ($1, $2, $3, $4, $5, CURRENT_TIMESTAMP + CAST($6 AS BIGINT) * INTERVAL '1 millisecond') RETURNING CAST("id" AS TEXT)`},
 		{ms.Statement(false, false), `INSERT INTO [qb_outbox] ([topic], [key], [aggregate_type], [body], [headers]) OUTPUT CAST(INSERTED.[id] AS NVARCHAR(64)) VALUES (@p1, @p2, @p3, @p4, @p5)`},
 		{ms.Statement(true, false), `INSERT INTO [qb_outbox] ([topic], [key], [aggregate_type], [body], [headers], [max_attempts]) OUTPUT CAST(INSERTED.[id] AS NVARCHAR(64)) VALUES (@p1, @p2, @p3, @p4, @p5, @p6)`},
-		{ms.Statement(true, true), `INSERT INTO [qb_outbox] ([topic], [key], [aggregate_type], [body], [headers], [max_attempts], [scheduled_at]) OUTPUT CAST(INSERTED.[id] AS NVARCHAR(64)) VALUES (@p1, @p2, @p3, @p4, @p5, @p6, DATEADD(MILLISECOND, @p8, DATEADD(SECOND, @p7, SYSUTCDATETIME())))`},
+		{ms.Statement(true, true), `INSERT INTO [qb_outbox] ([topic], [key], [aggregate_type], [body], [headers], [max_attempts], [scheduled_at]) OUTPUT CAST(INSERTED.[id] AS NVARCHAR(64)) VALUES (@p1, @p2, @p3, @p4, @p5, @p6, DATEADD(MILLISECOND, CAST(@p8 AS INT), DATEADD(SECOND, CAST(@p7 AS INT), SYSUTCDATETIME())))`},
 	} {
 		if c.got != c.want {
 			t.Errorf("statement\n got %s\nwant %s", c.got, c.want)

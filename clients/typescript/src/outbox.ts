@@ -178,7 +178,7 @@ export function outboxStatement(
     if (mssql) {
       const seconds = param();
       const millis = param();
-      values.push(`DATEADD(MILLISECOND, ${millis}, DATEADD(SECOND, ${seconds}, SYSUTCDATETIME()))`);
+      values.push(`DATEADD(MILLISECOND, CAST(${millis} AS INT), DATEADD(SECOND, CAST(${seconds} AS INT), SYSUTCDATETIME()))`);
     } else {
       values.push(`CURRENT_TIMESTAMP + CAST(${param()} AS BIGINT) * INTERVAL '1 millisecond'`);
     }

@@ -227,7 +227,7 @@ describe("outbox statements and encoders", () => {
     assert.equal(outboxStatement("sqlserver", { table: "qb_outbox", payload: "body" }),
       `INSERT INTO [qb_outbox] ([topic], [key], [aggregate_type], [body], [headers]) OUTPUT CAST(INSERTED.[id] AS NVARCHAR(64)) VALUES (@p1, @p2, @p3, @p4, @p5)`);
     assert.equal(outboxStatement("sqlserver", { table: "qb_outbox", payload: "body" }, true, true),
-      `INSERT INTO [qb_outbox] ([topic], [key], [aggregate_type], [body], [headers], [max_attempts], [scheduled_at]) OUTPUT CAST(INSERTED.[id] AS NVARCHAR(64)) VALUES (@p1, @p2, @p3, @p4, @p5, @p6, DATEADD(MILLISECOND, @p8, DATEADD(SECOND, @p7, SYSUTCDATETIME())))`);
+      `INSERT INTO [qb_outbox] ([topic], [key], [aggregate_type], [body], [headers], [max_attempts], [scheduled_at]) OUTPUT CAST(INSERTED.[id] AS NVARCHAR(64)) VALUES (@p1, @p2, @p3, @p4, @p5, @p6, DATEADD(MILLISECOND, CAST(@p8 AS INT), DATEADD(SECOND, CAST(@p7 AS INT), SYSUTCDATETIME())))`);
   });
 
   it("refuses names that are not identifiers or are used twice", () => {
