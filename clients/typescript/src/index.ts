@@ -16,6 +16,9 @@
  *   await tx.query("INSERT INTO orders (id, total) VALUES ($1, $2)", [order.id, order.total]);
  * }, stopping.signal);
  *
+ * It also writes the outbox side: {@link enqueue} inserts an outbox row in your `pg` or `mssql`
+ * transaction, with the pitfalls of hand-written inserts refused.
+ *
  * @packageDocumentation
  */
 
