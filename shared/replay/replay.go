@@ -2,7 +2,7 @@
 // batches, each batch one short statement in its own transaction, up to a limit and at most at
 // a rate, so that a replay of a million rows never holds one long transaction or floods the
 // destinations. The admin routes (POST /admin/replay with the fields of docs/replay.md, POST
-// /admin/inbox/replay) and the console use it; the store's ReplayBatch statements do the
+// /admin/inbox/replay) and `queuebox replay` use it; the store's ReplayBatch statements do the
 // moving.
 package replay
 
