@@ -26,12 +26,11 @@ var tutorials = []struct {
 	}},
 	{page: "33-receive-a-webhook.md", checks: []string{
 		"appended source", "source block", "health", "stored", "duplicate", "inbox row pending",
-		"business table", "second order stored", "stopped",
+		"business table", "go worker written", "go worker stored", "ts worker written",
+		"ts worker stored", "orders checked", "second order stored", "worker stored second order",
+		"worker stopped", "stopped",
 	}},
 }
-
-// workerSkip is why the worker steps of spec/33 do not run.
-const workerSkip = "a pull worker step: the Go, TypeScript and C# workers are not run by this test (docs/tutorials-without-docker.md)"
 
 // TestTutorials runs the shell blocks of spec/32 and spec/33 against scripts/run-local.sh, each
 // page on a fresh stack, and checks the outputs the pages document.
@@ -93,17 +92,29 @@ type runner struct {
 	done    map[string]bool
 	ran     int
 	skipped []string
+
+	cwd           string   // the worker's folder, after `mkdir orders-worker && cd orders-worker`
+	worker        *process // the running pull worker
+	firstPost     string   // the post of order-1, which the test repeats for the second worker
+	firstPostWant string   // its documented answer
 }
 
 // run walks the page's fenced blocks: each bash block's commands run, each yaml block is
-// checked against the configuration it shows, and a text block after a bash block is that
-// block's documented output.
+// checked against the configuration it shows, a go or ts block is the worker the next commands
+// run, and a text block after a bash block is that block's documented output. A worker's
+// output comes after the three languages' blocks: the first text block after the command.
 func (r *runner) run(page string) {
 	blocks := specsql.Fenced(page)
 	for i, b := range blocks {
 		switch b.Lang {
 		case "bash":
-			want := ""
+			want, later := "", ""
+			for j := i + 1; j < len(blocks); j++ {
+				if blocks[j].Lang == "text" {
+					later = blocks[j].Text
+					break
+				}
+			}
 			for j := i + 1; j < len(blocks) && blocks[j].Lang != "bash"; j++ {
 				if blocks[j].Lang == "text" {
 					want = blocks[j].Text
@@ -119,10 +130,18 @@ func (r *runner) run(page string) {
 				if k == len(cmds)-1 {
 					w = want
 				}
-				r.command(c, w)
+				if !r.workerCommand(c, later) {
+					r.command(c, w)
+				}
 			}
 		case "yaml":
 			r.yaml(b.Text)
+		case "go":
+			r.goWorker(b.Text)
+		case "ts":
+			r.tsWorker(b.Text)
+		case "csharp":
+			r.skip("Program.cs", csharpSkip)
 		}
 	}
 }
@@ -137,10 +156,6 @@ func (r *runner) command(c specsql.Command, want string) {
 	case line == "git checkout examples/queuebox.yml":
 		r.mapped(line, "git checkout examples/queuebox.yml")
 		r.note(line, "the test appended to its own copy of local/queuebox.yml, deleted with the stack")
-	case strings.HasPrefix(line, "mkdir orders-worker"), strings.HasPrefix(line, "go "),
-		strings.HasPrefix(line, "npm "), strings.HasPrefix(line, "node "),
-		strings.HasPrefix(line, "dotnet "):
-		r.skip(line, workerSkip)
 	case strings.HasPrefix(line, "docker compose "):
 		r.docker(c, want)
 	case strings.HasPrefix(line, "curl "):
@@ -188,6 +203,8 @@ func (r *runner) docker(c specsql.Command, want string) {
 		r.ran++
 	case strings.HasPrefix(line, compose+"down -v"):
 		r.mapped(line, compose+"down -v")
+		// "Press Ctrl+C in the worker terminal", then stop the stack.
+		r.stopWorker()
 		r.stack.stop(t)
 		if r.stack.running() {
 			t.Errorf("%s: the stack still runs after the local equivalent of %q", r.page, line)
@@ -213,7 +230,10 @@ func (r *runner) psql(c specsql.Command, want string) {
 	switch {
 	case strings.Contains(args, "FROM orders;"):
 		// spec/33's "Check the result" reads what the worker wrote.
-		r.skip(c.Line, "its output is the pull worker's work, and the worker is skipped: "+workerSkip)
+		if r.worker == nil {
+			t.Fatalf("%s: %q reads the worker's work, but no worker runs", r.page, c.Line)
+		}
+		r.until(local.Script(), want, "orders checked")
 	case c.Tag == "SQL" && strings.Contains(c.Heredoc, "INSERT INTO outbox"):
 		// The page says: psql prints BEGIN, INSERT 0 1 and COMMIT.
 		r.once(local.Script(), "BEGIN INSERT 0 1 COMMIT", "insert")
@@ -319,11 +339,19 @@ func (r *runner) curl(c specsql.Command, want string) {
 		check := "stored"
 		if r.done["stored"] {
 			check = "duplicate"
+		} else {
+			r.firstPost, r.firstPostWant = script, want
 		}
 		r.match(script, want, check)
 	case strings.Contains(c.Line, "/inbox/orders") && strings.Contains(c.Line, `"id":"order-2"`):
 		// The page shows no output: the worker prints the order. The message is stored.
 		r.match(script, `{"messageId":"00000000-0000-0000-0000-000000000000"}`, "second order stored")
+		// "Post a new order while the worker runs, and watch the worker print it."
+		if r.worker == nil {
+			t.Fatalf("%s: order-2 is posted while no worker runs", r.page)
+		}
+		r.waitWorker("Stored the order order-2.", "order-2", 17)
+		r.done["worker stored second order"] = true
 	default:
 		t.Errorf("%s: the curl command %q is new to the test: say what it must print", r.page, c.Line)
 	}
