@@ -5,6 +5,9 @@
 // starts: a private PostgreSQL cluster with the role and database queuebox, the demo receiver
 // and queuebox serve) on private ports, and checks the outputs that the pages document.
 //
-// The package has no code of its own; its test is the point. The steps that need a pull client
-// (the Go, TypeScript and C# workers of spec/33) are skipped, and the test names them.
+// The package has no code of its own; its test is the point. It also runs spec/33's pull
+// workers: the Go worker from the page's main.go with the client of the checkout (a replace
+// directive), and the TypeScript worker as clients/typescript/examples/worker.mjs with the
+// package packed from the checkout. The C# worker, from another repository, is skipped, and
+// the test names its steps.
 package tutorials
