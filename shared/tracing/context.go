@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"strings"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -115,4 +116,10 @@ func SpanLogAttrs(sc trace.SpanContext) []any {
 		return nil
 	}
 	return []any{slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String())}
+}
+
+// ContextFromHTTP returns ctx with the remote span context of an HTTP request's traceparent
+// and tracestate headers, or ctx unchanged when they hold no valid traceparent.
+func ContextFromHTTP(ctx context.Context, h http.Header) context.Context {
+	return w3c.Extract(ctx, propagation.HeaderCarrier(h))
 }
