@@ -27,6 +27,7 @@ import (
 	"github.com/alternayte/queuebox/shared/store/postgres"
 	"github.com/alternayte/queuebox/shared/store/sqlserver"
 	"github.com/alternayte/queuebox/shared/transform"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Version is the release of this build; the queuebox{version} metric carries it. The build
@@ -463,7 +464,7 @@ func (o *Outbox) Close() {
 
 // newOutbox builds the poller with the settings oc, its routes and publishers; brokers are the
 // broker destinations the program delivers to (see Publishers). Build calls it.
-func newOutbox(ctx context.Context, cfg *config.Config, oc outbox.Config, st store.OutboxStore, m Metrics, engine *transform.Engine, log *slog.Logger, brokers ...Broker) (*Outbox, error) {
+func newOutbox(ctx context.Context, cfg *config.Config, oc outbox.Config, st store.OutboxStore, m Metrics, engine *transform.Engine, log *slog.Logger, tracer trace.Tracer, brokers ...Broker) (*Outbox, error) {
 	routes, err := Routes(cfg)
 	if err != nil {
 		return nil, startError("build the routes", err)
@@ -484,7 +485,7 @@ func newOutbox(ctx context.Context, cfg *config.Config, oc outbox.Config, st sto
 	}
 	p, err := outbox.New(outbox.Options{
 		Store: st, Config: oc, Routes: routes, RouteTransforms: routeTx,
-		Destinations: dests, Metrics: m, Logger: log,
+		Destinations: dests, Metrics: m, Logger: log, Tracer: tracer,
 	})
 	if err != nil {
 		closeAll()
