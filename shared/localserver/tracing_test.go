@@ -1,0 +1,269 @@
+package localserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
+	"github.com/alternayte/queuebox/shared/tracing/tracingtest"
+)
+
+// traceparentReceiver is an HTTP destination that records the traceparent of each delivery
+// by the id member of the JSON body, and signals every delivery.
+type traceparentReceiver struct {
+	mu   sync.Mutex
+	got  map[string]string
+	cond chan struct{}
+}
+
+func newTraceparentReceiver(t *testing.T) (*traceparentReceiver, *httptest.Server) {
+	t.Helper()
+	rc := &traceparentReceiver{got: map[string]string{}, cond: make(chan struct{})}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ ID string }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		rc.mu.Lock()
+		rc.got[body.ID] = r.Header.Get("traceparent")
+		close(rc.cond)
+		rc.cond = make(chan struct{})
+		rc.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	return rc, srv
+}
+
+// wait returns the traceparent of the delivery of id, waiting up to 30 s for it.
+func (rc *traceparentReceiver) wait(t *testing.T, id string) string {
+	t.Helper()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
+		rc.mu.Lock()
+		tp, ok := rc.got[id]
+		cond := rc.cond
+		rc.mu.Unlock()
+		if ok {
+			return tp
+		}
+		select {
+		case <-cond:
+		case <-deadline.C:
+			t.Fatalf("no delivery of %s reached the receiver within 30 s", id)
+		}
+	}
+}
+
+// logLines returns the JSON log lines of b whose msg is msg.
+func logLines(t *testing.T, b *syncBuffer, msg string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(b.String(), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// startTraced runs the local process with tracing to rcv, an HTTP destination at receiverURL
+// for the topics hook.*, and the source hooks; it returns the data port's base URL, the
+// database URL and the process's log output.
+func startTraced(t *testing.T, rcv *tracingtest.Receiver, receiverURL string) (base, dbURL string, logs *syncBuffer) {
+	t.Helper()
+	dbURL = dbtest.NewDatabase(t)
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	cfg := loadYAML(t, fmt.Sprintf(`
+database:
+  url: jdbc:postgresql://%s%s
+  username: postgres
+  password: trust-auth
+  migrate: true
+outbox:
+  pollIntervalMs: 50
+inbox:
+  relay:
+    pollIntervalMs: 50
+destinations:
+  hooks:
+    type: http
+    baseUrl: %s
+    path: /hooks
+routes:
+  - topicPattern: "hook.*"
+    destination: hooks
+sources:
+  hooks:
+    path: /hooks
+    idempotencyKeyPath: $.id
+    topic: hook.open
+logging:
+  level: debug
+tracing:
+  endpoint: %s
+  serviceName: queuebox-trace-test
+`, u.Host, u.Path, receiverURL, rcv.Endpoint()))
+	cfg.Server.HTTPPort = 0
+	logs = &syncBuffer{}
+	l, err := New(context.Background(), cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	require.NoError(t, err)
+	return runLocal(t, l), dbURL, logs
+}
+
+// parseTraceparent splits a version 00 traceparent into its trace id and span id.
+func parseTraceparent(t *testing.T, tp string) (traceID, spanID string) {
+	t.Helper()
+	parts := strings.Split(tp, "-")
+	require.Len(t, parts, 4, "traceparent %q", tp)
+	require.Equal(t, "00", parts[0])
+	return parts[1], parts[2]
+}
+
+// TestWebhookIsOneTraceFromInboxToDelivery posts two webhooks, one with the sender's own
+// traceparent and one without, to the local process with tracing on. Each gives one trace
+// whose spans are inbox receive -> relay forward -> outbox deliver, each the parent of the
+// next; the first continues the sender's trace; the destination receives the traceparent of
+// the delivery span; and the process's log lines about the row name the trace and the span.
+func TestWebhookIsOneTraceFromInboxToDelivery(t *testing.T) {
+	t.Parallel()
+	rcv := tracingtest.NewReceiver(t)
+	dest, destSrv := newTraceparentReceiver(t)
+	base, _, logs := startTraced(t, rcv, destSrv.URL)
+
+	const senderTrace, senderSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	post := func(body, traceparent string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, base+"/inbox/hooks", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		if traceparent != "" {
+			req.Header.Set("traceparent", traceparent)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	}
+	post(`{"id":"evt-traced"}`, "00-"+senderTrace+"-"+senderSpan+"-01")
+	post(`{"id":"evt-fresh"}`, "")
+
+	for _, tt := range []struct {
+		id          string
+		wantTrace   string // empty: a new trace
+		wantInboxOf string // the inbox span's parent, empty for a root
+	}{
+		{id: "evt-traced", wantTrace: senderTrace, wantInboxOf: senderSpan},
+		{id: "evt-fresh"},
+	} {
+		delivered := dest.wait(t, tt.id)
+		traceID, deliverySpan := parseTraceparent(t, delivered)
+		if tt.wantTrace != "" {
+			assert.Equal(t, tt.wantTrace, traceID, "%s: the delivery continues the sender's trace", tt.id)
+		}
+		spans := rcv.WaitFor(t, 30*time.Second, func(spans []tracingtest.Span) bool {
+			return len(inTrace(spans, traceID, "outbox deliver")) == 1 && len(inTrace(spans, traceID, "relay forward")) == 1 &&
+				len(inTrace(spans, traceID, "inbox receive")) == 1
+		})
+		in := inTrace(spans, traceID, "inbox receive")[0]
+		rel := inTrace(spans, traceID, "relay forward")[0]
+		del := inTrace(spans, traceID, "outbox deliver")[0]
+		assert.Equal(t, tt.wantInboxOf, in.ParentSpanID, "%s: inbox span's parent", tt.id)
+		assert.Equal(t, in.SpanID, rel.ParentSpanID, "%s: the relay span is the child of the inbox span", tt.id)
+		assert.Equal(t, rel.SpanID, del.ParentSpanID, "%s: the delivery span is the child of the relay span", tt.id)
+		assert.Equal(t, deliverySpan, del.SpanID, "%s: the destination got the delivery span's traceparent", tt.id)
+		assert.Equal(t, "queuebox-trace-test", del.Service)
+		assert.Equal(t, "hooks", in.Attributes["queuebox.source"])
+		assert.Equal(t, "202", in.Attributes["http.response.status_code"])
+		assert.Equal(t, "forwarded", rel.Attributes["queuebox.result"])
+		assert.Equal(t, "hooks", del.Attributes["queuebox.destination"])
+		assert.Equal(t, "hook.open", del.Attributes["queuebox.topic"])
+		assert.Equal(t, "0", del.Attributes["queuebox.attempt"])
+		assert.Equal(t, "sent", del.Attributes["queuebox.result"])
+		assert.NotEmpty(t, del.Attributes["queuebox.message_id"])
+		assert.False(t, del.Error)
+		require.Len(t, del.Links, 1, "the delivery span links the claim that took the row")
+		assert.Len(t, bySpanID(spans, del.Links[0], "outbox claim"), 1)
+
+		// The debug line of the delivery names the row and its delivery span.
+		var found bool
+		for _, line := range logLines(t, logs, "outbox delivery succeeded") {
+			if line["message_id"] == del.Attributes["queuebox.message_id"] {
+				found = true
+				assert.Equal(t, traceID, line["trace_id"])
+				assert.Equal(t, del.SpanID, line["span_id"])
+				assert.Equal(t, "hooks", line["destination"])
+			}
+		}
+		assert.True(t, found, "%s: no delivery line for the row", tt.id)
+	}
+}
+
+// TestApplicationRowTraceparentParentsItsDelivery inserts an outbox row directly, as an
+// application does, with its own traceparent: the delivery span is the child of that context
+// and the destination receives the delivery span's traceparent in the same trace.
+func TestApplicationRowTraceparentParentsItsDelivery(t *testing.T) {
+	t.Parallel()
+	rcv := tracingtest.NewReceiver(t)
+	dest, destSrv := newTraceparentReceiver(t)
+	_, dbURL, _ := startTraced(t, rcv, destSrv.URL)
+
+	const appTrace, appSpan = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	pool := dbtest.NewPool(t, dbURL)
+	var rowID string
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`INSERT INTO outbox (topic, payload, headers) VALUES ('hook.app', '{"id":"app-row"}', $1) RETURNING id::text`,
+		`{"Traceparent":"00-`+appTrace+`-`+appSpan+`-01","X-Correlation-Id":"corr-7"}`).Scan(&rowID))
+
+	traceID, deliverySpan := parseTraceparent(t, dest.wait(t, "app-row"))
+	assert.Equal(t, appTrace, traceID)
+	assert.NotEqual(t, appSpan, deliverySpan, "the destination gets QueueBox's delivery span, not the row's")
+	spans := rcv.WaitFor(t, 30*time.Second, func(spans []tracingtest.Span) bool {
+		return len(inTrace(spans, appTrace, "outbox deliver")) == 1
+	})
+	del := inTrace(spans, appTrace, "outbox deliver")[0]
+	assert.Equal(t, appSpan, del.ParentSpanID)
+	assert.Equal(t, deliverySpan, del.SpanID)
+	assert.Equal(t, rowID, del.Attributes["queuebox.message_id"])
+	assert.Equal(t, "PRODUCER", strings.TrimPrefix(del.Kind, "SPAN_KIND_"))
+}
+
+// inTrace returns the spans named name of the trace traceID.
+func inTrace(spans []tracingtest.Span, traceID, name string) []tracingtest.Span {
+	var out []tracingtest.Span
+	for _, s := range tracingtest.ByName(spans, name) {
+		if s.TraceID == traceID {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// bySpanID returns the spans named name whose id is id.
+func bySpanID(spans []tracingtest.Span, id, name string) []tracingtest.Span {
+	var out []tracingtest.Span
+	for _, s := range tracingtest.ByName(spans, name) {
+		if s.SpanID == id {
+			out = append(out, s)
+		}
+	}
+	return out
+}
