@@ -14,6 +14,8 @@ import (
 	"github.com/alternayte/queuebox/shared/console"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/inbox"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/retention"
@@ -151,6 +153,8 @@ type SourceOptions struct {
 	Logger *slog.Logger
 	// Engine compiles the source transforms.
 	Engine *transform.Engine
+	// Tracer creates the span of each stored message; nil when tracing is off.
+	Tracer trace.Tracer
 }
 
 // SourceGroup is the running broker sources of a process.
@@ -417,7 +421,7 @@ func (a *App) build(ctx context.Context) error {
 		}
 	}
 	if o.Sources != nil {
-		so := SourceOptions{Logger: log, Engine: a.engine}
+		so := SourceOptions{Logger: log, Engine: a.engine, Tracer: a.tracing.Tracer()}
 		if o.Metrics != nil {
 			so.Metrics = o.Metrics
 		}
