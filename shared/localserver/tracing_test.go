@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -266,4 +267,77 @@ func bySpanID(spans []tracingtest.Span, id, name string) []tracingtest.Span {
 		}
 	}
 	return out
+}
+
+// TestDeliverySpanTraceparentReachesARabbitMQMessage: through a broker destination too, the
+// message carries the traceparent of its delivery span, in the trace of the row's own
+// traceparent.
+func TestDeliverySpanTraceparentReachesARabbitMQMessage(t *testing.T) {
+	t.Parallel()
+	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
+	require.NoError(t, err, "RabbitMQ is not reachable at 127.0.0.1:5672; start it with: rabbitmq-server -detached")
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	exchange := fmt.Sprintf("qb-local-tracing-%d", time.Now().UnixNano())
+	require.NoError(t, ch.ExchangeDeclare(exchange, "topic", true, false, false, false, nil))
+	t.Cleanup(func() { _ = ch.ExchangeDelete(exchange, false, false) })
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	require.NoError(t, err)
+	require.NoError(t, ch.QueueBind(q.Name, "#", exchange, false, nil))
+	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
+	require.NoError(t, err)
+
+	rcv := tracingtest.NewReceiver(t)
+	dbURL := dbtest.NewDatabase(t)
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	cfg := loadYAML(t, fmt.Sprintf(`
+database:
+  url: jdbc:postgresql://%s%s
+  username: postgres
+  password: trust-auth
+  migrate: true
+outbox:
+  pollIntervalMs: 50
+destinations:
+  broker:
+    type: rabbitmq
+    url: amqp://guest:guest@127.0.0.1:5672/
+    exchange: %s
+routes:
+  - topicPattern: "order.*"
+    destination: broker
+tracing:
+  endpoint: %s
+`, u.Host, u.Path, exchange, rcv.Endpoint()))
+	cfg.Server.HTTPPort = 0
+	l, err := New(context.Background(), cfg, quietLog())
+	require.NoError(t, err)
+	runLocal(t, l)
+
+	const appTrace, appSpan = "5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8"
+	pool := dbtest.NewPool(t, dbURL)
+	_, err = pool.Exec(context.Background(),
+		`INSERT INTO outbox (topic, payload, headers) VALUES ('order.placed', '{"id":"o-1"}', $1)`,
+		`{"traceparent":"00-`+appTrace+`-`+appSpan+`-01","tracestate":"app=1"}`)
+	require.NoError(t, err)
+
+	var got amqp.Delivery
+	select {
+	case got = <-deliveries:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no message reached the queue within 30 s")
+	}
+	tp, _ := got.Headers["traceparent"].(string)
+	traceID, spanID := parseTraceparent(t, tp)
+	assert.Equal(t, appTrace, traceID)
+	assert.Equal(t, "app=1", got.Headers["tracestate"], "the row's tracestate travels with its trace")
+	spans := rcv.WaitFor(t, 30*time.Second, func(spans []tracingtest.Span) bool {
+		return len(inTrace(spans, appTrace, "outbox deliver")) == 1
+	})
+	del := inTrace(spans, appTrace, "outbox deliver")[0]
+	assert.Equal(t, spanID, del.SpanID)
+	assert.Equal(t, appSpan, del.ParentSpanID)
+	assert.Equal(t, "broker", del.Attributes["queuebox.destination"])
 }
