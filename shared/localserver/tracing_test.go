@@ -67,8 +67,48 @@ func (rc *traceparentReceiver) wait(t *testing.T, id string) string {
 	}
 }
 
+// notifyBuffer is a log output that the process writes while the test reads; it signals
+// every write, so that a test waits for a line without polling.
+type notifyBuffer struct {
+	syncBuffer
+	mu   sync.Mutex
+	cond chan struct{}
+}
+
+func newNotifyBuffer() *notifyBuffer { return &notifyBuffer{cond: make(chan struct{})} }
+
+func (b *notifyBuffer) Write(p []byte) (int, error) {
+	n, err := b.syncBuffer.Write(p)
+	b.mu.Lock()
+	close(b.cond)
+	b.cond = make(chan struct{})
+	b.mu.Unlock()
+	return n, err
+}
+
+// waitLines returns the JSON lines whose msg is msg once there is at least one, waiting up to
+// 30 s.
+func (b *notifyBuffer) waitLines(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
+		b.mu.Lock()
+		cond := b.cond
+		b.mu.Unlock()
+		if lines := logLines(t, b, msg); len(lines) > 0 {
+			return lines
+		}
+		select {
+		case <-cond:
+		case <-deadline.C:
+			t.Fatalf("no log line %q within 30 s", msg)
+		}
+	}
+}
+
 // logLines returns the JSON log lines of b whose msg is msg.
-func logLines(t *testing.T, b *syncBuffer, msg string) []map[string]any {
+func logLines(t *testing.T, b *notifyBuffer, msg string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, line := range strings.Split(b.String(), "\n") {
@@ -84,14 +124,18 @@ func logLines(t *testing.T, b *syncBuffer, msg string) []map[string]any {
 	return out
 }
 
-// startTraced runs the local process with tracing to rcv, an HTTP destination at receiverURL
+// startTraced runs the local process with tracing to rcv (off when rcv is nil), an HTTP destination at receiverURL
 // for the topics hook.*, and the source hooks; it returns the data port's base URL, the
 // database URL and the process's log output.
-func startTraced(t *testing.T, rcv *tracingtest.Receiver, receiverURL string) (base, dbURL string, logs *syncBuffer) {
+func startTraced(t *testing.T, rcv *tracingtest.Receiver, receiverURL string) (base, dbURL string, logs *notifyBuffer) {
 	t.Helper()
 	dbURL = dbtest.NewDatabase(t)
 	u, err := url.Parse(dbURL)
 	require.NoError(t, err)
+	tracingBlock := "" // rcv nil: tracing off
+	if rcv != nil {
+		tracingBlock = "tracing:\n  endpoint: " + rcv.Endpoint() + "\n  serviceName: queuebox-trace-test\n"
+	}
 	cfg := loadYAML(t, fmt.Sprintf(`
 database:
   url: jdbc:postgresql://%s%s
@@ -118,12 +162,9 @@ sources:
     topic: hook.open
 logging:
   level: debug
-tracing:
-  endpoint: %s
-  serviceName: queuebox-trace-test
-`, u.Host, u.Path, receiverURL, rcv.Endpoint()))
+%s`, u.Host, u.Path, receiverURL, tracingBlock))
 	cfg.Server.HTTPPort = 0
-	logs = &syncBuffer{}
+	logs = newNotifyBuffer()
 	l, err := New(context.Background(), cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	require.NoError(t, err)
 	return runLocal(t, l), dbURL, logs
@@ -206,7 +247,7 @@ func TestWebhookIsOneTraceFromInboxToDelivery(t *testing.T) {
 
 		// The debug line of the delivery names the row and its delivery span.
 		var found bool
-		for _, line := range logLines(t, logs, "outbox delivery succeeded") {
+		for _, line := range logs.waitLines(t, "outbox delivery succeeded") {
 			if line["message_id"] == del.Attributes["queuebox.message_id"] {
 				found = true
 				assert.Equal(t, traceID, line["trace_id"])
@@ -340,4 +381,24 @@ tracing:
 	assert.Equal(t, spanID, del.SpanID)
 	assert.Equal(t, appSpan, del.ParentSpanID)
 	assert.Equal(t, "broker", del.Attributes["queuebox.destination"])
+}
+
+// TestTracingOffLeavesTheRowsTraceparentAlone: with no endpoint, QueueBox neither reads nor
+// writes trace context; an application row's traceparent is sent as any other row header,
+// byte for byte, and the log lines hold no trace_id.
+func TestTracingOffLeavesTheRowsTraceparentAlone(t *testing.T) {
+	t.Parallel()
+	dest, destSrv := newTraceparentReceiver(t)
+	_, dbURL, logs := startTraced(t, nil, destSrv.URL)
+	const rowTP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	pool := dbtest.NewPool(t, dbURL)
+	_, err := pool.Exec(context.Background(),
+		`INSERT INTO outbox (topic, payload, headers) VALUES ('hook.app', '{"id":"off-row"}', $1)`, `{"traceparent":"`+rowTP+`"}`)
+	require.NoError(t, err)
+	assert.Equal(t, rowTP, dest.wait(t, "off-row"))
+	lines := logs.waitLines(t, "outbox delivery succeeded")
+	for _, line := range lines {
+		assert.NotContains(t, line, "trace_id")
+		assert.NotContains(t, line, "span_id")
+	}
 }
