@@ -407,25 +407,14 @@ func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
 	}
 	p.maybeRefreshGauges(ctx)
 	p.ctl.refresh(ctx, p.plans)
-	var claimSpan trace.SpanContext
+	var claimStart time.Time
 	if p.tracer != nil {
-		var span trace.Span
-		ctx, span = p.tracer.Start(ctx, "outbox claim", trace.WithSpanKind(trace.SpanKindInternal),
-			trace.WithAttributes(attribute.Int("queuebox.batch.limit", limit)))
-		claimSpan = span.SpanContext()
-		defer span.End()
+		claimStart = time.Now()
 	}
 	rows, err := p.store.OutboxClaim(ctx, store.OutboxClaimParams{Limit: limit, Lease: p.cfg.ClaimTimeout})
+	claimSpan := p.claimSpan(ctx, claimStart, limit, len(rows), err)
 	if err != nil {
-		if p.tracer != nil {
-			span := trace.SpanFromContext(ctx)
-			span.RecordError(err)
-			span.SetStatus(codes.Error, "claiming outbox batch failed")
-		}
 		return 0, fmt.Errorf("claiming outbox batch: %w", err)
-	}
-	if p.tracer != nil {
-		trace.SpanFromContext(ctx).SetAttributes(attribute.Int("queuebox.batch.rows", len(rows)))
 	}
 	r.mu.Lock()
 	r.sum.Claimed += len(rows)
@@ -438,6 +427,24 @@ func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
 		r.launch(row, claimSpan)
 	}
 	return len(rows), nil
+}
+
+// claimSpan records the span of a claim that took rows or failed, from start to now, and
+// returns its context; a claim that found nothing (the idle poll) records none, so that an
+// idle poller does not fill the tracing backend. It returns the zero SpanContext when tracing
+// is off.
+func (p *Poller) claimSpan(ctx context.Context, start time.Time, limit, rows int, err error) trace.SpanContext {
+	if p.tracer == nil || (rows == 0 && err == nil) {
+		return trace.SpanContext{}
+	}
+	_, span := p.tracer.Start(ctx, "outbox claim", trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(start),
+		trace.WithAttributes(attribute.Int("queuebox.batch.limit", limit), attribute.Int("queuebox.batch.rows", rows)))
+	if err != nil {
+		span.RecordError(errors.New(redact.Error(err)))
+		span.SetStatus(codes.Error, "claiming outbox batch failed")
+	}
+	span.End()
+	return span.SpanContext()
 }
 
 func (r *run) launch(row store.OutboxMessage, claimSpan trace.SpanContext) {
