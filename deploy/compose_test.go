@@ -333,7 +333,7 @@ func configCheck(t *testing.T, path string, env map[string]string) (int, string,
 // configurations, as a user would, with only the password that the Compose file passes.
 func TestExampleConfigurationsPassConfigCheck(t *testing.T) {
 	t.Parallel()
-	for _, path := range []string{"examples/queuebox.yml", "examples/http-fanout/queuebox.yml"} {
+	for _, path := range []string{"examples/queuebox.yml", "examples/http-fanout/queuebox.yml", "examples/cdc/queuebox.yml"} {
 		code, stdout, stderr := configCheck(t, filepath.Join(repoRoot, path), map[string]string{"QUEUEBOX_DATABASE_PASSWORD": "pw-3d1e"})
 		assert.Equal(t, cli.ExitOK, code, "%s: %s", path, stderr)
 		assert.NotContains(t, stderr, "warning", path)
@@ -365,4 +365,121 @@ func TestTutorialSourceAppendsToTheExample(t *testing.T) {
 	require.Equal(t, cli.ExitOK, code, stderr)
 	assert.Regexp(t, regexp.MustCompile(`(?m)^sources:\n  orders:\n`), stdout)
 	assert.Contains(t, stdout, "consumption: pull")
+}
+
+// TestComposeOverrideIsTheDevelopmentLoop checks docker-compose.override.yml, which Compose
+// reads beside docker-compose.yml when no -f names the files (spec/19, spec/32): it changes
+// only the queuebox service, to the `dev` stage of local/Dockerfile with the source tree
+// mounted at the stage's working directory, where the stage's command runs
+// `go run ./local serve`; its caches are named volumes that it declares.
+func TestComposeOverrideIsTheDevelopmentLoop(t *testing.T) {
+	t.Parallel()
+	base := loadStack(t, "docker-compose.yml")
+	over := loadStack(t, "docker-compose.override.yml")
+	require.Len(t, over.Services, 1, "the override changes only queuebox")
+	qb, ok := over.Services["queuebox"]
+	require.True(t, ok, "the override changes the queuebox service")
+	// Compose merges the override into the base service: the context and the Dockerfile stay
+	// the base's, the target and the image name change.
+	assert.Empty(t, qb.Build.Context, "the context stays the base file's")
+	assert.Empty(t, qb.Build.Dockerfile, "the Dockerfile stays the base file's")
+	assert.Equal(t, "local/Dockerfile", base.Services["queuebox"].Build.Dockerfile)
+	assert.Equal(t, "dev", qb.Build.Target)
+	assert.NotEqual(t, base.Services["queuebox"].Image, qb.Image, "the dev image does not replace the built one")
+
+	stages := loadDockerfile(t)
+	require.Contains(t, stages, "dev")
+	dev := stages["dev"]
+	assert.True(t, strings.HasPrefix(dev.base, "golang:"), "the dev stage is the Go toolchain: %s", dev.base)
+	workdir := strings.TrimSpace(dev.one(t, "WORKDIR").args)
+	assert.Equal(t, []string{"go", "run", "./local", "serve"}, execForm(t, dev.one(t, "CMD").args))
+
+	mounts := map[string]string{}
+	for _, v := range qb.Volumes {
+		src, dst, _ := strings.Cut(v, ":")
+		dst, _, _ = strings.Cut(dst, ":")
+		mounts[dst] = src
+	}
+	assert.Equal(t, ".", mounts[workdir], "the source tree is mounted at the stage's WORKDIR")
+	for dst, src := range mounts {
+		if dst == workdir {
+			continue
+		}
+		assert.Contains(t, over.Volumes, src, "the cache volume %s (at %s) is declared", src, dst)
+		assert.NotContains(t, base.Volumes, src, "the cache volume %s is the override's own", src)
+	}
+	assert.Contains(t, mounts, "/go/pkg/mod", "the module cache survives a restart")
+
+	// The last stage stays queuebox, the image of a plain docker build.
+	all, err := parseDockerfile(string(readRepoFile(t, "local/Dockerfile")))
+	require.NoError(t, err)
+	assert.Equal(t, "queuebox", all[len(all)-1].name, "the default target is the last stage")
+}
+
+// TestCDCStack checks examples/cdc/docker-compose.yml (spec/08): PostgreSQL with wal_level =
+// logical; the migrations, then the publication that names the outbox table, then QueueBox
+// with capture on, each started only when the one before completed; the capture state on a
+// named volume at the configured state directory; the destination is the receiver service.
+func TestCDCStack(t *testing.T) {
+	t.Parallel()
+	const dir = "examples/cdc"
+	c := loadStack(t, dir+"/docker-compose.yml")
+	var commands struct {
+		Services map[string]struct{ Command []string }
+	}
+	require.NoError(t, yaml.Unmarshal(readRepoFile(t, dir+"/docker-compose.yml"), &commands))
+	for _, name := range []string{"postgres", "migrate", "publication", "queuebox", "receiver"} {
+		require.Contains(t, c.Services, name)
+	}
+	assert.Contains(t, commands.Services["postgres"].Command, "wal_level=logical", "capture needs wal_level = logical")
+	assert.Regexp(t, `^postgres:16(\b|-)`, c.Services["postgres"].Image)
+
+	// The order of the start: postgres healthy, migrate done, publication done, queuebox.
+	mig, pub, qb := c.Services["migrate"], c.Services["publication"], c.Services["queuebox"]
+	assert.Equal(t, []string{"migrate"}, commands.Services["migrate"].Command)
+	assert.Equal(t, "service_healthy", mig.DependsOn["postgres"].Condition)
+	assert.Equal(t, "service_completed_successfully", pub.DependsOn["migrate"].Condition)
+	assert.Equal(t, "service_completed_successfully", qb.DependsOn["publication"].Condition)
+	assert.Equal(t, "queuebox", mig.Build.Target)
+	assert.Equal(t, ".", filepath.Clean(filepath.Join(dir, mig.Build.Context)))
+	assert.Equal(t, mig.Image, qb.Image, "queuebox runs the image that migrate built")
+
+	// The publication service runs publication.sql, which creates the configured publication.
+	pubCmd := commands.Services["publication"].Command
+	require.Contains(t, pubCmd, "-f")
+	script := pubCmd[slices.Index(pubCmd, "-f")+1]
+	assert.Contains(t, pub.Volumes, "./publication.sql:"+script+":ro")
+	sql := string(readRepoFile(t, dir+"/publication.sql"))
+
+	cfg := loadServiceConfig(t, qb, nil, dir+"/queuebox.yml")
+	mcfg := loadServiceConfig(t, mig, nil, dir+"/queuebox.yml")
+	assert.Equal(t, cfg.Database.URL, mcfg.Database.URL, "migrate and queuebox use one database")
+	cp := cfg.Outbox.Capture
+	assert.Equal(t, "postgres-logical", string(cp.Mode))
+	assert.True(t, cp.Enabled)
+	assert.Contains(t, sql, "CREATE PUBLICATION "+cp.Publication+" FOR TABLE outbox")
+	assert.NotEmpty(t, cp.Slot)
+
+	mounts := map[string]string{}
+	for _, v := range qb.Volumes {
+		src, dst, _ := strings.Cut(v, ":")
+		dst, _, _ = strings.Cut(dst, ":")
+		mounts[dst] = src
+	}
+	require.Contains(t, mounts, cp.StateDirectory, "the state directory is a volume")
+	assert.Contains(t, c.Volumes, mounts[cp.StateDirectory], "a named volume, so the position survives a restart")
+	assert.Contains(t, qb.Ports, "18082:8080")
+
+	stages := loadDockerfile(t)
+	entry := execForm(t, stages["receiver"].one(t, "ENTRYPOINT").args)
+	_, port, _ := strings.Cut(entry[slices.Index(entry, "-addr")+1], ":")
+	require.Len(t, cfg.Destinations, 1)
+	for name, d := range cfg.Destinations {
+		require.NotNil(t, d.HTTP, name)
+		u, err := url.Parse(d.HTTP.BaseURL)
+		require.NoError(t, err)
+		assert.Contains(t, c.Services, u.Hostname(), "destination %s is a service of the stack", name)
+		assert.Equal(t, "receiver", c.Services[u.Hostname()].Build.Target)
+		assert.Equal(t, port, u.Port())
+	}
 }

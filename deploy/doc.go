@@ -7,6 +7,13 @@
 // image runs as the non-root user queuebox with a health check. Docker and AWS are not
 // needed to run them.
 //
+// It also checks the monitoring files (docs/monitoring.md): the Prometheus rules in
+// prometheus/ with promtool (`promtool check rules` and `promtool test rules`; promtool comes
+// from scripts/ensure-promtool.sh, and the tests fail without it), the Grafana dashboard in
+// grafana/ and the CloudWatch alarms in cloudwatch/, against the metric families of
+// spec/28-metrics.md, the alerts of spec/20-monitoring.md and the metrics that shared/emf
+// writes.
+//
 // lambdazip (deploy/lambdazip) packages the functions for `make lambda`; README.md explains
 // the deployment.
 package deploy

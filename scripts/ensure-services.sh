@@ -87,4 +87,10 @@ if [ -z "${QUEUEBOX_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; the
   fi
 fi
 
+# deploy/monitoring_test.go runs promtool on deploy/prometheus/; fetch it (unpacked, not
+# installed) when it is not there yet.
+if ! "$(dirname "$0")/ensure-promtool.sh"; then
+  failed=1
+fi
+
 exit "$failed"

@@ -9,6 +9,12 @@
 # checkout (a clone under /root), in /var/tmp/queuebox-local-<hash of the checkout path>, owned
 # by postgres. Stop it with Ctrl-C; the cluster keeps running for the next run
 # (`scripts/run-local.sh stop` stops it; `scripts/run-local.sh setup` only prepares it).
+#
+# For a test that runs the tutorials against this script (test/tutorials), three variables move
+# what would collide with a developer's `make run`: QUEUEBOX_LOCAL_DIR (the cluster's folder),
+# QUEUEBOX_LOCAL_BIN (the folder of queuebox and receiver, default bin/) and
+# QUEUEBOX_LOCAL_RECEIVER_ADDR (default 127.0.0.1:8088); QUEUEBOX_SERVER_HTTPPORT and
+# QUEUEBOX_CONFIG_FILE move the rest, as for any run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -25,8 +31,8 @@ as_pg() {
 
 # pgdir is where the cluster lives: .local/pg of the checkout when the postgres user can reach
 # it, else a folder of /var/tmp named for the checkout, so that two checkouts never share one.
-pgdir="$state/pg"
-if [ "$(id -u)" = 0 ] && ! runuser -u postgres -- test -x "$root" 2>/dev/null; then
+pgdir="${QUEUEBOX_LOCAL_DIR:-$state/pg}"
+if [ -z "${QUEUEBOX_LOCAL_DIR:-}" ] && [ "$(id -u)" = 0 ] && ! runuser -u postgres -- test -x "$root" 2>/dev/null; then
   hash=$(printf '%s' "$root" | sha256sum | cut -c1-12)
   pgdir="/var/tmp/queuebox-local-$hash"
 fi
@@ -46,7 +52,7 @@ if [ -z "${QUEUEBOX_DATABASE_URL:-}" ]; then
   fi
   mkdir -p "$pgdir"
   if [ "$(id -u)" = 0 ]; then chown postgres "$pgdir"; chmod 700 "$pgdir"; fi
-  if [ "$pgdir" != "$state/pg" ]; then
+  if [ "$pgdir" != "$state/pg" ] && [ -z "${QUEUEBOX_LOCAL_DIR:-}" ]; then
     echo "run-local: the postgres user cannot enter $root, so the cluster lives in $pgdir"
   fi
   if [ ! -f "$pgdata/PG_VERSION" ]; then
@@ -75,14 +81,15 @@ if [ "${1:-}" = setup ]; then
   exit 0
 fi
 
+bindir="${QUEUEBOX_LOCAL_BIN:-$root/bin}"
 export QUEUEBOX_CONFIG_FILE="${QUEUEBOX_CONFIG_FILE:-$root/local/queuebox.yml}"
 
 # The demo receiver prints every request it gets: `delivered POST /webhook {...}`.
 if [ "${QUEUEBOX_LOCAL_RECEIVER:-on}" = on ]; then
-  ./bin/receiver -addr 127.0.0.1:8088 &
+  "$bindir/receiver" -addr "${QUEUEBOX_LOCAL_RECEIVER_ADDR:-127.0.0.1:8088}" &
   receiver=$!
   trap 'kill $receiver 2>/dev/null || true' EXIT
 fi
 
-./bin/queuebox migrate
-./bin/queuebox serve
+"$bindir/queuebox" migrate
+"$bindir/queuebox" serve

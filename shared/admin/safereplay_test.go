@@ -105,8 +105,8 @@ func TestSafeReplayDryRunCountsExactlyAndChangesNothing(t *testing.T) {
 	}
 }
 
-// TestABigReplayMovesInShortBatches moves 60 000 of 100 000 dead rows with batchSize 5 000: 12
-// batches, each its own transaction (the moved rows carry 12 distinct xmin transaction ids,
+// TestABigReplayMovesInShortBatches moves 60 000 of 100 000 dead rows with batchSize 5 000 and
+// a rate cap of 200 000 rows a second (so the run waits between batches): 12 batches, each its own transaction (the moved rows carry 12 distinct xmin transaction ids,
 // none more than 5 000 rows), and the other 40 000 stay dead.
 func TestABigReplayMovesInShortBatches(t *testing.T) {
 	t.Parallel()
@@ -116,7 +116,7 @@ func TestABigReplayMovesInShortBatches(t *testing.T) {
 		SELECT 'order.created', jsonb_build_object('n', g), 'dead', 5, 'HTTP 503' FROM generate_series(1, 100000) g`); err != nil {
 		t.Fatal(err)
 	}
-	code, body := e.post(t, "/admin/replay", `{"states":["dead"],"limit":60000,"batchSize":5000}`, true)
+	code, body := e.post(t, "/admin/replay", `{"states":["dead"],"limit":60000,"batchSize":5000,"rowsPerSecond":200000}`, true)
 	if code != 200 || body != `{"moved":60000,"batches":12}` {
 		t.Fatalf("%d %s", code, body)
 	}

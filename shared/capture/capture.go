@@ -1,5 +1,5 @@
 // Package capture is the change data capture connector of QueueBox
-// (outbox.capture.mode postgres-logical, spec/01-change-data-capture.md and
+// (outbox.capture.mode postgres-logical and sqlserver-cdc, spec/01-change-data-capture.md and
 // spec/08-capture-changes.md). It reads the change log of the database through a Source and
 // wakes delivery when an insert into the outbox table commits. Capture delivers nothing:
 // delivery still claims every row through SQL, and a lost wake costs latency, never a message.
@@ -30,8 +30,9 @@
 //   - reconnects after a lost connection with a backoff from 1 s to 30 s and never exits for
 //     it; Check reports the component down meanwhile.
 //
-// SQL Server change data capture (sqlserver-cdc) is not implemented in this build:
-// shared/service.CaptureConfig refuses it with ErrSQLServerCDCNotImplemented.
+// SQL Server change data capture (sqlserver-cdc) is the Source of
+// shared/store/sqlserver/cdc, which polls the change table of the outbox table's capture
+// instance.
 // spec/28-metrics.md lists no capture metric, so the connector exposes none; Stats counts what
 // it saw, for tests and logs.
 package capture
@@ -61,11 +62,6 @@ const (
 	DefaultMaxBackoff             = 30 * time.Second
 	DefaultOwnerGrace             = 30 * time.Second
 )
-
-// ErrSQLServerCDCNotImplemented refuses outbox.capture.mode sqlserver-cdc.
-var ErrSQLServerCDCNotImplemented = errors.New("outbox.capture.mode sqlserver-cdc is not implemented in this build: " +
-	"SQL Server change data capture cannot run here; set outbox.capture.enabled to false (delivery polls " +
-	"at outbox.pollIntervalMs) or use postgres-logical on PostgreSQL")
 
 // namePattern is the rule of identity, slot and publication (spec/23-configuration.md).
 var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
@@ -252,8 +248,8 @@ type Connector struct {
 	faultOnce sync.Once
 
 	inserts, wakes, inboxWakes, attempts atomic.Uint64
-	handled                              atomic.Uint64 // a Position
-	written                              Position      // the position in offsets.dat; run goroutine only
+	handled                              atomic.Value // a Position
+	written                              Position     // the position in offsets.dat; run goroutine only
 }
 
 // New validates cfg and returns a connector that has not connected yet.
@@ -266,15 +262,20 @@ func New(cfg Config) (*Connector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Connector{
+	c := &Connector{
 		cfg:     cfg,
 		log:     log,
 		files:   files{dir: cfg.StateDirectory, log: log},
 		fp:      log.Fingerprint(),
 		state:   stateStarting,
 		faulted: make(chan struct{}),
-	}, nil
+	}
+	c.handled.Store(Position(""))
+	return c, nil
 }
+
+// handledPosition returns the position up to which every change was handled.
+func (c *Connector) handledPosition() Position { return c.handled.Load().(Position) }
 
 // Check is the outbox-capture health check: nil while the stream runs; an error that says
 // why otherwise (starting, disconnected with the last error, or stopped by a fault). The
@@ -326,7 +327,7 @@ func (c *Connector) Fault() error {
 func (c *Connector) Stats() Stats {
 	return Stats{
 		Inserts: c.inserts.Load(), Wakes: c.wakes.Load(), InboxWakes: c.inboxWakes.Load(),
-		Attempts: c.attempts.Load(), Handled: c.log.FormatPosition(Position(c.handled.Load())),
+		Attempts: c.attempts.Load(), Handled: c.log.FormatPosition(c.handledPosition()),
 	}
 }
 
@@ -451,8 +452,8 @@ func (c *Connector) session(ctx context.Context) (streamed bool, err error) {
 		}
 		c.cfg.Logger.Info("capture created the replication slot", "slot", c.cfg.Slot, "position", c.log.FormatPosition(start))
 	}
-	if start > Position(c.handled.Load()) {
-		c.handled.Store(uint64(start))
+	if start > c.handledPosition() {
+		c.handled.Store(start)
 	}
 	c.written = start
 	if err := sess.Start(ctx, start); err != nil {
@@ -525,80 +526,80 @@ func (c *Connector) refusal(refused *ownerRefusal, since *time.Time, backoff tim
 func (c *Connector) prepare(ctx context.Context, sess Session) (start Position, create bool, err error) {
 	in, err := sess.Inspect(ctx)
 	if err != nil {
-		return 0, false, err
+		return "", false, err
 	}
 	defer in.Close()
 	slotExists, states := in.SlotExists, in.States
 
 	hasTable, err := states.Exists(ctx)
 	if err != nil {
-		return 0, false, err
+		return "", false, err
 	}
 	var row *store.CaptureStateRow
 	if hasTable {
 		if row, err = states.Read(ctx, c.cfg.Identity); err != nil {
-			return 0, false, err
+			return "", false, err
 		}
 	} else {
 		c.cfg.Logger.Warn("the table " + StateTable + " does not exist (migration V7); capture cannot compare its state with the database")
 	}
 	if err := os.MkdirAll(c.cfg.StateDirectory, 0o700); err != nil {
-		return 0, false, fmt.Errorf("creating the capture state directory: %w", err)
+		return "", false, fmt.Errorf("creating the capture state directory: %w", err)
 	}
 	id, err := c.files.readIdentity()
 	if err != nil {
-		return 0, false, err
+		return "", false, err
 	}
 	offsets, hasOffsets, err := c.files.readOffsets()
 	if err != nil {
-		return 0, false, err
+		return "", false, err
 	}
 	dir := c.cfg.StateDirectory
 
 	if id == "" {
 		if hasOffsets {
-			return 0, false, Faultf(true, "the state directory %s holds %s but no %s file", dir, OffsetsFile, IdentityFile)
+			return "", false, Faultf(true, "the state directory %s holds %s but no %s file", dir, OffsetsFile, IdentityFile)
 		}
 		if row != nil {
-			return 0, false, Faultf(true, "the state directory %s holds no capture state, but %s says that the capture identity %s ran before (state_id %s): the state volume is missing or empty",
+			return "", false, Faultf(true, "the state directory %s holds no capture state, but %s says that the capture identity %s ran before (state_id %s): the state volume is missing or empty",
 				dir, StateTable, c.cfg.Identity, row.StateID)
 		}
 		// A first start: record the identity in the directory first, then in the table.
 		id = newStateID()
 		if err := c.files.writeIdentity(id); err != nil {
-			return 0, false, err
+			return "", false, err
 		}
 		if hasTable {
 			got, err := states.Insert(ctx, c.cfg.Identity, store.CaptureStateRow{StateID: id, Fingerprint: c.fp})
 			if err != nil {
-				return 0, false, err
+				return "", false, err
 			}
 			if got == nil || got.StateID != id {
-				return 0, false, Faultf(true, "another process recorded the capture identity %s in %s at the same time", c.cfg.Identity, StateTable)
+				return "", false, Faultf(true, "another process recorded the capture identity %s in %s at the same time", c.cfg.Identity, StateTable)
 			}
 		}
 		c.cfg.Logger.Info("capture recorded a new state", "identity", c.cfg.Identity, "state_id", id, "directory", dir)
-		return 0, !slotExists, nil
+		return "", !slotExists, nil
 	}
 
 	if hasTable {
 		switch {
 		case row == nil:
-			return 0, false, Faultf(true, "the state files in %s belong to state_id %s, but %s has no row for the capture identity %s",
+			return "", false, Faultf(true, "the state files in %s belong to state_id %s, but %s has no row for the capture identity %s",
 				dir, id, StateTable, c.cfg.Identity)
 		case row.StateID != id:
-			return 0, false, Faultf(true, "the state files in %s belong to a different instance: they name state_id %s, and %s records state_id %s for the capture identity %s",
+			return "", false, Faultf(true, "the state files in %s belong to a different instance: they name state_id %s, and %s records state_id %s for the capture identity %s",
 				dir, id, StateTable, row.StateID, c.cfg.Identity)
 		case row.Fingerprint != c.fp:
-			return 0, false, Faultf(true, "the capture settings changed since the capture identity %s recorded its position (a new slot, publication, schema, table, host or database): the recorded position is meaningless",
+			return "", false, Faultf(true, "the capture settings changed since the capture identity %s recorded its position (a new slot, publication, schema, table, host or database): the recorded position is meaningless",
 				c.cfg.Identity)
 		}
 	}
 	if !slotExists {
 		if hasOffsets {
-			return 0, false, Faultf(true, "the replication slot %s is gone, but the state files in %s remain", c.cfg.Slot, dir)
+			return "", false, Faultf(true, "the replication slot %s is gone, but the state files in %s remain", c.cfg.Slot, dir)
 		}
-		return 0, true, nil // the identity was recorded, the slot not yet created
+		return "", true, nil // the identity was recorded, the slot not yet created
 	}
 	return offsets, false, nil
 }
@@ -691,16 +692,16 @@ func (c *Connector) classify(namespace, name string) relation {
 
 // advance records that every change up to pos is handled.
 func (c *Connector) advance(pos Position) {
-	if uint64(pos) > c.handled.Load() {
-		c.handled.Store(uint64(pos))
+	if pos > c.handledPosition() {
+		c.handled.Store(pos)
 	}
 }
 
 // confirm records the handled position in offsets.dat, then tells the server: the slot never
 // moves past what the state directory holds.
 func (c *Connector) confirm(ctx context.Context, sess Session) error {
-	pos := Position(c.handled.Load())
-	if pos == 0 {
+	pos := c.handledPosition()
+	if pos == "" {
 		return nil
 	}
 	if pos > c.written {

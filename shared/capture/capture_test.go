@@ -42,10 +42,10 @@ func (s *fakeSource) Open(capture.Config) (capture.Log, error) { return s, nil }
 func (s *fakeSource) Fingerprint() string                      { return "fp" }
 func (s *fakeSource) ParsePosition(v string) (capture.Position, error) {
 	n, err := strconv.ParseUint(v, 10, 64)
-	return capture.Position(n), err
+	return capture.PositionOf(n), err
 }
 func (s *fakeSource) FormatPosition(p capture.Position) string {
-	return strconv.FormatUint(uint64(p), 10)
+	return strconv.FormatUint(p.Uint64(), 10)
 }
 
 func (s *fakeSource) Connect(context.Context) (capture.Session, error) {
@@ -76,7 +76,7 @@ func (f fakeSession) CreateSlot(context.Context) (capture.Position, error) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	f.s.slot = true
-	return 10, nil
+	return capture.PositionOf(10), nil
 }
 func (f fakeSession) Start(context.Context, capture.Position) error { return nil }
 func (f fakeSession) Receive(ctx context.Context) (capture.Event, error) {
@@ -93,7 +93,7 @@ func (f fakeSession) Receive(ctx context.Context) (capture.Event, error) {
 	}
 }
 func (f fakeSession) Confirm(_ context.Context, pos capture.Position) error {
-	f.s.confirmed.Store(uint64(pos))
+	f.s.confirmed.Store(pos.Uint64())
 	return nil
 }
 func (f fakeSession) Close() {}
@@ -187,10 +187,10 @@ func TestWakesOnCommittedOutboxInserts(t *testing.T) {
 		{Kind: capture.EventBegin},
 		{Kind: capture.EventInsert, Schema: "public", Table: "outbox"},
 		{Kind: capture.EventInsert, Schema: "public", Table: "outbox"},
-		{Kind: capture.EventCommit, Position: 20},
+		{Kind: capture.EventCommit, Position: capture.PositionOf(20)},
 		{Kind: capture.EventBegin},
 		{Kind: capture.EventInsert, Schema: "other", Table: "outbox"},
-		{Kind: capture.EventCommit, Position: 30},
+		{Kind: capture.EventCommit, Position: capture.PositionOf(30)},
 	} {
 		src.events <- ev
 	}

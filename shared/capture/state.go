@@ -22,6 +22,9 @@ const (
 	// IdentityFile holds the state_id that ties the files to the row of
 	// queuebox_capture_state.
 	IdentityFile = "identity"
+	// HistoryFile holds the schema history: the capture instances that a SQL Server source
+	// read (shared/store/sqlserver/cdc). The PostgreSQL source writes none.
+	HistoryFile = "history.dat"
 )
 
 // StateTable is the table that records each capture identity (migration V7).
@@ -62,18 +65,18 @@ func (f files) readIdentity() (string, error) {
 func (f files) readOffsets() (lsn Position, ok bool, err error) {
 	b, err := os.ReadFile(filepath.Join(f.dir, OffsetsFile))
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, false, nil
+		return "", false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("reading %s: %w", OffsetsFile, err)
+		return "", false, fmt.Errorf("reading %s: %w", OffsetsFile, err)
 	}
 	var o Offsets
 	if err := json.Unmarshal(b, &o); err != nil {
-		return 0, false, fmt.Errorf("reading %s: %w", OffsetsFile, err)
+		return "", false, fmt.Errorf("reading %s: %w", OffsetsFile, err)
 	}
 	lsn, err = f.log.ParsePosition(o.LSN)
 	if err != nil {
-		return 0, false, fmt.Errorf("reading %s: the position %q: %w", OffsetsFile, o.LSN, err)
+		return "", false, fmt.Errorf("reading %s: the position %q: %w", OffsetsFile, o.LSN, err)
 	}
 	return lsn, true, nil
 }

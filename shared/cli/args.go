@@ -12,16 +12,23 @@ const Usage = `Usage:
   queuebox config check             load and validate the configuration, print it with secrets masked
   queuebox migrate                  apply the bundled migrations (ignores database.migrate)
   queuebox migrate --baseline <N>   record versions 1..N as applied, for tables created by hand
-  queuebox destinations list        print every destination's pause and circuit breaker state
-  queuebox destinations pause <name>
+  queuebox destinations list [--json]
+                                    print every destination's pause and circuit breaker state
+  queuebox destinations pause <name> [--json]
                                     hold the destination's rows until the resume
-  queuebox destinations resume <name>
+  queuebox destinations resume <name> [--json]
                                     deliver the destination's rows again
   queuebox dead list [--json]       the dead rows grouped by destination or source and error
   queuebox dead show <id> [--json]  one outbox or inbox row, secrets redacted
   queuebox dead replay [--table outbox|inbox] [--target NAME] [--fingerprint TEXT] [--id ID]
                        [--dry-run] [--json]
                                     move dead rows (only dead ones) back to pending, in batches
+  queuebox replay [--table outbox|inbox] [--id ID]... [--topic T]... [--destination NAME]
+                  [--source S]... [--consumption push|pull] [--created-after T] [--created-before T]
+                  [--states dead|sent|processed,...] [--limit N] [--batch-size N]
+                  [--rows-per-second R] [--dry-run] [--json]
+                                    move finished rows back to pending in batches (dead only
+                                    unless --states says more), with progress per batch
   queuebox version                  print the version of this build (also --version)
   queuebox help                     print this text (also --help, after any command)
 
@@ -36,12 +43,16 @@ type command struct {
 	baseline int    // migrate --baseline N; 0 when absent
 	// destination is the name of destinations pause|resume.
 	destination string
+	// json asks destinations list|pause|resume for JSON on stdout.
+	json bool
 	// dead holds the options of dead list|show|replay.
 	dead deadArgs
+	// replay holds the options of replay.
+	replay *replayArgs
 }
 
 // known are the commands whose --help prints the usage.
-var known = map[string]bool{"serve": true, "config": true, "migrate": true, "destinations": true, "dead": true, "version": true}
+var known = map[string]bool{"serve": true, "config": true, "migrate": true, "destinations": true, "dead": true, "replay": true, "version": true}
 
 // isHelpFlag reports whether a is --help or -h.
 func isHelpFlag(a string) bool { return a == "--help" || a == "-h" }
@@ -90,6 +101,8 @@ func parseArgs(args []string) (command, error) {
 		return parseDestinations(args)
 	case "dead":
 		return parseDead(args)
+	case "replay":
+		return parseReplay(args)
 	default:
 		return command{}, usageError{args}
 	}
@@ -130,12 +143,23 @@ func parseDestinations(args []string) (command, error) {
 	if len(args) < 2 {
 		return command{}, usageError{args}
 	}
+	// --json may stand anywhere after the subcommand.
+	asJSON := false
+	rest := make([]string, 0, len(args))
+	for i, a := range args {
+		if i >= 2 && a == "--json" {
+			asJSON = true
+			continue
+		}
+		rest = append(rest, a)
+	}
+	args = rest
 	switch args[1] {
 	case "list":
 		if len(args) > 2 {
 			return command{}, usageError{args[2:]}
 		}
-		return command{name: "destinations-list"}, nil
+		return command{name: "destinations-list", json: asJSON}, nil
 	case "pause", "resume":
 		if len(args) < 3 || args[2] == "" || strings.HasPrefix(args[2], "-") {
 			return command{}, usageError{args[1:]}
@@ -143,7 +167,7 @@ func parseDestinations(args []string) (command, error) {
 		if len(args) > 3 {
 			return command{}, usageError{args[3:]}
 		}
-		return command{name: "destinations-" + args[1], destination: args[2]}, nil
+		return command{name: "destinations-" + args[1], destination: args[2], json: asJSON}, nil
 	default:
 		return command{}, usageError{args[1:]}
 	}

@@ -1,6 +1,7 @@
 // Package cli is the queuebox command line: `queuebox [serve]`, `queuebox config check`,
 // `queuebox migrate [--baseline N]`, `queuebox destinations list|pause <name>|resume <name>`
-// and `queuebox dead list|show|replay` (docs/console.md). local/main.go only calls Main.
+// `queuebox dead list|show|replay` (docs/console.md) and `queuebox replay` (docs/replay.md).
+// local/main.go only calls Main.
 //
 // Exit codes: 0 success, 1 failure, 2 usage. Unknown arguments print
 // "Unknown arguments: ..." and the usage text on stderr.
@@ -66,11 +67,13 @@ func Main(ctx context.Context, args []string, env Env) int {
 	case "migrate":
 		return migrateCommand(ctx, env, cmd.baseline)
 	case "destinations-list":
-		return destinationsList(ctx, env)
+		return destinationsList(ctx, env, cmd.json)
 	case "dead":
 		return deadCommand(ctx, env, cmd.dead)
+	case "replay":
+		return replayCommand(ctx, env, cmd.replay)
 	case "destinations-pause", "destinations-resume":
-		return destinationsSetPaused(ctx, env, cmd.destination, cmd.name == "destinations-pause")
+		return destinationsSetPaused(ctx, env, cmd.destination, cmd.name == "destinations-pause", cmd.json)
 	default:
 		return serveCommand(ctx, env)
 	}

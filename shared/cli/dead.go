@@ -224,7 +224,14 @@ func deadReplay(ctx context.Context, env Env, b console.Backend, d deadArgs) int
 	if !d.json {
 		fmt.Fprintf(env.Stderr, "Replaying %d dead %s rows, in batches...\n", p.Count, sel.Table)
 	}
-	moved, err := b.Replay(ctx, sel)
+	var moved int64
+	if pr, ok := b.(console.ProgressReplayer); ok && !d.json {
+		moved, err = pr.ReplayWithProgress(ctx, sel, func(moved int64, batches int, total int64) {
+			fmt.Fprintf(env.Stderr, "  batch %d: %d of %d rows moved\n", batches, moved, total)
+		})
+	} else {
+		moved, err = b.Replay(ctx, sel)
+	}
 	if err != nil {
 		return fail(env, fmt.Sprintf("replay (after moving %d rows)", moved), err)
 	}

@@ -111,7 +111,7 @@ func TestDeadListShowReplay(t *testing.T) {
 		t.Fatalf("the dry run changed the rows: %v", got)
 	}
 	r = run(t, ctx, env, "dead", "replay", "--target", "billing")
-	if r.code != ExitOK || r.stdout != "Moved 3 dead outbox rows back to pending.\n" {
+	if r.code != ExitOK || r.stdout != "Moved 3 dead outbox rows back to pending.\n" || !strings.Contains(r.stderr, "batch 1: 3 of 3 rows moved") {
 		t.Fatalf("replay: exit %d, stdout %q, stderr %s", r.code, r.stdout, r.stderr)
 	}
 	if got := state(); got["pending"] != 3 || got["sent"] != 1 || got["dead"] != 0 {

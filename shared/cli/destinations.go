@@ -28,13 +28,21 @@ func withDestinations(ctx context.Context, env Env, f func(admin.Destinations) i
 	return f(admin.Destinations{States: db.Store, Names: service.DestinationNames(cfg)})
 }
 
-// destinationsList prints the state of every configured destination, one a line.
-func destinationsList(ctx context.Context, env Env) int {
+// destinationsList prints the state of every configured destination, one a line, or as the
+// JSON array of GET /admin/destinations.
+func destinationsList(ctx context.Context, env Env, asJSON bool) int {
 	return withDestinations(ctx, env, func(d admin.Destinations) int {
 		list, err := d.List(ctx)
 		if err != nil {
 			printStateError(env.Stderr, "read the destination state", err)
 			return ExitFailure
+		}
+		if asJSON {
+			if list == nil {
+				list = []admin.DestinationStatus{}
+			}
+			writeJSONTo(env.Stdout, list)
+			return ExitOK
 		}
 		if len(list) == 0 {
 			fmt.Fprintln(env.Stderr, "No destination is configured.")
@@ -51,7 +59,7 @@ func destinationsList(ctx context.Context, env Env) int {
 }
 
 // destinationsSetPaused pauses or resumes one destination and prints its new state.
-func destinationsSetPaused(ctx context.Context, env Env, name string, paused bool) int {
+func destinationsSetPaused(ctx context.Context, env Env, name string, paused, asJSON bool) int {
 	verb := "resume"
 	if paused {
 		verb = "pause"
@@ -69,6 +77,10 @@ func destinationsSetPaused(ctx context.Context, env Env, name string, paused boo
 		case err != nil:
 			printStateError(env.Stderr, fmt.Sprintf("%s destination %q", verb, name), err)
 			return ExitFailure
+		}
+		if asJSON {
+			writeJSONTo(env.Stdout, s)
+			return ExitOK
 		}
 		if s.Paused {
 			fmt.Fprintf(env.Stdout, "Destination %s is paused (since %s): its rows wait, their attempts unchanged, until `queuebox destinations resume %s`.\n",

@@ -2,11 +2,14 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/alternayte/queuebox/shared/admin"
 )
 
 // destinationsEnv is a migrated fresh database with the destinations billing and archive.
@@ -33,6 +36,10 @@ func TestParseDestinationsArgs(t *testing.T) {
 		{args: []string{"destinations", "list"}, want: command{name: "destinations-list"}},
 		{args: []string{"destinations", "pause", "billing"}, want: command{name: "destinations-pause", destination: "billing"}},
 		{args: []string{"destinations", "resume", "billing"}, want: command{name: "destinations-resume", destination: "billing"}},
+		{args: []string{"destinations", "list", "--json"}, want: command{name: "destinations-list", json: true}},
+		{args: []string{"destinations", "pause", "billing", "--json"}, want: command{name: "destinations-pause", destination: "billing", json: true}},
+		{args: []string{"destinations", "resume", "--json", "billing"}, want: command{name: "destinations-resume", destination: "billing", json: true}},
+		{args: []string{"destinations", "--json"}, wantErr: "Unknown arguments: --json"},
 		{args: []string{"destinations"}, wantErr: "Unknown arguments: destinations"},
 		{args: []string{"destinations", "pause"}, wantErr: "Unknown arguments: pause"},
 		{args: []string{"destinations", "pause", "--all"}, wantErr: "Unknown arguments: pause --all"},
@@ -110,6 +117,24 @@ func TestDestinationsPauseListResume(t *testing.T) {
 	}
 	if err := conn.QueryRow(ctx, `SELECT paused FROM queuebox_destination_state WHERE destination = 'billing'`).Scan(&paused); err != nil || paused {
 		t.Fatalf("the row of billing after the resume: paused %v, %v", paused, err)
+	}
+
+	// The same answers as JSON, in the shape of GET /admin/destinations.
+	var one admin.DestinationStatus
+	r = run(t, ctx, env, "destinations", "pause", "billing", "--json")
+	if r.code != ExitOK || json.Unmarshal([]byte(r.stdout), &one) != nil || one.Name != "billing" || !one.Paused || one.PausedAt == nil {
+		t.Fatalf("pause --json: exit %d, stdout %s, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	var list []admin.DestinationStatus
+	r = run(t, ctx, env, "destinations", "list", "--json")
+	if r.code != ExitOK || json.Unmarshal([]byte(r.stdout), &list) != nil || len(list) != 2 ||
+		list[0].Name != "archive" || list[0].Circuit != "open" || list[0].OpenRemainingMs <= 0 ||
+		list[1].Name != "billing" || !list[1].Paused {
+		t.Fatalf("list --json: exit %d, stdout %s", r.code, r.stdout)
+	}
+	r = run(t, ctx, env, "destinations", "resume", "billing", "--json")
+	if r.code != ExitOK || json.Unmarshal([]byte(r.stdout), &one) != nil || one.Paused || one.PausedAt != nil {
+		t.Fatalf("resume --json: exit %d, stdout %s", r.code, r.stdout)
 	}
 }
 

@@ -105,7 +105,9 @@ type Database struct {
 	Password Secret `yaml:"password"`
 	// PoolSize is the size of the connection pool. It must be above 0. Default: 10.
 	PoolSize int `yaml:"poolSize"`
-	// ConnectionTimeoutMs is the longest wait for a connection from the pool. Default: 30000.
+	// ConnectionTimeoutMs is the longest wait for a connection from the pool: a store
+	// statement that waits longer fails with store.ErrPoolTimeout. On PostgreSQL it also
+	// bounds opening one connection. 0: no bound. Default: 30000.
 	ConnectionTimeoutMs Milliseconds `yaml:"connectionTimeoutMs"`
 	// StartupTimeoutMs is how long the start retries the database before the process exits.
 	// Default: 60000.

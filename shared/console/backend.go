@@ -32,6 +32,13 @@ type Backend interface {
 	SetPaused(ctx context.Context, name string, paused bool) error
 }
 
+// ProgressReplayer is a Backend whose replay reports its progress after each batch: the
+// command line's `dead replay` prints it. progress receives the rows moved so far, the
+// batches so far and the rows selected.
+type ProgressReplayer interface {
+	ReplayWithProgress(ctx context.Context, sel Selection, progress func(moved int64, batches int, total int64)) (int64, error)
+}
+
 // The tables of a Row and a Selection.
 const (
 	TableOutbox = "outbox"

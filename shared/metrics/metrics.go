@@ -6,9 +6,11 @@
 // the largest value of the current decay window, as the original exporter shows it.
 //
 // The connection pool shows under the HikariCP names of the original
-// (hikaricp_connections_*, label pool): a PoolTracer, set as the tracer of the pgx pool
-// configuration, measures the acquires, the creations and the usage, and Attach registers the
-// gauges of the pool. The local process names its pool PoolName.
+// (hikaricp_connections_*, label pool) on both databases: a PoolTracer, the observer of the
+// dialect's pool (through postgres.PoolTracer on the pgx pool, or shared/store/sqlpool on
+// the database/sql pool of SQL Server), measures the acquires, the creations, the usage and
+// the acquires that timed out, and AttachStats registers the gauges of the pool. The local
+// process names its pool PoolName.
 package metrics
 
 import (

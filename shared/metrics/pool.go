@@ -124,7 +124,9 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 // time and the acquires in progress, the time a caller holds a connection, the time to open a
 // physical connection and the acquires that time out. It is the store.PoolObserver that the
 // dialect driver reports to (store.OpenConfig.Tracer; on PostgreSQL through
-// postgres.PoolTracer).
+// postgres.PoolTracer, on SQL Server through shared/store/sqlpool). An acquire that
+// database.connectionTimeoutMs ended (store.ErrPoolTimeout) counts in
+// hikaricp_connections_timeout_total, as does one that the caller's deadline ended.
 //
 // One PoolTracer serves one pool. Its methods are safe for concurrent use.
 type PoolTracer struct {

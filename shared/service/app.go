@@ -21,6 +21,7 @@ import (
 	"github.com/alternayte/queuebox/shared/retention"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres"
+	"github.com/alternayte/queuebox/shared/store/sqlserver"
 	"github.com/alternayte/queuebox/shared/tracing"
 	"github.com/alternayte/queuebox/shared/transform"
 	"github.com/alternayte/queuebox/shared/waker"
@@ -55,8 +56,7 @@ type Recorder interface {
 }
 
 // PoolMetrics observes the connection pool of the database that App.Open opens, and receives
-// its statistics (on PostgreSQL, the one dialect whose pool the tracer observes).
-// *metrics.PoolTracer implements it.
+// its statistics (either dialect). *metrics.PoolTracer implements it.
 type PoolMetrics interface {
 	store.PoolObserver
 	AttachStats(stats func() store.PoolStats)
@@ -335,7 +335,7 @@ func (a *App) build(ctx context.Context) error {
 	if withCapture {
 		if o.Capture == Required && !cfg.Outbox.Capture.Enabled {
 			return startError("start capture", fmt.Errorf(
-				"outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED); %s needs it true and outbox.capture.mode postgres-logical", o.Name))
+				"outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED); %s needs it true and outbox.capture.mode postgres-logical or sqlserver-cdc", o.Name))
 		}
 		var err error
 		if ccfg, err = CaptureConfig(cfg, waker.Nop{}, log); err != nil {
@@ -343,9 +343,13 @@ func (a *App) build(ctx context.Context) error {
 		}
 	}
 	if o.HealthPool {
-		dsn, err := cfg.Database.PgxConnString()
+		connString, openHealth := cfg.Database.PgxConnString, postgres.OpenHealth
+		if cfg.Database.Type == config.SQLServer {
+			connString, openHealth = cfg.Database.SQLServerURL, sqlserver.OpenHealth
+		}
+		dsn, err := connString()
 		if err == nil {
-			a.health, err = postgres.OpenHealth(ctx, store.OpenConfig{
+			a.health, err = openHealth(ctx, store.OpenConfig{
 				ConnString: dsn, PoolSize: 1, ConnectTimeout: cfg.Database.ConnectionTimeoutMs.Duration(),
 			})
 		}
@@ -476,7 +480,7 @@ func (a *App) Open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if a.opts.Pool != nil && a.cfg.Database.Type != config.SQLServer {
+	if a.opts.Pool != nil {
 		a.opts.Pool.AttachStats(db.PoolStats)
 	}
 	a.DB = db

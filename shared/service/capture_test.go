@@ -1,7 +1,6 @@
 package service
 
 import (
-	"errors"
 	"io/fs"
 	"log/slog"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/store/postgres/logical"
+	"github.com/alternayte/queuebox/shared/store/sqlserver/cdc"
 	"github.com/alternayte/queuebox/shared/waker"
 )
 
@@ -82,7 +82,7 @@ outbox:
 	}
 }
 
-// CaptureConfig refuses a configuration whose capture is off and the mode sqlserver-cdc.
+// CaptureConfig refuses a configuration whose capture is off.
 func TestCaptureConfigRefuses(t *testing.T) {
 	t.Parallel()
 	off := loadCaptureYAML(t, `
@@ -92,22 +92,69 @@ database:
   password: secret
 `)
 	if _, err := CaptureConfig(off, waker.Nop{}, nil); err == nil || err.Error() !=
-		"outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED); capture needs outbox.capture.enabled true and outbox.capture.mode postgres-logical" {
+		"outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED); capture needs outbox.capture.enabled true and outbox.capture.mode postgres-logical or sqlserver-cdc" {
 		t.Errorf("capture off: got %v", err)
 	}
-	cdc := loadCaptureYAML(t, `
+}
+
+// CaptureConfig maps sqlserver-cdc to the SQL Server change data capture source: the capture
+// connection with its encrypt and trustServerCertificate, the state table on database.url,
+// the schema dbo and the mapped outbox table.
+func TestCaptureConfigSQLServerCDC(t *testing.T) {
+	t.Parallel()
+	cfg := loadCaptureYAML(t, `
 database:
   type: sqlserver
-  url: jdbc:sqlserver://127.0.0.1:1;databaseName=queuebox
-  username: sa
-  password: secret
+  url: jdbc:sqlserver://db.example.com:1433;databaseName=queuebox
+  username: app
+  password: app-secret
+  outboxTableName: qb_outbox
+  migrate: false
 outbox:
   capture:
     mode: sqlserver-cdc
     enabled: true
+    identity: orders_capture
     stateDirectory: /var/lib/queuebox/capture
+    reconciliationIntervalMs: 2500
+    connection:
+      username: capture_user
+      password: capture-secret
+      encrypt: true
+      trustServerCertificate: false
 `)
-	if _, err := CaptureConfig(cdc, waker.Nop{}, nil); !errors.Is(err, capture.ErrSQLServerCDCNotImplemented) {
-		t.Errorf("sqlserver-cdc: got %v, want ErrSQLServerCDCNotImplemented", err)
+	w := waker.Nop{}
+	log := slog.New(slog.DiscardHandler)
+	got, err := CaptureConfig(cfg, w, log)
+	if err != nil {
+		t.Fatalf("CaptureConfig: %v", err)
+	}
+	if _, ok := got.Source.(*cdc.Source); !ok {
+		t.Errorf("Source is %T, want *cdc.Source", got.Source)
+	}
+	target, err := cfg.CaptureTarget()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := cfg.Database.SQLServerURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ConnString != target.SQLServerURL() || got.StateConnString != state {
+		t.Errorf("connections: capture %q state %q; want %q and %q", got.ConnString, got.StateConnString, target.SQLServerURL(), state)
+	}
+	for _, want := range []string{"capture_user", "encrypt=true", "TrustServerCertificate=false", "database=queuebox"} {
+		if !strings.Contains(got.ConnString, want) {
+			t.Errorf("capture connection %q lacks %q", got.ConnString, want)
+		}
+	}
+	if got.Identity != "orders_capture" || got.Schema != "dbo" || got.Table != "qb_outbox" || got.InboxTable != "" ||
+		got.StateDirectory != "/var/lib/queuebox/capture" || got.ReconciliationInterval != 2500*time.Millisecond ||
+		got.Waker != w || got.Logger != log {
+		t.Errorf("CaptureConfig returned %+v", got)
+	}
+	// The connector takes it: the source parses the capture connection without connecting.
+	if _, err := capture.New(got); err != nil {
+		t.Errorf("capture.New: %v", err)
 	}
 }

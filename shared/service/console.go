@@ -280,6 +280,13 @@ func (b *consoleBackend) Preview(ctx context.Context, sel console.Selection) (co
 // Replay moves the dead rows of the selection back to pending, consoleReplayBatch ids a
 // statement, each in its own transaction; only rows that are still dead move.
 func (b *consoleBackend) Replay(ctx context.Context, sel console.Selection) (int64, error) {
+	return b.ReplayWithProgress(ctx, sel, nil)
+}
+
+var _ console.ProgressReplayer = (*consoleBackend)(nil)
+
+// ReplayWithProgress is Replay that calls progress, when set, after every batch.
+func (b *consoleBackend) ReplayWithProgress(ctx context.Context, sel console.Selection, progress func(moved int64, batches int, total int64)) (int64, error) {
 	rs, err := b.replayStore()
 	if err != nil {
 		return 0, err
@@ -289,6 +296,7 @@ func (b *consoleBackend) Replay(ctx context.Context, sel console.Selection) (int
 		return 0, err
 	}
 	var moved int64
+	batches := 0
 	for chunk := range slices.Chunk(ids, consoleReplayBatch) {
 		var res store.ReplayBatchResult
 		if sel.Table == console.TableOutbox {
@@ -300,6 +308,10 @@ func (b *consoleBackend) Replay(ctx context.Context, sel console.Selection) (int
 			return moved, err
 		}
 		moved += res.Moved
+		batches++
+		if progress != nil {
+			progress(moved, batches, int64(len(ids)))
+		}
 	}
 	return moved, nil
 }

@@ -118,9 +118,9 @@ func (d *Database) Close() {
 
 // ConnectOptions are the optional parts of a connection that only some processes use.
 type ConnectOptions struct {
-	// Tracer, when set, observes the PostgreSQL pool (see store.OpenConfig.Tracer): the
-	// local process passes the pool tracer of shared/metrics here, so this package does not
-	// link Prometheus. Ignored on SQL Server. Default: nil, no tracer.
+	// Tracer, when set, observes the pool of either dialect (see store.OpenConfig.Tracer):
+	// the local process passes the pool tracer of shared/metrics here, so this package does
+	// not link Prometheus. Default: nil, no tracer.
 	Tracer store.PoolObserver
 }
 
@@ -158,6 +158,7 @@ func OpenDriver(ctx context.Context, cfg *config.Config, log *slog.Logger, o Con
 	ocfg := store.OpenConfig{
 		PoolSize:        cfg.Database.PoolSize,
 		ConnectTimeout:  cfg.Database.ConnectionTimeoutMs.Duration(),
+		AcquireTimeout:  cfg.Database.ConnectionTimeoutMs.Duration(),
 		StartupTimeout:  cfg.Database.StartupTimeoutMs.Duration(),
 		WaitForDatabase: migrate.LoggedWait(log, config.MaskURL(cfg.Database.URL.Reveal())),
 		Names:           names,

@@ -1,7 +1,12 @@
-// Package specsql checks that the SQL examples of the product documentation run against the migrated schema.
+// Package specsql reads the code blocks of the product documentation (the handbook pages of
+// spec/) and checks that its SQL examples run against the migrated schema.
 //
-// The package has no code of its own. Its test reads the handbook pages (../../../shared/spec
-// beside the checkout, or the folder that QUEUEBOX_SPEC_DIR names), extracts every sql block,
-// skips the SQL Server ones, fills the placeholders (:message_id, :topic, :limit, ...), and
-// runs each PostgreSQL block on a fresh migrated database with seeded rows.
+// Dir finds the pages (../shared/spec beside the checkout, or the folder that
+// QUEUEBOX_SPEC_DIR names), Blocks extracts the fenced blocks of one language, and Commands
+// splits a shell block into its commands, also when the page lost the block's line breaks.
+// test/tutorials runs the tutorials' shell blocks with them.
+//
+// The package's test extracts every sql block, skips the SQL Server ones, fills the
+// placeholders (:message_id, :topic, :limit, ...), and runs each PostgreSQL block on a fresh
+// migrated database with seeded rows.
 package specsql

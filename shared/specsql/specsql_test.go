@@ -14,17 +14,12 @@ import (
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
-// specDir returns the folder of the handbook pages: QUEUEBOX_SPEC_DIR, or ../../../shared/spec
-// (the checkout with the handbook beside it, as on CI and on the development machines).
+// specDir returns the folder of the handbook pages (Dir), failing the test when it is absent.
 func specDir(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("QUEUEBOX_SPEC_DIR")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "spec")
-	}
-	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
-		abs, _ := filepath.Abs(dir)
-		t.Fatalf("specsql: the handbook pages are not at %s (%v); put the handbook's shared/ folder beside the checkout, or set QUEUEBOX_SPEC_DIR to its spec folder", abs, err)
+	dir, err := Dir(os.Getenv)
+	if err != nil {
+		t.Fatalf("specsql: %v", err)
 	}
 	return dir
 }
@@ -58,19 +53,11 @@ func classify(sql string) string {
 	return postgres
 }
 
-var sqlBlock = regexp.MustCompile("(?s)```sql[ \t]*\n(.*?)\n```")
+// extract returns every sql block of a page, in page order.
+func extract(page string) []string { return Blocks(page, "sql") }
 
-// extract returns the text of every sql block of a page, in page order.
-func extract(page string) []string {
-	var out []string
-	for _, m := range sqlBlock.FindAllStringSubmatch(page, -1) {
-		out = append(out, strings.TrimSpace(m[1]))
-	}
-	return out
-}
-
-// squeeze collapses every run of white space into one space.
-func squeeze(s string) string { return strings.Join(strings.Fields(s), " ") }
+// squeeze is Squeeze.
+func squeeze(s string) string { return Squeeze(s) }
 
 // Values for the placeholders that the pages use. The dead-letter and runbook pages name
 // :message_id, :topic, :state, :destination and :limit.

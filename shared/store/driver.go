@@ -39,6 +39,11 @@ type OpenConfig struct {
 	// ConnectTimeout bounds opening one connection (database.connectionTimeoutMs); 0 keeps
 	// the driver's default. PostgreSQL only.
 	ConnectTimeout time.Duration
+	// AcquireTimeout bounds the wait of each store statement for a connection from the pool
+	// (database.connectionTimeoutMs, "the longest wait for a connection from the pool"): a
+	// statement that waits longer fails with ErrPoolTimeout, and the Tracer counts a timeout.
+	// Both dialects. Default: 0, the caller's context alone bounds the wait.
+	AcquireTimeout time.Duration
 	// StartupTimeout is how long Open waits for the database to answer
 	// (database.startupTimeoutMs).
 	StartupTimeout time.Duration
@@ -49,8 +54,8 @@ type OpenConfig struct {
 	// Names are the mapped table and column names.
 	Names Names
 	// Tracer, when set, observes the pool of the dialect: on PostgreSQL it receives the
-	// events of a postgres.PoolTracer set as ConnConfig.Tracer. Ignored on SQL Server.
-	// Default: nil, no tracer.
+	// events of a postgres.PoolTracer set as ConnConfig.Tracer, on SQL Server those of the
+	// shared/store/sqlpool pool. Default: nil, no tracer.
 	Tracer PoolObserver
 	// Logger is the process logger. Default: slog.Default().
 	Logger *slog.Logger

@@ -3,8 +3,9 @@
 // process and runs, in one process, either or both of:
 //
 //   - capture (outbox.capture.enabled): the capture connector of shared/capture with the
-//     PostgreSQL logical-replication source (shared/store/postgres/logical, as
-//     service.CaptureConfig builds it), which wakes the poll Lambda function (and, optionally,
+//     PostgreSQL logical-replication source (shared/store/postgres/logical) or the SQL Server
+//     change data capture source (shared/store/sqlserver/cdc), as service.CaptureConfig
+//     builds it, which wakes the poll Lambda function (and, optionally,
 //     the relay function) with a debounced asynchronous invoke (shared/lambdawaker.Waker);
 //   - the broker sources (sources.<name> of type rabbitmq, kafka or nats, built by
 //     shared/service/sources): consumers that store what they read into the inbox table and
@@ -28,7 +29,9 @@
 //     test server;
 //   - AWS_REGION and the default AWS credential chain (the ECS task role).
 //
-// sqlserver-cdc is not implemented in this build and is refused at start. spec/28-metrics.md
+// Both capture modes run here: postgres-logical and sqlserver-cdc (the SQL Server source,
+// shared/store/sqlserver/cdc; its database health component pings database.url through a
+// lazy go-mssqldb pool). spec/28-metrics.md
 // lists no capture metric: /metrics shows the process families, and with broker sources the
 // inbox families of the sources and those of the database pool.
 package node
@@ -136,9 +139,8 @@ func HasBrokerSources(cfg *service.Config) bool {
 }
 
 // New builds the node's assembly (service.Build). With outbox.capture.enabled it builds
-// capture (refusing a mode other than postgres-logical, and sqlserver-cdc, which this build
-// does not implement), which wakes the Lambda wakers of the poll function and, with
-// s.RelayFunction, the relay function. With broker sources (sources.Build) it builds them,
+// capture (postgres-logical or sqlserver-cdc, service.CaptureConfig), which wakes the Lambda
+// wakers of the poll function and, with s.RelayFunction, the relay function. With broker sources (sources.Build) it builds them,
 // waking the relay function after they stored push rows, and opens the database (waiting for
 // it, migrating or checking the schema) for the inbox store they write to. A node without
 // broker sources opens no store: the database health component probes a lazy pool of one

@@ -33,11 +33,11 @@ func BenchmarkOutboxClaimMarkSent(b *testing.B) {
 			s, _ := openStore(b, storetest.SchemaMigrated)
 			ps := s.(*Store)
 			ctx := context.Background()
-			dbtest.Exec(b, ps.pool, `
+			dbtest.Exec(b, ps.pool.pool, `
 INSERT INTO outbox (topic, key, payload)
 SELECT 'bench', CASE WHEN $2::int > 0 THEN 'k' || (g % $2::int) END, '{"n":1}'
 FROM generate_series(1, $1::int) AS g`, b.N, bc.keys)
-			dbtest.Exec(b, ps.pool, `ANALYZE outbox`)
+			dbtest.Exec(b, ps.pool.pool, `ANALYZE outbox`)
 
 			var sent atomic.Int64
 			var wg sync.WaitGroup
@@ -80,11 +80,11 @@ func BenchmarkInboxRelayClaimForward(b *testing.B) {
 	s, _ := openStore(b, storetest.SchemaMigrated)
 	ps := s.(*Store)
 	ctx := context.Background()
-	dbtest.Exec(b, ps.pool, `
+	dbtest.Exec(b, ps.pool.pool, `
 INSERT INTO inbox (source, idempotency_key, aggregate_id, payload, created_at)
 SELECT 'bench', 'evt-' || g, 'agg-' || (g % 100), '{"n":1}', clock_timestamp()
 FROM generate_series(1, $1::int) AS g`, b.N)
-	dbtest.Exec(b, ps.pool, `ANALYZE inbox`)
+	dbtest.Exec(b, ps.pool.pool, `ANALYZE inbox`)
 	b.ResetTimer()
 	forwarded := 0
 	for forwarded < b.N {

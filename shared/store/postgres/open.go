@@ -36,7 +36,7 @@ func Open(ctx context.Context, cfg store.OpenConfig) (*store.Driver, error) {
 	} else {
 		connected <- nil
 	}
-	st, stErr := New(pool, cfg.Names)
+	st, stErr := NewWithConfig(pool, Config{Names: cfg.Names, AcquireTimeout: cfg.AcquireTimeout})
 	if err := <-connected; err != nil {
 		pool.Close()
 		return nil, &store.OpenError{Step: store.StepConnect, Err: err}

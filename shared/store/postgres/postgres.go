@@ -26,7 +26,7 @@ import (
 // Store is the PostgreSQL implementation of store.Store. It is safe for concurrent use by
 // many goroutines; the database is the only coordination point between processes.
 type Store struct {
-	pool  *pgxpool.Pool
+	pool  *boundedPool
 	names store.Names
 	sql   statements
 }
@@ -69,15 +69,30 @@ type statements struct {
 // New returns a Store that runs its statements on pool against the tables and columns of
 // names. The Store owns the pool from then on: Close closes it.
 func New(pool *pgxpool.Pool, names store.Names) (*Store, error) {
+	return NewWithConfig(pool, Config{Names: names})
+}
+
+// Config is what NewWithConfig builds a Store from.
+type Config struct {
+	// Names are the mapped table and column names. Required.
+	Names store.Names
+	// AcquireTimeout is the longest wait of a statement for a connection from the pool
+	// (database.connectionTimeoutMs); a statement that waits longer fails with
+	// store.ErrPoolTimeout. Default: 0, the caller's context alone bounds the wait.
+	AcquireTimeout time.Duration
+}
+
+// NewWithConfig is New with the options of cfg. The store owns pool: Close closes it.
+func NewWithConfig(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("creating postgres store: pool is nil")
 	}
-	if err := names.Validate(); err != nil {
+	if err := cfg.Names.Validate(); err != nil {
 		return nil, fmt.Errorf("creating postgres store: %w", err)
 	}
-	s := &Store{pool: pool, names: names}
+	s := &Store{pool: &boundedPool{pool: pool, timeout: max(cfg.AcquireTimeout, 0)}, names: cfg.Names}
 	var err error
-	if s.sql, err = buildStatements(names); err != nil {
+	if s.sql, err = buildStatements(cfg.Names); err != nil {
 		return nil, fmt.Errorf("creating postgres store: %w", err)
 	}
 	return s, nil

@@ -4,26 +4,28 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
-	"io"
 	"sync"
 	"testing"
 
 	mssql "github.com/microsoft/go-mssqldb"
 
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/sqlserver/sqlservertest"
 )
 
-// fakeDB is a database/sql driver that answers each statement from a test's script and
-// records what the store did: every statement with its arguments, and every begin, commit and
-// rollback. It proves the Go side of the store (arguments, transactions, scanning, sorting and
-// error translation) without a SQL Server; the SQL itself runs only in the integration test.
+// fakeDB is the store tests' view of sqlservertest.FakeDB: a database/sql driver that answers
+// each statement from a test's script and records what the store did: every statement with
+// its arguments, and every begin, commit and rollback. It proves the Go side of the store
+// (arguments, transactions, scanning, sorting and error translation) without a SQL Server; the
+// SQL itself runs only in the integration test. The store's tests do not look at connections,
+// so the answers and the events leave them out.
 type fakeDB struct {
-	mu     sync.Mutex
-	events []fakeEvent
 	// answer returns the result of a statement: rows for a query, rowsAffected for an exec,
 	// or an error.
 	answer func(query string, args []any) fakeAnswer
+
+	once  sync.Once
+	inner *sqlservertest.FakeDB
 }
 
 type fakeEvent struct {
@@ -52,18 +54,36 @@ func newFakeStore(t *testing.T, answer func(query string, args []any) fakeAnswer
 	return s, f
 }
 
-func (f *fakeDB) record(e fakeEvent) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.events = append(f.events, e)
+func (f *fakeDB) db() *sqlservertest.FakeDB {
+	f.once.Do(func() {
+		f.inner = &sqlservertest.FakeDB{Answer: func(_ int, query string, args []any) sqlservertest.Answer {
+			a := f.answer(query, args)
+			return sqlservertest.Answer{Columns: a.columns, Rows: a.rows, RowsAffected: a.rowsAffected, Err: a.err}
+		}}
+	})
+	return f.inner
+}
+
+// Connect and Driver make fakeDB a driver.Connector.
+func (f *fakeDB) Connect(ctx context.Context) (driver.Conn, error) { return f.db().Connect(ctx) }
+func (f *fakeDB) Driver() driver.Driver                            { return f.db().Driver() }
+
+// events returns the recorded begins, statements, commits and rollbacks in order.
+func (f *fakeDB) events() []fakeEvent {
+	var out []fakeEvent
+	for _, e := range f.db().Events() {
+		if e.Kind != "connect" && e.Kind != "close" {
+			out = append(out, fakeEvent{kind: e.Kind, query: e.Query, args: e.Args})
+		}
+	}
+	return out
 }
 
 // kinds returns the kinds of the recorded events in order.
 func (f *fakeDB) kinds() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]string, len(f.events))
-	for i, e := range f.events {
+	events := f.events()
+	out := make([]string, len(events))
+	for i, e := range events {
 		out[i] = e.kind
 	}
 	return out
@@ -71,120 +91,13 @@ func (f *fakeDB) kinds() []string {
 
 // statements returns the recorded statements (queries and execs) in order.
 func (f *fakeDB) statements() []fakeEvent {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	var out []fakeEvent
-	for _, e := range f.events {
+	for _, e := range f.events() {
 		if e.kind == "query" || e.kind == "exec" {
 			out = append(out, e)
 		}
 	}
 	return out
-}
-
-// Connect and Driver make fakeDB a driver.Connector.
-func (f *fakeDB) Connect(context.Context) (driver.Conn, error) { return &fakeConn{db: f}, nil }
-func (f *fakeDB) Driver() driver.Driver                        { return fakeDriver{} }
-
-type fakeDriver struct{}
-
-func (fakeDriver) Open(string) (driver.Conn, error) {
-	return nil, errors.New("fake: use the connector")
-}
-
-type fakeConn struct{ db *fakeDB }
-
-var (
-	_ driver.ConnBeginTx        = (*fakeConn)(nil)
-	_ driver.QueryerContext     = (*fakeConn)(nil)
-	_ driver.ExecerContext      = (*fakeConn)(nil)
-	_ driver.NamedValueChecker  = (*fakeConn)(nil)
-	_ driver.ConnPrepareContext = (*fakeConn)(nil)
-)
-
-func (c *fakeConn) Prepare(string) (driver.Stmt, error) {
-	return nil, errors.New("fake: prepare is not supported")
-}
-func (c *fakeConn) PrepareContext(context.Context, string) (driver.Stmt, error) {
-	return nil, errors.New("fake: prepare is not supported")
-}
-func (c *fakeConn) Close() error { return nil }
-func (c *fakeConn) Begin() (driver.Tx, error) {
-	return c.BeginTx(context.Background(), driver.TxOptions{})
-}
-func (c *fakeConn) BeginTx(context.Context, driver.TxOptions) (driver.Tx, error) {
-	c.db.record(fakeEvent{kind: "begin"})
-	return fakeTx{db: c.db}, nil
-}
-
-// CheckNamedValue keeps every argument as the store passed it (int32 stays int32), as
-// go-mssqldb does, so that the tests see the parameter types the server would declare.
-func (c *fakeConn) CheckNamedValue(*driver.NamedValue) error { return nil }
-
-func (c *fakeConn) QueryContext(_ context.Context, query string, named []driver.NamedValue) (driver.Rows, error) {
-	args := plainArgs(named)
-	c.db.record(fakeEvent{kind: "query", query: query, args: args})
-	a := c.db.answer(query, args)
-	if a.err != nil {
-		return nil, a.err
-	}
-	return &fakeRows{columns: a.columns, rows: a.rows}, nil
-}
-
-func (c *fakeConn) ExecContext(_ context.Context, query string, named []driver.NamedValue) (driver.Result, error) {
-	args := plainArgs(named)
-	c.db.record(fakeEvent{kind: "exec", query: query, args: args})
-	a := c.db.answer(query, args)
-	if a.err != nil {
-		return nil, a.err
-	}
-	return driver.RowsAffected(a.rowsAffected), nil
-}
-
-func plainArgs(named []driver.NamedValue) []any {
-	out := make([]any, len(named))
-	for i, nv := range named {
-		out[i] = nv.Value
-	}
-	return out
-}
-
-type fakeTx struct{ db *fakeDB }
-
-func (t fakeTx) Commit() error   { t.db.record(fakeEvent{kind: "commit"}); return nil }
-func (t fakeTx) Rollback() error { t.db.record(fakeEvent{kind: "rollback"}); return nil }
-
-type fakeRows struct {
-	columns []string
-	rows    [][]any
-	next    int
-}
-
-func (r *fakeRows) Columns() []string {
-	if r.columns != nil {
-		return r.columns
-	}
-	if len(r.rows) == 0 {
-		return []string{"c"}
-	}
-	cols := make([]string, len(r.rows[0]))
-	for i := range cols {
-		cols[i] = "c"
-	}
-	return cols
-}
-
-func (r *fakeRows) Close() error { return nil }
-
-func (r *fakeRows) Next(dest []driver.Value) error {
-	if r.next >= len(r.rows) {
-		return io.EOF
-	}
-	for i, v := range r.rows[r.next] {
-		dest[i] = v
-	}
-	r.next++
-	return nil
 }
 
 // wireGUID returns a canonical UUID as go-mssqldb delivers a UNIQUEIDENTIFIER column: 16

@@ -265,7 +265,7 @@ func (s *Store) forward(ctx context.Context, fence []any, outbox store.OutboxIns
 		}
 		return false, nil
 	}
-	if _, err := s.outboxInsert(ctx, tx, outbox); err != nil {
+	if _, err := s.outboxInsert(ctx, txRower(tx), outbox); err != nil {
 		rollback(tx)
 		return false, fmt.Errorf("forwarding inbox row: inserting outbox row: %w", err)
 	}

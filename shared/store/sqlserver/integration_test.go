@@ -351,7 +351,7 @@ func (h *hooks) InsertOutbox(ctx context.Context, rows []store.OutboxInsertParam
 	ids := make([]string, 0, len(rows))
 	due := []string{}
 	for _, p := range rows {
-		id, err := h.s.outboxInsert(ctx, tx, p)
+		id, err := h.s.outboxInsert(ctx, txRower(tx), p)
 		if err != nil {
 			return nil, err
 		}

@@ -15,16 +15,31 @@ import (
 	mssql "github.com/microsoft/go-mssqldb"
 
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/sqlpool"
 )
 
-// queryRower runs a statement that returns one row, outside or inside a transaction.
-type queryRower interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+// rowScanner is the one-row result of a statement: a *sqlpool.Row or a *sql.Row.
+type rowScanner interface{ Scan(dest ...any) error }
+
+// queryRower runs a statement that returns one row, outside a transaction (poolRower) or
+// inside one (txRower).
+type queryRower func(ctx context.Context, query string, args ...any) rowScanner
+
+func poolRower(p *sqlpool.Pool) queryRower {
+	return func(ctx context.Context, query string, args ...any) rowScanner {
+		return p.QueryRowContext(ctx, query, args...)
+	}
+}
+
+func txRower(tx *sql.Tx) queryRower {
+	return func(ctx context.Context, query string, args ...any) rowScanner {
+		return tx.QueryRowContext(ctx, query, args...)
+	}
 }
 
 // OutboxInsert writes one outbox row and returns its id. A duplicate id is store.ErrConflict.
 func (s *Store) OutboxInsert(ctx context.Context, params store.OutboxInsertParams) (string, error) {
-	id, err := retryDeadlock(ctx, func() (string, error) { return s.outboxInsert(ctx, s.db, params) })
+	id, err := retryDeadlock(ctx, func() (string, error) { return s.outboxInsert(ctx, poolRower(s.db), params) })
 	if err != nil {
 		return "", fmt.Errorf("inserting outbox row: %w", err)
 	}
@@ -37,7 +52,7 @@ func (s *Store) outboxInsert(ctx context.Context, q queryRower, params store.Out
 		return "", err
 	}
 	var id mssql.UniqueIdentifier
-	if err := q.QueryRowContext(ctx, s.stmt.outboxInsert[set], args...).Scan(&id); err != nil {
+	if err := q(ctx, s.stmt.outboxInsert[set], args...).Scan(&id); err != nil {
 		return "", translate(err)
 	}
 	return uuidString(id), nil
@@ -119,7 +134,7 @@ func claimArgs(limit int, lease time.Duration) ([]any, error) {
 // claimInTx runs a claim statement in its own transaction, so that the application lock that
 // the statement takes (owner Transaction) is released by the commit, or by the rollback when
 // anything fails, including a cancelled context.
-func claimInTx[T any](ctx context.Context, db *sql.DB, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
+func claimInTx[T any](ctx context.Context, db *sqlpool.Pool, query string, args []any, scan func(*sql.Rows) (T, error)) ([]T, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("beginning transaction: %w", err)

@@ -48,7 +48,7 @@ OPTION (RECOMPILE);`
 // one statement; the subquery takes update locks, so every picked row moves. It answers the
 // count and the greatest id of the batch in uniqueidentifier order.
 const outboxReplayBatchSQL = `SET NOCOUNT ON;
-DECLARE @moved TABLE (id UNIQUEIDENTIFIER NOT NULL);
+DECLARE @moved TABLE (moved_id UNIQUEIDENTIFIER NOT NULL);
 UPDATE {outbox}
 SET {o.state} = N'pending',
     {o.attempt} = 0,
@@ -58,13 +58,13 @@ SET {o.state} = N'pending',
     {o.claim_token} = NULL,
     {o.lease_expires_at} = NULL,
     {o.updated_at} = SYSUTCDATETIME()
-OUTPUT inserted.{o.id} INTO @moved (id)
+OUTPUT inserted.{o.id} INTO @moved (moved_id)
 WHERE {o.id} IN (
     SELECT TOP (@p7) {o.id} FROM {outbox} WITH (UPDLOCK, ROWLOCK)` + outboxSelectionWhere + `
       AND {o.state} IN (N'sent', N'dead')
     ORDER BY {o.id})
 OPTION (RECOMPILE);
-SELECT COUNT_BIG(*), (SELECT TOP (1) LOWER(CONVERT(NVARCHAR(36), m.id)) FROM @moved AS m ORDER BY m.id DESC)
+SELECT COUNT_BIG(*), (SELECT TOP (1) LOWER(CONVERT(NVARCHAR(36), m.moved_id)) FROM @moved AS m ORDER BY m.moved_id DESC)
 FROM @moved;`
 
 // inboxSelectionWhere: the parameters of outboxSelectionWhere with sources for topics, and
@@ -94,7 +94,7 @@ OPTION (RECOMPILE);`
 // inboxReplayBatchSQL moves at most @p8 processed or dead rows of the selection back to
 // pending, as the requeue of spec/18 does.
 const inboxReplayBatchSQL = `SET NOCOUNT ON;
-DECLARE @moved TABLE (id UNIQUEIDENTIFIER NOT NULL);
+DECLARE @moved TABLE (moved_id UNIQUEIDENTIFIER NOT NULL);
 UPDATE {inbox}
 SET {i.state} = N'pending',
     {i.attempt} = 0,
@@ -104,13 +104,13 @@ SET {i.state} = N'pending',
     {i.processed_at} = NULL,
     {i.claim_token} = NULL,
     {i.lease_expires_at} = NULL
-OUTPUT inserted.{i.id} INTO @moved (id)
+OUTPUT inserted.{i.id} INTO @moved (moved_id)
 WHERE {i.id} IN (
     SELECT TOP (@p8) {i.id} FROM {inbox} WITH (UPDLOCK, ROWLOCK)` + inboxSelectionWhere + `
       AND {i.state} IN (N'processed', N'dead')
     ORDER BY {i.id})
 OPTION (RECOMPILE);
-SELECT COUNT_BIG(*), (SELECT TOP (1) LOWER(CONVERT(NVARCHAR(36), m.id)) FROM @moved AS m ORDER BY m.id DESC)
+SELECT COUNT_BIG(*), (SELECT TOP (1) LOWER(CONVERT(NVARCHAR(36), m.moved_id)) FROM @moved AS m ORDER BY m.moved_id DESC)
 FROM @moved;`
 
 func buildReplayStatements(e *expander) replayStatements {

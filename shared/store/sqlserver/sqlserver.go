@@ -41,6 +41,7 @@ import (
 	mssql "github.com/microsoft/go-mssqldb"
 
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/sqlpool"
 )
 
 // ErrClaimLockTimeout reports that a claim did not get its application lock within 10 seconds
@@ -77,7 +78,7 @@ func retryDeadlock[T any](ctx context.Context, op func() (T, error)) (T, error) 
 
 // Store is the SQL Server implementation of store.Store. It is safe for concurrent use.
 type Store struct {
-	db    *sql.DB
+	db    *sqlpool.Pool
 	names store.Names
 	stmt  statements
 }
@@ -85,11 +86,22 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // New returns a store that runs its statements on db with the table and column names of
-// names. It validates every name and builds every statement. The store owns db: Close closes
-// it.
+// names, with no bound on the wait for a connection beyond the caller's context (see
+// NewWithPool). It validates every name and builds every statement. The store owns db: Close
+// closes it.
 func New(db *sql.DB, names store.Names) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("creating sqlserver store: db is nil")
+	}
+	return NewWithPool(sqlpool.FromDB(db), names)
+}
+
+// NewWithPool returns a store that runs its statements on pool, which bounds the wait of each
+// for a connection (database.connectionTimeoutMs) and reports the pool events. The store owns
+// pool: Close closes it.
+func NewWithPool(pool *sqlpool.Pool, names store.Names) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("creating sqlserver store: pool is nil")
 	}
 	if err := names.Validate(); err != nil {
 		return nil, fmt.Errorf("creating sqlserver store: %w", err)
@@ -98,7 +110,7 @@ func New(db *sql.DB, names store.Names) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating sqlserver store: %w", err)
 	}
-	return &Store{db: db, names: names, stmt: stmt}, nil
+	return &Store{db: pool, names: names, stmt: stmt}, nil
 }
 
 // Ping checks that the database answers.

@@ -63,20 +63,27 @@ func defaultColumnNames() []string {
 // outboxInsert[0] to outboxInsert[15].
 func allStatements(st statements) map[string]string {
 	out := map[string]string{}
-	rv := reflect.ValueOf(st)
+	addStatements(out, "", reflect.ValueOf(st))
+	return out
+}
+
+// addStatements adds the string fields of v, the elements of its arrays and, under the
+// field's name, the fields of its nested statement structs (replay).
+func addStatements(out map[string]string, prefix string, rv reflect.Value) {
 	rt := rv.Type()
 	for i := range rv.NumField() {
-		f := rv.Field(i)
+		f, name := rv.Field(i), prefix+rt.Field(i).Name
 		switch f.Kind() {
 		case reflect.String:
-			out[rt.Field(i).Name] = f.String()
+			out[name] = f.String()
 		case reflect.Array:
 			for j := range f.Len() {
-				out[fmt.Sprintf("%s[%d]", rt.Field(i).Name, j)] = f.Index(j).String()
+				out[fmt.Sprintf("%s[%d]", name, j)] = f.Index(j).String()
 			}
+		case reflect.Struct:
+			addStatements(out, name+".", f)
 		}
 	}
-	return out
 }
 
 func mustStatements(t *testing.T, n store.Names) statements {
@@ -664,6 +671,14 @@ func exerciseStore(t *testing.T, names store.Names) ([]fakeEvent, statements) {
 	_, _ = s.OutboxReclaim(ctx)
 	_, _ = s.OutboxReplay(ctx, store.OutboxReplayParams{IDs: []string{claim.ID}, Topics: []string{"a"}, CreatedFrom: &from, CreatedTo: &to})
 	_, _ = s.OutboxReplay(ctx, store.OutboxReplayParams{Topics: []string{"a"}})
+	outSel := store.OutboxSelection{States: []string{store.OutboxDead}, IDs: []string{claim.ID}, Topics: []string{"a"}, CreatedFrom: &from, CreatedTo: &to}
+	_, _ = s.OutboxSelectionCount(ctx, outSel)
+	_, _ = s.OutboxSelectionScan(ctx, outSel, store.ScanParams{After: claim.ID, Limit: 10, Bodies: true})
+	_, _ = s.OutboxReplayBatch(ctx, outSel, claim.ID, 10)
+	inSel := store.InboxSelection{States: []string{store.InboxDead}, IDs: []string{claim.ID}, Sources: []string{"s"}, Consumption: store.ConsumptionPull, CreatedFrom: &from, CreatedTo: &to}
+	_, _ = s.InboxSelectionCount(ctx, inSel)
+	_, _ = s.InboxSelectionScan(ctx, inSel, store.ScanParams{After: claim.ID, Limit: 10})
+	_, _ = s.InboxReplayBatch(ctx, inSel, "", 10)
 	_, _ = s.OutboxStats(ctx)
 	_, _ = s.OutboxFinishedTopics(ctx)
 	_, _ = s.OutboxDeleteFinished(ctx, store.DeleteFinishedParams{MaxAge: 36 * time.Hour, Limit: 100})

@@ -23,9 +23,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers SQLDriverName with database/sql
 
 	"github.com/alternayte/queuebox/migrations"
 )
+
+// SQLDriverName is the database/sql driver of pgx (github.com/jackc/pgx/v5/stdlib), which
+// this package registers. Tests of dialect-neutral database/sql code (shared/store/sqlpool)
+// open the test server with it, on the code path that SQL Server takes with go-mssqldb,
+// without importing pgx themselves.
+const SQLDriverName = "pgx"
 
 // DefaultURL is the server that tests use when QUEUEBOX_TEST_DATABASE_URL is not set.
 const DefaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"

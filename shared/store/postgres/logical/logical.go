@@ -71,11 +71,13 @@ func (l *replLog) Fingerprint() string { return l.fp }
 // ParsePosition reads an LSN in PostgreSQL's X/Y form.
 func (l *replLog) ParsePosition(s string) (capture.Position, error) {
 	lsn, err := pglogrepl.ParseLSN(s)
-	return capture.Position(lsn), err
+	return capture.PositionOf(uint64(lsn)), err
 }
 
 // FormatPosition writes an LSN in PostgreSQL's X/Y form.
-func (l *replLog) FormatPosition(p capture.Position) string { return pglogrepl.LSN(p).String() }
+func (l *replLog) FormatPosition(p capture.Position) string {
+	return pglogrepl.LSN(p.Uint64()).String()
+}
 
 // Connect opens the replication connection.
 func (l *replLog) Connect(ctx context.Context) (capture.Session, error) {
@@ -249,18 +251,18 @@ func (s *session) CreateSlot(ctx context.Context) (capture.Position, error) {
 	res, err := pglogrepl.CreateReplicationSlot(ctx, s.conn, s.cfg.Slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
 	if err != nil {
-		return 0, fmt.Errorf("creating the replication slot %s: %w", s.cfg.Slot, err)
+		return "", fmt.Errorf("creating the replication slot %s: %w", s.cfg.Slot, err)
 	}
 	start, err := pglogrepl.ParseLSN(res.ConsistentPoint)
 	if err != nil {
-		return 0, fmt.Errorf("reading the consistent point of the slot %s: %w", s.cfg.Slot, err)
+		return "", fmt.Errorf("reading the consistent point of the slot %s: %w", s.cfg.Slot, err)
 	}
-	return capture.Position(start), nil
+	return capture.PositionOf(uint64(start)), nil
 }
 
 // Start starts logical replication from the slot at from, through the publication.
 func (s *session) Start(ctx context.Context, from capture.Position) error {
-	err := pglogrepl.StartReplication(ctx, s.conn, s.cfg.Slot, pglogrepl.LSN(from), pglogrepl.StartReplicationOptions{
+	err := pglogrepl.StartReplication(ctx, s.conn, s.cfg.Slot, pglogrepl.LSN(from.Uint64()), pglogrepl.StartReplicationOptions{
 		Mode: pglogrepl.LogicalReplication,
 		PluginArgs: []string{
 			"proto_version '1'",
@@ -302,7 +304,7 @@ func (s *session) Receive(ctx context.Context) (capture.Event, error) {
 		if err != nil {
 			return capture.Event{}, fmt.Errorf("reading a keepalive message: %w", err)
 		}
-		return capture.Event{Kind: capture.EventKeepalive, Position: capture.Position(ka.ServerWALEnd), ReplyRequested: ka.ReplyRequested}, nil
+		return capture.Event{Kind: capture.EventKeepalive, Position: capture.PositionOf(uint64(ka.ServerWALEnd)), ReplyRequested: ka.ReplyRequested}, nil
 	case pglogrepl.XLogDataByteID:
 		xld, err := pglogrepl.ParseXLogData(data[1:])
 		if err != nil {
@@ -340,14 +342,14 @@ func (s *session) decode(wal []byte) (capture.Event, error) {
 		if err != nil {
 			return capture.Event{}, fmt.Errorf("decoding a commit message: %w", err)
 		}
-		return capture.Event{Kind: capture.EventCommit, Position: capture.Position(m.(*pglogrepl.CommitMessage).TransactionEndLSN)}, nil
+		return capture.Event{Kind: capture.EventCommit, Position: capture.PositionOf(uint64(m.(*pglogrepl.CommitMessage).TransactionEndLSN))}, nil
 	}
 	return capture.Event{}, nil
 }
 
 // Confirm sends a standby status update with pos as the written position.
 func (s *session) Confirm(ctx context.Context, pos capture.Position) error {
-	if err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pglogrepl.LSN(pos)}); err != nil {
+	if err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pglogrepl.LSN(pos.Uint64())}); err != nil {
 		return fmt.Errorf("sending the standby status update: %w", err)
 	}
 	return nil
