@@ -256,6 +256,24 @@ func TestWebhookIsOneTraceFromInboxToDelivery(t *testing.T) {
 			}
 		}
 		assert.True(t, found, "%s: no delivery line for the row", tt.id)
+
+		// The relay's and the inbox's lines name their own spans in the same trace.
+		found = false
+		for _, line := range logs.waitLines(t, "inbox message forwarded") {
+			if line["trace_id"] == traceID {
+				found = true
+				assert.Equal(t, rel.SpanID, line["span_id"])
+			}
+		}
+		assert.True(t, found, "%s: no relay line in the trace", tt.id)
+		found = false
+		for _, line := range logs.waitLines(t, "inbox: message stored") {
+			if line["trace_id"] == traceID {
+				found = true
+				assert.Equal(t, in.SpanID, line["span_id"])
+			}
+		}
+		assert.True(t, found, "%s: no inbox line in the trace", tt.id)
 	}
 }
 
