@@ -80,3 +80,15 @@ func TestTracingValidation(t *testing.T) {
 		})
 	}
 }
+
+func TestTracingPrintsWithItsCredentialsMasked(t *testing.T) {
+	t.Parallel()
+	cfg := mustLoad(t, minimalDatabase+"tracing:\n  endpoint: http://user:s3cr3t@c:4318/?token=abc\n  sampleRatio: 0.25\n", nil)
+	out, err := cfg.MaskedYAML()
+	require.NoError(t, err)
+	text := string(out)
+	assert.Contains(t, text, "tracing:\n  endpoint: http://user:***@c:4318/?token=***\n")
+	assert.Contains(t, text, "  sampleRatio: 0.25\n")
+	assert.NotContains(t, text, "s3cr3t")
+	assert.NotContains(t, text, "abc")
+}
