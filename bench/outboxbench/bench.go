@@ -25,6 +25,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/alternayte/queuebox/bench/benchdb"
 	"github.com/alternayte/queuebox/bench/machine"
 	"github.com/alternayte/queuebox/bench/report"
@@ -36,7 +38,6 @@ import (
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres"
 	"github.com/alternayte/queuebox/shared/store/postgres/pgtool"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Settings are the outbox settings a run uses.

@@ -5,9 +5,10 @@ import (
 	"log/slog"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/tracing"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // correlationHeader is the header of a row that names the message's correlation identifier

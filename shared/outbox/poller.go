@@ -9,6 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/alternayte/queuebox/shared/every"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/redact"
@@ -16,9 +20,6 @@ import (
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/tracing"
 	"github.com/alternayte/queuebox/shared/transform"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Options build a Poller.

@@ -27,15 +27,16 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/alternayte/queuebox/shared/every"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/tracing"
 	"github.com/alternayte/queuebox/shared/waker"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Config holds the relay settings of the configuration (inbox.relay.*).

@@ -8,14 +8,14 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/alternayte/queuebox/shared/admin"
 	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/console"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/inbox"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/retention"

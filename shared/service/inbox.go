@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"slices"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/alternayte/queuebox/shared/admin"
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/inboundauth"
@@ -14,7 +16,6 @@ import (
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/transform"
 	"github.com/alternayte/queuebox/shared/waker"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // InboxMetrics is what the inbox handler and the relay report to.

@@ -17,6 +17,8 @@ import (
 	"net"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/migrate"
@@ -27,7 +29,6 @@ import (
 	"github.com/alternayte/queuebox/shared/store/postgres"
 	"github.com/alternayte/queuebox/shared/store/sqlserver"
 	"github.com/alternayte/queuebox/shared/transform"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Version is the release of this build; the queuebox{version} metric carries it. The build

@@ -13,11 +13,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/connect/kafka"
