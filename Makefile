@@ -55,11 +55,13 @@ test-clients: test-client-go test-client-ts
 test-bench-peers:
 	cd bench/peers && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...
 
-## test-client-go: vet and the tests of the Go client (clients/go, its own module)
+## test-client-go: vet and the tests of the Go client (clients/go, its own module); the outbox
+## tests build ./local and run queuebox serve (or QUEUEBOX_TEST_BINARY), the replace test builds a module offline
 test-client-go:
 	cd clients/go && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...
 
-## test-client-ts: the tests of the TypeScript client (clients/typescript, Node.js 20, npm ci)
+## test-client-ts: the tests of the TypeScript client (clients/typescript, Node.js 20, npm ci); the enqueue
+## tests build ./local with Go and run queuebox serve (or QUEUEBOX_TEST_BINARY); npm pack and examples/worker.mjs
 test-client-ts:
 	@command -v npm >/dev/null || { echo "make test needs Node.js 20 or later and npm for clients/typescript (apt-get install -y nodejs npm)"; exit 1; }
 	cd clients/typescript && npm ci --no-audit --no-fund && npm test

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configures an InboxWorker. A zero field takes the default that its comment states.
@@ -41,6 +43,11 @@ type Options struct {
 	// Logger receives the worker's log lines, sanitized. Default: none, the worker prints
 	// nothing.
 	Logger Logger
+	// TracerProvider makes the span of each handler run, a child of the W3C trace context
+	// (traceparent, tracestate) in the row's headers. Default: the global provider of the
+	// OpenTelemetry API (otel.GetTracerProvider), which records nothing until the application
+	// installs an SDK.
+	TracerProvider trace.TracerProvider
 }
 
 // Defaults of Options.
@@ -713,28 +720,34 @@ func (w *InboxWorker) handle(c *claimed, handler Handler) {
 		w.fail(c, c.readErr)
 		return
 	}
+	// The handler's context carries its span; it ends when c.ctx ends.
+	hctx, span := w.startHandlerSpan(c.ctx, c.msg)
 	// The transaction is bound to the handler's context: database/sql rolls it back when the
 	// lease is lost or the grace runs out.
-	tx, err := w.db.BeginTx(c.ctx, nil)
+	tx, err := w.db.BeginTx(hctx, nil)
 	if err != nil {
 		c.stopRenewal()
 		if c.ctx.Err() != nil {
+			span.end(resultCancelled, context.Cause(c.ctx))
 			w.log.warn("handler cancelled before it started; the row is not completed and its lease expires", c.fields(context.Cause(c.ctx)))
 			return
 		}
+		span.end(resultError, err)
 		w.log.error("beginning the handler transaction; the row is not completed and its lease expires", c.fields(err))
 		return
 	}
-	herr := callHandler(c.ctx, handler, c.msg, tx)
+	herr := callHandler(hctx, handler, c.msg, tx)
 	if c.ctx.Err() != nil {
 		_ = tx.Rollback()
 		c.stopRenewal()
+		span.end(resultCancelled, context.Cause(c.ctx))
 		w.log.warn("handler cancelled; its writes are rolled back, the row is not completed and its lease expires", c.fields(context.Cause(c.ctx)))
 		return
 	}
 	if herr != nil {
 		_ = tx.Rollback()
 		c.stopRenewal()
+		span.end(resultFailed, herr)
 		w.fail(c, herr)
 		return
 	}
@@ -742,27 +755,34 @@ func (w *InboxWorker) handle(c *claimed, handler Handler) {
 	args, err := w.stmts.complete.args(map[string]any{"id": c.msg.ID, "token": c.token})
 	if err != nil {
 		_ = tx.Rollback()
+		span.end(resultError, err)
 		w.log.error("completing a row", c.fields(err))
 		return
 	}
-	res, err := tx.ExecContext(c.ctx, w.stmts.complete.text, args...)
+	res, err := tx.ExecContext(hctx, w.stmts.complete.text, args...)
 	if err != nil {
 		_ = tx.Rollback()
 		if c.ctx.Err() != nil {
+			span.end(resultCancelled, context.Cause(c.ctx))
 			w.log.warn("handler cancelled during the completion; its writes are rolled back, the row is not completed and its lease expires", c.fields(context.Cause(c.ctx)))
 			return
 		}
+		span.end(resultError, err)
 		w.log.error("completing a row; its writes are rolled back and its lease expires", c.fields(err))
 		return
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		_ = tx.Rollback()
+		span.end(resultLost, errLeaseLost)
 		w.log.warn("lost the lease before the completion: another worker owns the row; the handler's writes are rolled back", c.fields(err))
 		return
 	}
 	if err := tx.Commit(); err != nil {
+		span.end(resultError, err)
 		w.log.error("committing a completed row; if the commit did not reach the database, the row runs again after its lease", c.fields(err))
+		return
 	}
+	span.end(resultCompleted, nil)
 }
 
 // callHandler runs the handler and turns a panic into an error.

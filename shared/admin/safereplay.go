@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -80,21 +79,14 @@ type safeAnswer struct {
 	Sample  []string `json:"sample,omitempty"`
 }
 
-// selectionRunner is one table's side of a safe replay.
-type selectionRunner struct {
-	count func(ctx context.Context) (int64, error)
-	scan  func(ctx context.Context, limit int) ([]store.FinishedRow, error)
-	batch replay.Batch
-}
-
 // runSafe answers a dry run or runs the batches.
-func (h *Handler) runSafe(w http.ResponseWriter, r *http.Request, what string, f safeFields, o replay.Options, empty bool, sel selectionRunner) {
+func (h *Handler) runSafe(w http.ResponseWriter, r *http.Request, what string, f safeFields, o replay.Options, empty bool, sel replay.Selection) {
 	if f.dryRun() {
 		var n int64
 		var sample []string
 		if !empty {
 			var err error
-			if n, err = sel.count(r.Context()); err != nil {
+			if n, err = sel.Count(r.Context()); err != nil {
 				h.log.Error("admin "+what+" dry run failed", "error", err)
 				writeJSON(w, http.StatusInternalServerError, replayErr("Replay failed"))
 				return
@@ -103,7 +95,7 @@ func (h *Handler) runSafe(w http.ResponseWriter, r *http.Request, what string, f
 				n = o.Limit
 			}
 			if n > 0 {
-				rows, err := sel.scan(r.Context(), int(min(n, PreviewSampleSize)))
+				rows, err := sel.Scan(r.Context(), int(min(n, PreviewSampleSize)))
 				if err != nil {
 					h.log.Error("admin "+what+" dry run failed", "error", err)
 					writeJSON(w, http.StatusInternalServerError, replayErr("Replay failed"))
@@ -124,7 +116,7 @@ func (h *Handler) runSafe(w http.ResponseWriter, r *http.Request, what string, f
 	var res replay.Result
 	if !empty {
 		var err error
-		res, err = replay.Run(r.Context(), sel.batch, o)
+		res, err = replay.Run(r.Context(), sel.Batch, o)
 		if err != nil {
 			h.log.Error("admin "+what+" failed", "error", err, "moved", res.Moved, "batches", res.Batches)
 			writeJSON(w, http.StatusInternalServerError, replayErr(fmt.Sprintf("Replay failed after moving %d rows", res.Moved)))
@@ -148,16 +140,7 @@ func (h *Handler) serveSafeReplay(w http.ResponseWriter, r *http.Request, req re
 		return
 	}
 	sel := store.OutboxSelection{States: req.States, IDs: p.IDs, Topics: p.Topics, CreatedFrom: p.CreatedFrom, CreatedTo: p.CreatedTo}
-	h.runSafe(w, r, "replay", req.safeFields, o, empty, selectionRunner{
-		count: func(ctx context.Context) (int64, error) { return rs.OutboxSelectionCount(ctx, sel) },
-		scan: func(ctx context.Context, limit int) ([]store.FinishedRow, error) {
-			return rs.OutboxSelectionScan(ctx, sel, store.ScanParams{Limit: limit})
-		},
-		batch: func(ctx context.Context, cursor string, limit int) (int64, string, error) {
-			b, err := rs.OutboxReplayBatch(ctx, sel, cursor, limit)
-			return b.Moved, b.Last, err
-		},
-	})
+	h.runSafe(w, r, "replay", req.safeFields, o, empty, replay.Outbox(rs, sel))
 }
 
 // inboxReplayRequest is the body of POST /admin/inbox/replay; unknown fields are ignored.
@@ -214,14 +197,5 @@ func (h *Handler) serveInboxReplay(w http.ResponseWriter, r *http.Request) {
 	empty := (req.IDs != nil && len(req.IDs) == 0) || (req.Sources != nil && len(req.Sources) == 0)
 	sel := store.InboxSelection{States: req.States, IDs: req.IDs, Sources: req.Sources, Consumption: consumption,
 		CreatedFrom: req.CreatedAfter, CreatedTo: req.CreatedBefore}
-	h.runSafe(w, r, "inbox replay", req.safeFields, o, empty, selectionRunner{
-		count: func(ctx context.Context) (int64, error) { return rs.InboxSelectionCount(ctx, sel) },
-		scan: func(ctx context.Context, limit int) ([]store.FinishedRow, error) {
-			return rs.InboxSelectionScan(ctx, sel, store.ScanParams{Limit: limit})
-		},
-		batch: func(ctx context.Context, cursor string, limit int) (int64, string, error) {
-			b, err := rs.InboxReplayBatch(ctx, sel, cursor, limit)
-			return b.Moved, b.Last, err
-		},
-	})
+	h.runSafe(w, r, "inbox replay", req.safeFields, o, empty, replay.Inbox(rs, sel))
 }

@@ -190,7 +190,7 @@ func replayCommand(ctx context.Context, env Env, r *replayArgs) int {
 	var count int64
 	var sample []string
 	if !empty {
-		if count, err = runner.count(ctx); err != nil {
+		if count, err = runner.Count(ctx); err != nil {
 			return fail(env, "count the rows to replay", err)
 		}
 		if r.opts.Limit > 0 && count > r.opts.Limit {
@@ -199,7 +199,7 @@ func replayCommand(ctx context.Context, env Env, r *replayArgs) int {
 	}
 	if r.dryRun {
 		if count > 0 {
-			rows, err := runner.scan(ctx, int(min(count, replaySampleSize)))
+			rows, err := runner.Scan(ctx, int(min(count, replaySampleSize)))
 			if err != nil {
 				return fail(env, "list the rows to replay", err)
 			}
@@ -228,7 +228,7 @@ func replayCommand(ctx context.Context, env Env, r *replayArgs) int {
 				fmt.Fprintf(env.Stderr, "  batch %d: %d of %d rows moved\n", batches, moved, count)
 			}
 		}
-		res, err = replay.Run(ctx, runner.batch, o)
+		res, err = replay.Run(ctx, runner.Batch, o)
 		if err != nil {
 			return fail(env, fmt.Sprintf("finish the replay (%d rows moved in %d batches before the failure)", res.Moved, res.Batches), err)
 		}
@@ -249,57 +249,32 @@ func orDefault(v, def int) int {
 	return v
 }
 
-// replayRunner is one table's side of the command.
-type replayRunner struct {
-	count func(ctx context.Context) (int64, error)
-	scan  func(ctx context.Context, limit int) ([]store.FinishedRow, error)
-	batch replay.Batch
-}
-
 // runner builds the selection. empty is true when the topic filters cannot overlap (a
 // destination that no finished topic routes to), so nothing moves.
-func (r *replayArgs) runner(ctx context.Context, cfg *config.Config, st store.Store, rs store.ReplayStore) (replayRunner, bool, error) {
+func (r *replayArgs) runner(ctx context.Context, cfg *config.Config, st store.Store, rs store.ReplayStore) (replay.Selection, bool, error) {
 	if r.table == console.TableInbox {
 		sel := store.InboxSelection{States: r.states, IDs: r.ids, Sources: r.sources, Consumption: r.consumption, CreatedFrom: r.from, CreatedTo: r.to}
-		return replayRunner{
-			count: func(ctx context.Context) (int64, error) { return rs.InboxSelectionCount(ctx, sel) },
-			scan: func(ctx context.Context, limit int) ([]store.FinishedRow, error) {
-				return rs.InboxSelectionScan(ctx, sel, store.ScanParams{Limit: limit})
-			},
-			batch: func(ctx context.Context, cursor string, limit int) (int64, string, error) {
-				b, err := rs.InboxReplayBatch(ctx, sel, cursor, limit)
-				return b.Moved, b.Last, err
-			},
-		}, false, nil
+		return replay.Inbox(rs, sel), false, nil
 	}
 	topics := r.topics
 	if r.destination != "" {
 		routes, err := service.Routes(cfg)
 		if err != nil {
-			return replayRunner{}, false, fmt.Errorf("building the routes: %w", err)
+			return replay.Selection{}, false, fmt.Errorf("building the routes: %w", err)
 		}
 		all, err := st.OutboxFinishedTopics(ctx)
 		if err != nil {
-			return replayRunner{}, false, fmt.Errorf("listing outbox topics: %w", err)
+			return replay.Selection{}, false, fmt.Errorf("listing outbox topics: %w", err)
 		}
 		routed := routes.TopicsOf(r.destination, all)
 		if len(topics) > 0 {
 			routed = slices.DeleteFunc(routed, func(t string) bool { return !slices.Contains(topics, t) })
 		}
 		if len(routed) == 0 {
-			return replayRunner{}, true, nil
+			return replay.Selection{}, true, nil
 		}
 		topics = routed
 	}
 	sel := store.OutboxSelection{States: r.states, IDs: r.ids, Topics: topics, CreatedFrom: r.from, CreatedTo: r.to}
-	return replayRunner{
-		count: func(ctx context.Context) (int64, error) { return rs.OutboxSelectionCount(ctx, sel) },
-		scan: func(ctx context.Context, limit int) ([]store.FinishedRow, error) {
-			return rs.OutboxSelectionScan(ctx, sel, store.ScanParams{Limit: limit})
-		},
-		batch: func(ctx context.Context, cursor string, limit int) (int64, string, error) {
-			b, err := rs.OutboxReplayBatch(ctx, sel, cursor, limit)
-			return b.Moved, b.Last, err
-		},
-	}, false, nil
+	return replay.Outbox(rs, sel), false, nil
 }

@@ -2,7 +2,7 @@
 // batches, each batch one short statement in its own transaction, up to a limit and at most at
 // a rate, so that a replay of a million rows never holds one long transaction or floods the
 // destinations. The admin routes (POST /admin/replay with the fields of docs/replay.md, POST
-// /admin/inbox/replay) and the console use it; the store's ReplayBatch statements do the
+// /admin/inbox/replay) and `queuebox replay` use it; the store's ReplayBatch statements do the
 // moving.
 package replay
 
@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/alternayte/queuebox/shared/store"
 )
 
 // Bounds of the options, which the admin routes enforce (400) before a replay starts.
@@ -118,5 +120,41 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
+	}
+}
+
+// Selection is one table's side of a replay over a store.ReplayStore: the count and a page of
+// the selected rows (for a dry run), and the batch that moves them.
+type Selection struct {
+	Count func(ctx context.Context) (int64, error)
+	Scan  func(ctx context.Context, limit int) ([]store.FinishedRow, error)
+	Batch Batch
+}
+
+// Outbox is the Selection of sel in the outbox.
+func Outbox(rs store.ReplayStore, sel store.OutboxSelection) Selection {
+	return Selection{
+		Count: func(ctx context.Context) (int64, error) { return rs.OutboxSelectionCount(ctx, sel) },
+		Scan: func(ctx context.Context, limit int) ([]store.FinishedRow, error) {
+			return rs.OutboxSelectionScan(ctx, sel, store.ScanParams{Limit: limit})
+		},
+		Batch: func(ctx context.Context, cursor string, limit int) (int64, string, error) {
+			b, err := rs.OutboxReplayBatch(ctx, sel, cursor, limit)
+			return b.Moved, b.Last, err
+		},
+	}
+}
+
+// Inbox is the Selection of sel in the inbox.
+func Inbox(rs store.ReplayStore, sel store.InboxSelection) Selection {
+	return Selection{
+		Count: func(ctx context.Context) (int64, error) { return rs.InboxSelectionCount(ctx, sel) },
+		Scan: func(ctx context.Context, limit int) ([]store.FinishedRow, error) {
+			return rs.InboxSelectionScan(ctx, sel, store.ScanParams{Limit: limit})
+		},
+		Batch: func(ctx context.Context, cursor string, limit int) (int64, string, error) {
+			b, err := rs.InboxReplayBatch(ctx, sel, cursor, limit)
+			return b.Moved, b.Last, err
+		},
 	}
 }

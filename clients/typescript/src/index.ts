@@ -16,6 +16,9 @@
  *   await tx.query("INSERT INTO orders (id, total) VALUES ($1, $2)", [order.id, order.total]);
  * }, stopping.signal);
  *
+ * It also writes the outbox side: {@link enqueue} inserts an outbox row in your `pg` or `mssql`
+ * transaction, with the pitfalls of hand-written inserts refused.
+ *
  * @packageDocumentation
  */
 
@@ -46,3 +49,22 @@ export { sanitize, sanitizeError, MAX_ERROR_LENGTH } from "./redact.js";
 export { fromPg, type PgPool, type PgClient, type PgClientOf, type PgResult } from "./pg.js";
 export { fromMssql, type MssqlModule, type MssqlRequest, type MssqlTransaction } from "./mssql.js";
 export type { InboxConnection, InboxTransaction, InboxResult, InboxValues } from "./connection.js";
+export {
+  enqueue,
+  encodePayload,
+  encodeHeaders,
+  outboxStatement,
+  resolveOutboxSchema,
+  defaultOutboxSchema,
+  OutboxMessageError,
+  MAX_TEXT_LENGTH,
+  MAX_ATTEMPTS_LIMIT,
+  MAX_DELAY_MS,
+  type OutboxMessage,
+  type OutboxSchema,
+  type EnqueueOptions,
+  type OutboxTransaction,
+  type OutboxPgClient,
+  type OutboxMssqlTransaction,
+  type OutboxMssqlRequest,
+} from "./outbox.js";

@@ -4,6 +4,8 @@
  * @module
  */
 
+import type { TracerProvider } from "@opentelemetry/api";
+
 import { defaultRetryPolicy, type InboxRetryPolicy } from "./policy.js";
 import { checkSchema, defaultSchema, dialects, type InboxDialect, type InboxSchema } from "./sql.js";
 
@@ -40,6 +42,13 @@ export interface InboxOptions {
   readonly retryPolicy?: InboxRetryPolicy;
   /** Where log lines go. Without a logger, the library prints nothing. */
   readonly logger?: InboxLogger;
+  /**
+   * Makes the span of each handler run, the child of the W3C trace context (`traceparent`,
+   * `tracestate`) in the row's headers. Default: the global provider of `@opentelemetry/api`
+   * when the application has that package (an optional peer dependency); without an SDK it
+   * records nothing. See the README's "Tracing".
+   */
+  readonly tracerProvider?: TracerProvider;
 }
 
 /** The settings with every default filled in. */
@@ -54,6 +63,7 @@ export interface ResolvedInboxOptions {
   readonly schema: InboxSchema;
   readonly retryPolicy: InboxRetryPolicy;
   readonly logger: InboxLogger | undefined;
+  readonly tracerProvider: TracerProvider | undefined;
 }
 
 /** The largest number of milliseconds that a timer or an INT parameter takes. */
@@ -64,7 +74,7 @@ const MAX_BATCH = 500;
 
 const knownOptions: ReadonlySet<string> = new Set([
   "source", "batchSize", "leaseMs", "maxConcurrency", "pollIntervalMs", "shutdownGraceMs",
-  "dialect", "schema", "retryPolicy", "logger",
+  "dialect", "schema", "retryPolicy", "logger", "tracerProvider",
 ]);
 
 /**
@@ -127,6 +137,11 @@ export function resolveOptions(options: InboxOptions): ResolvedInboxOptions {
     typeof logger.info === "function" && typeof logger.warn === "function" && typeof logger.error === "function")) {
     problems.push("logger must have info, warn and error methods");
   }
+  const { tracerProvider } = options;
+  if (tracerProvider !== undefined && !(typeof tracerProvider === "object" && tracerProvider !== null &&
+    typeof tracerProvider.getTracer === "function")) {
+    problems.push("tracerProvider must have a getTracer method");
+  }
   if (problems.length > 0) {
     throw new (problems.some((p) => p.includes(" must be an integer")) ? RangeError : TypeError)(
       `queuebox-inbox: ${problems.join("; ")}`,
@@ -143,5 +158,6 @@ export function resolveOptions(options: InboxOptions): ResolvedInboxOptions {
     schema: Object.freeze({ ...schema }),
     retryPolicy,
     logger,
+    tracerProvider,
   });
 }

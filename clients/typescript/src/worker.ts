@@ -12,6 +12,7 @@ import { resolveOptions, type InboxLogger, type InboxOptions, type ResolvedInbox
 import { defaultRetryPolicy, retryAfter, type InboxFailureAction, type InboxRetryPolicy } from "./policy.js";
 import { sanitize, sanitizeError } from "./redact.js";
 import { inboxSql, type InboxStatements } from "./sql.js";
+import { loadOtelApi, startHandlerSpan, type HandlerResult } from "./tracing.js";
 
 /**
  * Handles one message. Write every change through `tx`, the open transaction that the library
@@ -418,12 +419,14 @@ class Job<Tx> {
       await this.#recordFailure(fallbackMessage(this.#row), error);
       return;
     }
+    const span = startHandlerSpan(await loadOtelApi(), this.#run.options.tracerProvider, message);
     let tx: InboxTransaction<Tx>;
     try {
       tx = await connection.begin();
     } catch (error) {
       // Nothing ran for the row: no attempt is spent, and the lease expires.
       await this.#stopRenewal();
+      span.end("error", error);
       this.#log("error", "opening the handler transaction; the lease will expire", { error });
       return;
     }
@@ -431,7 +434,7 @@ class Job<Tx> {
     let failure: { error: unknown } | undefined;
     if (this.#cancelReason === undefined) {
       try {
-        await handler(message, tx.handle, this.#controller.signal);
+        await span.run(() => handler(message, tx.handle, this.#controller.signal));
       } catch (error) {
         failure = { error };
       }
@@ -439,31 +442,38 @@ class Job<Tx> {
     this.#handlerSettled = true;
     if (this.#destroyed) {
       await this.#stopRenewal();
+      span.end("cancelled", failure?.error ?? "the transaction was closed");
       this.#log("warn", "the handler returned after its transaction was closed", failure ? { error: failure.error } : {});
       return;
     }
     if (failure === undefined && this.#cancelReason === undefined) {
-      await this.#complete(tx);
+      const result = await this.#complete(tx);
+      span.end(result, result === "completed" ? undefined : result);
       return;
     }
     await this.#rollback(tx);
     await this.#stopRenewal();
     if (this.#cancelReason !== undefined) {
+      span.end(this.#cancelReason === "lease-lost" ? "lease_lost" : "cancelled", this.#cancelReason);
       this.#log(this.#cancelReason === "lease-lost" ? "warn" : "info", this.#cancelReason === "lease-lost"
         ? "the lease was lost while the handler ran; its writes rolled back"
         : "the handler was cancelled by the shutdown; its writes rolled back and no attempt was spent");
       return;
     }
+    span.end("failed", failure!.error);
     await this.#recordFailure(message, failure!.error);
   }
 
-  /** Runs the completion in the handler's transaction and commits when it changed exactly one row. */
-  async #complete(tx: InboxTransaction<Tx>): Promise<void> {
+  /**
+   * Runs the completion in the handler's transaction and commits when it changed exactly one
+   * row; answers the result of the handler span.
+   */
+  async #complete(tx: InboxTransaction<Tx>): Promise<HandlerResult> {
     await this.#stopRenewal();
     if (this.#cancelReason !== undefined) {
       await this.#rollback(tx);
       this.#log("warn", "the lease was lost before the completion; the handler's writes rolled back");
-      return;
+      return "lease_lost";
     }
     let changed: number;
     try {
@@ -471,18 +481,20 @@ class Job<Tx> {
     } catch (error) {
       await this.#rollback(tx);
       this.#log("error", "completing the message; the handler's writes rolled back and the lease will expire", { error });
-      return;
+      return "error";
     }
     if (changed !== 1) {
       await this.#rollback(tx);
       this.#log("warn", "the lease was lost: the completion changed no row; the handler's writes rolled back");
-      return;
+      return "lease_lost";
     }
     try {
       await tx.commit();
     } catch (error) {
       this.#log("error", "committing the handler's transaction with the completion", { error });
+      return "error";
     }
+    return "completed";
   }
 
   /** Asks the policy and runs the retry or the dead letter on a connection of its own. */

@@ -1,0 +1,62 @@
+// `npm pack` builds the package from its sources (the prepack script) and the tarball holds
+// the entry points of package.json; installed from the tarball into a new project, it loads as
+// ESM and as CommonJS. The package is copied to a temporary folder first, so the build there
+// does not touch dist/ that the other test files load.
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, it } from "node:test";
+
+import { packageRoot, repoRoot } from "./support.js";
+
+const manifest = JSON.parse(readFileSync(join(packageRoot, "package.json"), "utf8"));
+const npm = process.platform === "win32" ? "npm.cmd" : "npm";
+
+describe("npm pack", () => {
+  const work = mkdtempSync(join(tmpdir(), "qb-ts-pack-"));
+  after(() => rmSync(work, { recursive: true, force: true }));
+
+  it("builds the package and the tarball holds every entry point, and nothing of src or test", () => {
+    // The layout that scripts/generate-sql.mjs expects: clients/typescript beside examples/pull/sql.
+    const copy = join(work, "repo", "clients", "typescript");
+    mkdirSync(copy, { recursive: true });
+    for (const name of ["package.json", "package-lock.json", "README.md", "tsconfig.base.json", "tsconfig.json", "tsconfig.cjs.json", "scripts", "src"]) {
+      cpSync(join(packageRoot, name), join(copy, name), { recursive: true });
+    }
+    cpSync(join(repoRoot, "examples", "pull", "sql"), join(work, "repo", "examples", "pull", "sql"), { recursive: true });
+    symlinkSync(join(packageRoot, "node_modules"), join(copy, "node_modules"), "dir");
+    rmSync(join(copy, "src", "generated"), { recursive: true, force: true }); // the build writes it
+
+    const out = join(work, "out");
+    mkdirSync(out);
+    const report = JSON.parse(execFileSync(npm, ["pack", "--json", "--pack-destination", out], { cwd: copy, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }));
+    const files: string[] = report[0].files.map((f: { path: string }) => f.path);
+    const entryPoints = [
+      manifest.main, manifest.module, manifest.types,
+      manifest.exports["."].import.default, manifest.exports["."].import.types,
+      manifest.exports["."].require.default, manifest.exports["."].require.types,
+    ].map((p: string) => p.replace(/^\.\//, ""));
+    for (const path of [...entryPoints, "package.json", "README.md", "dist/cjs/package.json", "dist/esm/outbox.js", "dist/cjs/outbox.js"]) {
+      assert.ok(files.includes(path), `the tarball holds ${path}; it has ${files.join(", ")}`);
+    }
+    assert.deepEqual(files.filter((f) => /^(src|test|build|scripts)\//.test(f)), []);
+    assert.equal(report[0].filename, `alternayte-queuebox-inbox-${manifest.version}.tgz`);
+
+    // A new project with the package extracted where npm install would put it.
+    const app = join(work, "app");
+    const installed = join(app, "node_modules", "@alternayte", "queuebox-inbox");
+    mkdirSync(installed, { recursive: true });
+    execFileSync("tar", ["-xzf", join(out, report[0].filename), "-C", installed, "--strip-components=1"]);
+    writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
+    const esm = execFileSync(process.execPath, ["--input-type=module", "-e",
+      'const m = await import("@alternayte/queuebox-inbox"); console.log(typeof m.InboxWorker, typeof m.enqueue, typeof m.fromPg)'],
+    { cwd: app, encoding: "utf8" });
+    assert.equal(esm.trim(), "function function function");
+    const cjs = execFileSync(process.execPath, ["--input-type=commonjs", "-e",
+      'const m = require("@alternayte/queuebox-inbox"); console.log(typeof m.InboxWorker, typeof m.enqueue, m.sanitize("password=x"))'],
+    { cwd: app, encoding: "utf8" });
+    assert.equal(cjs.trim(), "function function password=[REDACTED]");
+  });
+});
