@@ -25,6 +25,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/alternayte/queuebox/bench/benchdb"
 	"github.com/alternayte/queuebox/bench/machine"
 	"github.com/alternayte/queuebox/bench/report"
@@ -119,6 +121,10 @@ type Options struct {
 	// Signing signs every request of the HTTP destination with Standard Webhooks and one
 	// secret (BenchSigningSecret), so that a run measures the cost of signed deliveries.
 	Signing bool
+	// Tracing, when set, runs the poller with tracing on at 100 % sampling (docs/tracing.md):
+	// "local" exports to an OTLP/HTTP receiver in this process that discards the spans, an
+	// http:// or https:// URL to that OTLP endpoint. Empty: tracing off.
+	Tracing string
 	// Stdout receives the table.
 	Stdout io.Writer
 }
@@ -182,6 +188,8 @@ type ReportOpts struct {
 	CeilingClients      []int      `json:"ceilingClients"` // 0 is auto: the poller's connections
 	// Signing says that the HTTP destination signed every request (standard-webhooks, one secret).
 	Signing bool `json:"signing,omitempty"`
+	// Tracing is Options.Tracing: empty when the poller ran with tracing off.
+	Tracing string `json:"tracing,omitempty"`
 }
 
 // BacklogRun is one drain of a backlog by one poller.
@@ -231,10 +239,11 @@ type Target struct {
 }
 
 type bench struct {
-	opts Options
-	db   *benchDatabase
-	sink *sinkProcess
-	log  *slog.Logger
+	opts   Options
+	db     *benchDatabase
+	sink   *sinkProcess
+	log    *slog.Logger
+	tracer trace.Tracer // nil: tracing off
 }
 
 // Run runs the phases, prints the table and writes the report. It returns an error when a
@@ -252,7 +261,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			PoolSize: opts.PoolSize, LatencyRate: opts.LatencyRate, LatencySeconds: opts.LatencySeconds,
 			LatencyPollInterval: opts.LatencyPollInterval.Milliseconds(),
 			CeilingSeconds:      opts.CeilingSeconds, CeilingClients: opts.CeilingClients,
-			Signing: opts.Signing,
+			Signing: opts.Signing, Tracing: opts.Tracing,
 		},
 	}
 	logf("load average at start: %.2f %.2f %.2f on %d cores", rep.Machine.LoadAvgStart[0],
@@ -276,6 +285,15 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 
 	b := &bench{opts: opts, db: db, sink: sp,
 		log: service.NewLogger(os.Stderr, slog.LevelWarn)}
+	if opts.Tracing != "" {
+		tp, stop, err := startTracing(ctx, opts.Tracing)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		b.tracer = tp.Tracer()
+		logf("tracing on at 100 %% sampling, exporting to %s", opts.Tracing)
+	}
 
 	if opts.Phases["backlog"] {
 		if err := b.backlogPhase(ctx, rep); err != nil {
@@ -443,6 +461,8 @@ type QueueBoxOptions struct {
 	Logger *slog.Logger
 	// Signing signs every request with Standard Webhooks and BenchSigningSecret.
 	Signing bool
+	// Tracer, when set, makes the poller create its spans (tracing on); nil is off.
+	Tracer trace.Tracer
 }
 
 // BenchSigningSecret is the secret of a run with signing: a 32-byte key, as a receiver would get
@@ -481,6 +501,7 @@ func NewQueueBox(ctx context.Context, o QueueBoxOptions) (*QueueBox, error) {
 		Destinations: []outbox.Destination{{Name: "receiver", Publisher: qb.pub}},
 		Metrics:      reg,
 		Logger:       o.Logger,
+		Tracer:       o.Tracer,
 	})
 	if err != nil {
 		qb.Close()
@@ -510,6 +531,7 @@ func (b *bench) newQueueBox(ctx context.Context, s Settings) (*queueBox, error) 
 	q, err := NewQueueBox(ctx, QueueBoxOptions{
 		DatabaseURL: b.db.URL, ReceiverBase: b.sink.base, Settings: s, PoolSize: b.opts.PoolSize,
 		AppName: pollerAppName, Timer: tracer.observe, Logger: b.log, Signing: b.opts.Signing,
+		Tracer: b.tracer,
 	})
 	if err != nil {
 		return nil, err

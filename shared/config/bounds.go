@@ -108,6 +108,7 @@ var bounds = []bound{
 	{"retention.outbox.batchSize", 100000, "one delete statement holds the locks of this many rows"},
 	{"retention.inbox.maxCount", maxInt4, "the largest 32-bit signed integer: a larger count of kept rows is a typo"},
 	{"retention.inbox.batchSize", 100000, "one delete statement holds the locks of this many rows"},
+	{"tracing.exportTimeoutMs", 60000, "one export of spans holds a batch in memory and, in Lambda, the end of an invocation"},
 }
 
 // boundOf returns the bounds by key pattern.

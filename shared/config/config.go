@@ -27,6 +27,8 @@ type Config struct {
 	Retention Retention `yaml:"retention"`
 	// Logging is the logging section, an extension beyond spec/ (docs/monitoring.md).
 	Logging Logging `yaml:"logging"`
+	// Tracing is the tracing section, an extension beyond spec/ (docs/tracing.md).
+	Tracing Tracing `yaml:"tracing"`
 
 	// Origin tells which sources Load read. It is not a configuration key.
 	Origin Origin `yaml:"-"`
@@ -38,6 +40,33 @@ type Logging struct {
 	// letter case. debug adds a line for each claim and each delivery. Default: info.
 	Level LogLevel `yaml:"level"`
 }
+
+// Tracing is the tracing section: OpenTelemetry traces over OTLP (docs/tracing.md). Tracing is
+// off unless an endpoint is set, here or by the standard OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variable; a key that this block leaves unset takes the
+// value of its OTEL_ variable (OTEL_EXPORTER_OTLP_PROTOCOL, OTEL_SERVICE_NAME), and
+// OTEL_SDK_DISABLED=true turns tracing off whatever the block says.
+type Tracing struct {
+	// Endpoint is the base URL of the OTLP receiver, http:// or https://; for http/protobuf the
+	// spans go to <endpoint>/v1/traces. Default: OTEL_EXPORTER_OTLP_ENDPOINT, else none (off).
+	Endpoint string `yaml:"endpoint,omitempty"`
+	// TracesEndpoint is the full URL of the traces receiver; it wins over Endpoint. Default:
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else none.
+	TracesEndpoint string `yaml:"tracesEndpoint,omitempty"`
+	// Protocol is http/protobuf or grpc. Default: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else
+	// OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf.
+	Protocol string `yaml:"protocol"`
+	// ServiceName is the service.name of the spans. Default: OTEL_SERVICE_NAME, else queuebox.
+	ServiceName string `yaml:"serviceName"`
+	// SampleRatio is the share of new traces that are recorded, from 0 to 1; a request or row
+	// that carries a traceparent follows its sampled flag. Default: 1.
+	SampleRatio float64 `yaml:"sampleRatio"`
+	// ExportTimeoutMs bounds one export of spans, from 1 to 60000. Default: 10000.
+	ExportTimeoutMs Milliseconds `yaml:"exportTimeoutMs"`
+}
+
+// Enabled reports whether the tracing section names an endpoint.
+func (t Tracing) Enabled() bool { return t.Endpoint != "" || t.TracesEndpoint != "" }
 
 // Origin records where a loaded configuration came from.
 type Origin struct {
@@ -376,6 +405,7 @@ func Default() *Config {
 			Inbox:  DefaultTableRetention(),
 		},
 		Logging: Logging{Level: LogInfo},
+		Tracing: Tracing{Protocol: "http/protobuf", ServiceName: "queuebox", SampleRatio: 1, ExportTimeoutMs: 10000},
 	}
 }
 

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -162,6 +163,15 @@ func (d *decoder) decodeValue(n *node, p keyPath, v reflect.Value) {
 				return
 			}
 			v.SetInt(i)
+		}
+	case reflect.Float64:
+		if s, ok := d.text(n, p); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+				d.problem(p, n, "must be a number, not %q", s)
+				return
+			}
+			v.SetFloat(f)
 		}
 	case reflect.Bool:
 		if s, ok := d.text(n, p); ok {

@@ -177,6 +177,7 @@ func Load(opts LoadOptions) (*Config, []Warning, error) {
 	cfg := Default()
 	d.decodeStruct(root, nil, []reflect.Value{reflect.ValueOf(cfg).Elem()}, nil)
 	cfg.resolve(root)
+	cfg.resolveTracing(root, opts.Env)
 	cfg.Origin = origin
 	warnings = append(warnings, d.warnings...)
 	warnings = append(warnings, cfg.databaseURLWarnings()...)
@@ -330,4 +331,31 @@ func resolveAuth(a *InboundAuth) {
 		a.HMAC.SignaturePayloadFormat = PayloadTimestampDotBody
 	}
 	a.HMAC.resolveDefaults()
+}
+
+// resolveTracing fills the tracing keys that the file and the QUEUEBOX_ variables leave unset
+// from the standard OpenTelemetry variables, and turns tracing off under
+// OTEL_SDK_DISABLED=true (docs/tracing.md).
+func (c *Config) resolveTracing(root *node, env map[string]string) {
+	t := &c.Tracing
+	fill := func(key string, dst *string, vars ...string) {
+		if treeSets(root, "tracing", key) {
+			return
+		}
+		for _, name := range vars {
+			if v := strings.TrimSpace(env[name]); v != "" {
+				*dst = v
+				return
+			}
+		}
+	}
+	fill("endpoint", &t.Endpoint, "OTEL_EXPORTER_OTLP_ENDPOINT")
+	fill("tracesEndpoint", &t.TracesEndpoint, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+	fill("protocol", &t.Protocol, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+	fill("serviceName", &t.ServiceName, "OTEL_SERVICE_NAME")
+	t.Endpoint, t.TracesEndpoint = strings.TrimSpace(t.Endpoint), strings.TrimSpace(t.TracesEndpoint)
+	t.Protocol = strings.ToLower(strings.TrimSpace(t.Protocol))
+	if strings.EqualFold(strings.TrimSpace(env["OTEL_SDK_DISABLED"]), "true") {
+		t.Endpoint, t.TracesEndpoint = "", ""
+	}
 }

@@ -32,8 +32,8 @@ func (c *Config) MaskedYAML() ([]byte, error) {
 var retentionDurationType = reflect.TypeFor[RetentionDuration]()
 
 // queryKeys are the keys of HTTP URLs and paths, whose query values print masked (see
-// MaskQuery): a destination baseUrl and path and an OAuth2 tokenUrl.
-var queryKeys = map[string]bool{"baseUrl": true, "path": true, "tokenUrl": true}
+// MaskQuery): a destination baseUrl and path, an OAuth2 tokenUrl and the tracing endpoints.
+var queryKeys = map[string]bool{"baseUrl": true, "path": true, "tokenUrl": true, "endpoint": true, "tracesEndpoint": true}
 
 func scalar(tag, value string) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: value}
@@ -67,6 +67,8 @@ func encodeValue(v reflect.Value) *yaml.Node {
 		return scalar("!!int", strconv.FormatInt(v.Int(), 10))
 	case reflect.Bool:
 		return scalar("!!bool", strconv.FormatBool(v.Bool()))
+	case reflect.Float64:
+		return scalar("!!float", strconv.FormatFloat(v.Float(), 'g', -1, 64))
 	case reflect.Slice:
 		out := &yaml.Node{Kind: yaml.SequenceNode}
 		for i := 0; i < v.Len(); i++ {

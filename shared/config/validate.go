@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -52,8 +53,33 @@ func (c *Config) validate(compile TransformCompiler, reported ...Problem) []Prob
 	}
 	v.retention(c.Retention)
 	v.oneOf(keyPath{"logging", "level"}, string(c.Logging.Level), string(LogDebug), string(LogInfo), string(LogWarn), string(LogError))
+	v.tracing(c.Tracing)
 	v.checkBounds(c)
 	return v.problems
+}
+
+// tracing checks the tracing section. The endpoints are checked only for their form, and an
+// error never quotes them: a URL may hold a credential.
+func (v *validator) tracing(t Tracing) {
+	for _, e := range []struct {
+		key string
+		url string
+	}{{"endpoint", t.Endpoint}, {"tracesEndpoint", t.TracesEndpoint}} {
+		if e.url == "" {
+			continue
+		}
+		if u, err := url.Parse(e.url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.add(keyPath{"tracing", e.key}, "must be an http:// or https:// URL with a host")
+		}
+	}
+	v.oneOf(keyPath{"tracing", "protocol"}, t.Protocol, "http/protobuf", "grpc")
+	if t.SampleRatio < 0 || t.SampleRatio > 1 {
+		v.add(keyPath{"tracing", "sampleRatio"}, "must be from 0 to 1, not %g", t.SampleRatio)
+	}
+	v.positive(keyPath{"tracing", "exportTimeoutMs"}, int64(t.ExportTimeoutMs))
+	if t.ServiceName == "" {
+		v.add(keyPath{"tracing", "serviceName"}, "must not be empty")
+	}
 }
 
 func (v *validator) add(p keyPath, format string, args ...any) {

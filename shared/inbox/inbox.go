@@ -56,11 +56,15 @@ import (
 	"time"
 	"unicode/utf8"
 
+	otelattr "go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 
 	"github.com/alternayte/queuebox/shared/filter"
 	"github.com/alternayte/queuebox/shared/inboundauth"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/tracing"
 )
 
 // Defaults of Options.
@@ -218,6 +222,10 @@ type Options struct {
 	// BatchTimeout bounds the write of a batch of two or more rows. Default:
 	// DefaultBatchTimeout. A batch of one row runs under its request's context.
 	BatchTimeout time.Duration
+	// Tracer creates the span of each request to a source (docs/tracing.md); nil, the
+	// default, means tracing is off. With a tracer, the span continues the request's
+	// traceparent, and the stored row's traceparent and tracestate are the span's.
+	Tracer trace.Tracer
 }
 
 // route is one compiled source: the rules that every source follows (rules.go) and what
@@ -239,6 +247,7 @@ type Handler struct {
 	batch     *batcher
 	draining  func() bool
 	drainFlag atomic.Bool
+	tracer    trace.Tracer // nil when tracing is off
 }
 
 // New compiles the sources and returns the handler. It refuses a source without a name, a
@@ -271,6 +280,7 @@ func New(opts Options) (*Handler, error) {
 		tooLarge: errorBody(fmt.Sprintf("Request body exceeds %d bytes", opts.MaxBodyBytes)),
 		batch:    newBatcher(opts.Store, opts.MaxBatch, opts.Writers, opts.BatchTimeout),
 		draining: opts.Draining,
+		tracer:   opts.Tracer,
 	}
 	h.gate = Gate(http.HandlerFunc(h.route), h.Draining, h.maxBody)
 	names := make(map[string]bool, len(opts.Sources))
@@ -379,6 +389,10 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if h.tracer != nil {
+		h.traced(w, r, rt)
+		return
+	}
 	h.serveSource(w, r, rt)
 }
 
@@ -395,6 +409,55 @@ func (h *Handler) take(l *rate.Limiter) (int64, bool) {
 	}
 	res.CancelAt(now)
 	return max(1, int64(math.Ceil(delay.Seconds()))), false
+}
+
+// traced serves a request to a source under its span: the child of the request's trace
+// context, or the root of a new trace.
+func (h *Handler) traced(w http.ResponseWriter, r *http.Request, rt *route) {
+	ctx, span := h.tracer.Start(tracing.ContextFromHTTP(r.Context(), r.Header), "inbox receive",
+		trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(
+			otelattr.String("queuebox.source", rt.src.Name),
+			otelattr.String("http.request.method", r.Method),
+			otelattr.String("url.path", r.URL.Path)))
+	defer span.End()
+	sw := &statusWriter{ResponseWriter: w}
+	h.serveSource(sw, r.WithContext(ctx), rt)
+	span.SetAttributes(otelattr.Int("http.response.status_code", sw.status))
+	if sw.status >= 500 {
+		span.SetStatus(codes.Error, http.StatusText(sw.status))
+	}
+}
+
+// statusWriter remembers the status of the answer for the request's span.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// logger returns the logger of the lines about one request's message: the source's, with the
+// correlation identifier and, when tracing is on, the trace_id and span_id of the request's
+// span.
+func (h *Handler) logger(ctx context.Context, rt *route, corrID string) *slog.Logger {
+	log := rt.rules.logger(corrID)
+	if h.tracer != nil {
+		log = log.With(tracing.LogAttrs(ctx)...)
+	}
+	return log
 }
 
 func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route) {
@@ -437,6 +500,10 @@ func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route)
 	for _, name := range rt.excludeHeaders {
 		delete(headers, name)
 	}
+	if h.tracer != nil {
+		// The row continues this request's span (docs/tracing.md).
+		tracing.SetHeaders(r.Context(), headers)
+	}
 
 	// 5 to 7. The JSON document, the three attributes and the source transform (shared). An
 	// HTTP source answers what a broker source stores as a dead row: 400 for a body that is
@@ -448,10 +515,10 @@ func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route)
 		case causeInvalidJSON:
 			writeJSON(w, http.StatusBadRequest, bodyInvalidJSON)
 		case causeTransform:
-			rt.rules.logger(corrID).InfoContext(r.Context(), "inbox: source transform failed", slog.Any("error", refused.err))
+			h.logger(r.Context(), rt, corrID).InfoContext(r.Context(), "inbox: source transform failed", slog.Any("error", refused.err))
 			writeJSON(w, http.StatusUnprocessableEntity, errorBody(refused.Text()))
 		default:
-			rt.rules.logger(corrID).DebugContext(r.Context(), "inbox: request refused", slog.String("reason", refused.Text()))
+			h.logger(r.Context(), rt, corrID).DebugContext(r.Context(), "inbox: request refused", slog.String("reason", refused.Text()))
 			writeJSON(w, http.StatusBadRequest, errorBody(refused.Text()))
 		}
 		return
@@ -464,7 +531,7 @@ func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route)
 		// Valid JSON that the database cannot hold (a \u0000 escape, a lone surrogate, a
 		// number beyond its range): storing it again fails again, so the sender must not retry.
 		h.metrics.InboxRejection(ReasonExtraction)
-		rt.rules.logger(corrID).Warn("inbox: the database refuses a value of the message", slog.Any("error", err))
+		h.logger(r.Context(), rt, corrID).Warn("inbox: the database refuses a value of the message", slog.Any("error", err))
 		writeJSON(w, http.StatusBadRequest, bodyInvalidJSON)
 		return
 	}
@@ -474,13 +541,17 @@ func (h *Handler) serveSource(w http.ResponseWriter, r *http.Request, rt *route)
 		if r.Context().Err() != nil {
 			level = slog.LevelWarn // the client went away during the write; it sends again
 		}
-		rt.rules.logger(corrID).Log(r.Context(), level, "inbox: storing the message", slog.Any("error", err))
+		h.logger(r.Context(), rt, corrID).Log(r.Context(), level, "inbox: storing the message", slog.Any("error", err))
 		writeJSON(w, http.StatusInternalServerError, bodyStorage)
 		return
 	}
 	dup := rt.rules.counted(&p, res) == Duplicate
+	if h.tracer != nil {
+		trace.SpanFromContext(r.Context()).SetAttributes(
+			otelattr.String("queuebox.message_id", res.ID), otelattr.Bool("queuebox.duplicate", dup))
+	}
 	if h.log.Enabled(r.Context(), slog.LevelDebug) {
-		rt.rules.logger(corrID).DebugContext(r.Context(), "inbox: message stored",
+		h.logger(r.Context(), rt, corrID).DebugContext(r.Context(), "inbox: message stored",
 			slog.String("message_id", res.ID), slog.Bool("duplicate", dup), slog.String("event_type", p.EventType))
 	}
 	if dup {

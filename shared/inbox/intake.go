@@ -5,14 +5,21 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	otelattr "go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/alternayte/queuebox/shared/filter"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/tracing"
 )
 
 // The default attribute headers of a broker source (sources.<name>.attributeHeaders).
@@ -134,6 +141,10 @@ type IntakeOptions struct {
 	Logger *slog.Logger
 	// Now is the clock of $timestamp. Default: time.Now.
 	Now func() time.Time
+	// Tracer creates the span of each stored message (docs/tracing.md); nil, the default,
+	// means tracing is off. With a tracer, the span continues the message's traceparent
+	// header, and the stored row's traceparent and tracestate are the span's.
+	Tracer trace.Tracer
 }
 
 // Intake stores the messages of one broker source: the attribute orders of spec/25, the
@@ -141,8 +152,9 @@ type IntakeOptions struct {
 // through the rules and the write that the HTTP inbox follows too (rules.go, writeRows). It
 // is safe for concurrent use.
 type Intake struct {
-	rules *rules
-	st    Inserter
+	rules  *rules
+	st     Inserter
+	tracer trace.Tracer // nil when tracing is off
 }
 
 // NewIntake compiles the source's rules. It refuses a source without a name, a JSONPath
@@ -172,7 +184,7 @@ func NewIntake(src BrokerSource, st Inserter, o IntakeOptions) (*Intake, error) 
 	if err != nil {
 		return nil, fmt.Errorf("creating inbox intake: %w", err)
 	}
-	return &Intake{rules: r, st: st}, nil
+	return &Intake{rules: r, st: st, tracer: o.Tracer}, nil
 }
 
 func orDefault(s, def string) string {
@@ -208,6 +220,8 @@ type Batch struct {
 	out    []Outcome
 	params []store.InboxInsertParams
 	index  []int // params[i] is the row of delivery index[i]
+	// spans[i] is the span of params[i] while tracing is on; Write ends them.
+	spans []trace.Span
 }
 
 // NewBatch returns an empty batch with room for n deliveries.
@@ -226,13 +240,41 @@ func (in *Intake) NewBatch(n int) *Batch {
 func (b *Batch) Add(ctx context.Context, d *Delivery) {
 	i := len(b.out)
 	b.out = append(b.out, Outcome{})
+	var span trace.Span
+	if b.in.tracer != nil {
+		ctx, span = b.in.tracer.Start(tracing.ContextFromHeaders(ctx, d.Headers), "inbox store",
+			trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(otelattr.String("queuebox.source", b.in.rules.name)))
+	}
 	p, ok := b.in.prepare(ctx, d)
 	if !ok {
 		b.out[i] = Outcome{Status: Filtered}
+		if span != nil {
+			span.SetAttributes(otelattr.String("queuebox.result", Filtered.String()))
+			span.End()
+		}
 		return
 	}
 	b.params = append(b.params, p)
 	b.index = append(b.index, i)
+	if span != nil {
+		b.spans = append(b.spans, span)
+	}
+}
+
+// endSpans ends the spans of the batch's rows with their outcomes, or with err.
+func (b *Batch) endSpans(err error) {
+	for j, span := range b.spans {
+		if err != nil {
+			span.SetStatus(codes.Error, "storing the message failed")
+		} else {
+			span.SetAttributes(otelattr.String("queuebox.result", b.out[b.index[j]].Status.String()),
+				otelattr.String("queuebox.message_id", b.out[b.index[j]].ID))
+		}
+		span.End()
+	}
+	clear(b.spans)
+	b.spans = b.spans[:0]
 }
 
 // Len returns the number of deliveries added.
@@ -241,6 +283,7 @@ func (b *Batch) Len() int { return len(b.out) }
 // Reset empties the batch for the next deliveries; the outcomes that Write returned for it
 // are overwritten.
 func (b *Batch) Reset() {
+	b.endSpans(errors.New("the batch was not written"))
 	clear(b.params)
 	b.out, b.params, b.index = b.out[:0], b.params[:0], b.index[:0]
 }
@@ -257,6 +300,7 @@ func (b *Batch) Write(ctx context.Context) ([]Outcome, error) {
 	for _, res := range results {
 		if res.err != nil {
 			in.rules.metrics.InboxRejection(ReasonStorageFailed)
+			b.endSpans(res.err)
 			return nil, fmt.Errorf("source %s: storing %d messages: %w", in.rules.name, len(b.params), res.err)
 		}
 	}
@@ -269,6 +313,7 @@ func (b *Batch) Write(ctx context.Context) ([]Outcome, error) {
 		}
 		woke = woke || status == Stored
 	}
+	b.endSpans(nil)
 	if woke {
 		in.rules.wake()
 	}
@@ -303,7 +348,16 @@ func (in *Intake) prepare(ctx context.Context, d *Delivery) (store.InboxInsertPa
 	m := &message{body: d.Body, headers: d.Headers, brokerKey: d.BrokerKey,
 		recordKey: d.RecordKey, correlationID: r.correlation(lookup, d.CorrelationID), receivedAt: r.now()}
 	p, refused := r.prepare(ctx, m, lookup)
-	p.Headers, _ = encodeHeaders(cleanHeaders(d.Headers))
+	headers := cleanHeaders(d.Headers)
+	if in.tracer != nil {
+		// The row continues the span of its store (docs/tracing.md); the delivery's own
+		// headers stay as received.
+		traced := make(map[string]string, len(headers)+2)
+		maps.Copy(traced, headers)
+		tracing.SetHeaders(ctx, traced)
+		headers = traced
+	}
+	p.Headers, _ = encodeHeaders(headers)
 	if refused == nil {
 		return p, true
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/alternayte/queuebox/shared/emf"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/tracing"
 	"github.com/alternayte/queuebox/shared/transform"
 )
 
@@ -50,12 +51,15 @@ type Runtime struct {
 	Settings Settings
 	// Engine is the JSONata engine of the function's parts (Options.Engine).
 	Engine *transform.Engine
+	// Tracing is the container's tracer provider (docs/tracing.md): off unless the
+	// configuration names an OTLP endpoint. Start flushes it before every invocation returns.
+	Tracing *tracing.Provider
 }
 
 // Build assembles the parts of the function that o asks for (service.Build) over the
 // runtime's database, logger, metrics and engine, which it sets in o.
 func (r *Runtime) Build(ctx context.Context, o service.AppOptions) (*service.App, error) {
-	o.Database, o.Logger, o.Metrics, o.Engine = r.DB, r.Log, r.Metrics, r.Engine
+	o.Database, o.Logger, o.Metrics, o.Engine, o.Tracing = r.DB, r.Log, r.Metrics, r.Engine, r.Tracing
 	return service.Build(ctx, r.Config, o)
 }
 
@@ -64,6 +68,11 @@ func (r *Runtime) Build(ctx context.Context, o service.AppOptions) (*service.App
 func (r *Runtime) Close() {
 	if r.DB != nil {
 		r.DB.Close()
+	}
+	if r.Tracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), service.TracingShutdownTimeout)
+		defer cancel()
+		_ = r.Tracing.Shutdown(ctx) // tests only: nothing is left to report to
 	}
 }
 
@@ -107,7 +116,12 @@ func Init(ctx context.Context, opts Options) (*Runtime, error) {
 	if engine == nil {
 		engine = service.NewEngine()
 	}
-	return &Runtime{Config: cfg, Log: log, DB: db, Metrics: emf.New(emf.Options{}), Settings: settings, Engine: engine}, nil
+	tp, err := tracing.New(ctx, service.TracingConfig(cfg))
+	if err != nil {
+		db.Close()
+		return nil, service.NewStartError("start tracing", err)
+	}
+	return &Runtime{Config: cfg, Log: log, DB: db, Metrics: emf.New(emf.Options{}), Settings: settings, Engine: engine, Tracing: tp}, nil
 }
 
 // Exit prints err to stderr as "QueueBox could not <step>. Reason: ..." and ends the process

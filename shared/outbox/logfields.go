@@ -5,7 +5,10 @@ import (
 	"log/slog"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/tracing"
 )
 
 // correlationHeader is the header of a row that names the message's correlation identifier
@@ -62,7 +65,12 @@ func (p *Poller) destinationOf(row store.OutboxMessage) string {
 	return ""
 }
 
-// rowLog returns the logger of the lines about one row.
-func (p *Poller) rowLog(row store.OutboxMessage, destination string) *slog.Logger {
-	return p.log.With(rowAttrs(row, destination)...)
+// rowLog returns the logger of the lines about one row. sc is the row's delivery span when
+// tracing is on (its trace_id and span_id join the line), or the zero SpanContext.
+func (p *Poller) rowLog(row store.OutboxMessage, destination string, sc trace.SpanContext) *slog.Logger {
+	attrs := rowAttrs(row, destination)
+	if sc.IsValid() {
+		attrs = append(attrs, tracing.SpanLogAttrs(sc)...)
+	}
+	return p.log.With(attrs...)
 }

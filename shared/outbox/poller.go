@@ -9,11 +9,16 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/alternayte/queuebox/shared/every"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/tracing"
 	"github.com/alternayte/queuebox/shared/transform"
 )
 
@@ -34,6 +39,10 @@ type Options struct {
 	// Store, when it is a store.DestinationStateStore; otherwise no destination is ever
 	// paused, open or limited.
 	States store.DestinationStateStore
+	// Tracer creates the spans of the claims and deliveries (docs/tracing.md); nil, the
+	// default, means tracing is off: no span is created and no trace header is read or
+	// written.
+	Tracer trace.Tracer
 }
 
 // Poller claims and delivers outbox rows. One Poller serves one process; Run may be called
@@ -49,6 +58,7 @@ type Poller struct {
 	ctl     *controls
 	metrics Metrics
 	log     *slog.Logger
+	tracer  trace.Tracer // nil when tracing is off
 	wake    chan struct{}
 
 	beat health.Heartbeat
@@ -102,6 +112,7 @@ func New(opts Options) (*Poller, error) {
 		ctl:       ctl,
 		metrics:   opts.Metrics,
 		log:       log,
+		tracer:    opts.Tracer,
 		wake:      make(chan struct{}, 1),
 		depthSeen: map[string]bool{},
 	}, nil
@@ -227,10 +238,13 @@ type run struct {
 const finishBatch = 500
 
 type flight struct {
-	row     store.OutboxMessage
-	ctx     context.Context
-	started time.Time
-	cancel  context.CancelFunc
+	row store.OutboxMessage
+	ctx context.Context
+	// claimSpan is the span of the claim that took the row, linked from its delivery span;
+	// the zero SpanContext when tracing is off.
+	claimSpan trace.SpanContext
+	started   time.Time
+	cancel    context.CancelFunc
 	// finishing is true once the publish returned; renewals skip such rows.
 	finishing bool
 }
@@ -244,6 +258,9 @@ type result struct {
 	// deferBy, when above 0, returns the row to pending unattempted for that long.
 	deferBy time.Duration
 	reason  string
+	// sc is the row's delivery span, for the log lines about it; the zero SpanContext when
+	// tracing is off.
+	sc trace.SpanContext
 }
 
 func newRun(ctx context.Context, p *Poller) *run {
@@ -391,7 +408,12 @@ func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
 	}
 	p.maybeRefreshGauges(ctx)
 	p.ctl.refresh(ctx, p.plans)
+	var claimStart time.Time
+	if p.tracer != nil {
+		claimStart = time.Now()
+	}
 	rows, err := p.store.OutboxClaim(ctx, store.OutboxClaimParams{Limit: limit, Lease: p.cfg.ClaimTimeout})
+	claimSpan := p.claimSpan(ctx, claimStart, limit, len(rows), err)
 	if err != nil {
 		return 0, fmt.Errorf("claiming outbox batch: %w", err)
 	}
@@ -401,16 +423,34 @@ func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
 	debug := p.log.Enabled(ctx, slog.LevelDebug)
 	for _, row := range rows {
 		if debug {
-			p.rowLog(row, p.destinationOf(row)).Debug("outbox row claimed")
+			p.rowLog(row, p.destinationOf(row), trace.SpanContext{}).Debug("outbox row claimed")
 		}
-		r.launch(row)
+		r.launch(row, claimSpan)
 	}
 	return len(rows), nil
 }
 
-func (r *run) launch(row store.OutboxMessage) {
+// claimSpan records the span of a claim that took rows or failed, from start to now, and
+// returns its context; a claim that found nothing (the idle poll) records none, so that an
+// idle poller does not fill the tracing backend. It returns the zero SpanContext when tracing
+// is off.
+func (p *Poller) claimSpan(ctx context.Context, start time.Time, limit, rows int, err error) trace.SpanContext {
+	if p.tracer == nil || (rows == 0 && err == nil) {
+		return trace.SpanContext{}
+	}
+	_, span := p.tracer.Start(ctx, "outbox claim", trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(start),
+		trace.WithAttributes(attribute.Int("queuebox.batch.limit", limit), attribute.Int("queuebox.batch.rows", rows)))
+	if err != nil {
+		span.RecordError(errors.New(redact.Error(err)))
+		span.SetStatus(codes.Error, "claiming outbox batch failed")
+	}
+	span.End()
+	return span.SpanContext()
+}
+
+func (r *run) launch(row store.OutboxMessage, claimSpan trace.SpanContext) {
 	fctx, cancel := context.WithCancel(r.pubCtx)
-	f := &flight{row: row, ctx: fctx, started: time.Now(), cancel: cancel}
+	f := &flight{row: row, ctx: fctx, started: time.Now(), cancel: cancel, claimSpan: claimSpan}
 	r.mu.Lock()
 	r.inflight[row.ID] = f
 	r.queued++
@@ -424,14 +464,68 @@ func (r *run) inflightCount() int {
 	return len(r.inflight)
 }
 
-// deliver routes and publishes one row.
+// deliver routes and publishes one row. With tracing on, the delivery has its span: the child
+// of the row's trace context (its traceparent header) or the root of a new trace, linked to
+// the claim's span; the message carries that span's traceparent.
 func (p *Poller) deliver(ctx context.Context, f *flight) result {
+	if p.tracer == nil {
+		return p.deliverRow(ctx, f, nil)
+	}
+	opts := []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			attribute.String("queuebox.message_id", f.row.ID),
+			attribute.String("queuebox.topic", f.row.Topic),
+			attribute.Int("queuebox.attempt", f.row.Attempt)),
+	}
+	if f.row.Key != "" {
+		opts = append(opts, trace.WithAttributes(attribute.String("queuebox.key", f.row.Key)))
+	}
+	if f.claimSpan.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: f.claimSpan}))
+	}
+	ctx, span := p.tracer.Start(tracing.ContextFromJSON(ctx, f.row.Headers), "outbox deliver", opts...)
+	defer span.End()
+	res := p.deliverRow(ctx, f, span)
+	res.sc = span.SpanContext()
+	var outcome string
+	switch {
+	case res.deferBy > 0:
+		outcome = "deferred"
+		span.SetAttributes(attribute.String("queuebox.defer_reason", res.reason))
+	case res.err == nil:
+		outcome = "sent"
+	default:
+		pl := res.plan
+		if pl == nil {
+			pl = p.defPlan
+		}
+		outcome = "retry"
+		if res.dead || isTerminal(res.err) || pl.retry.exhausted(f.row.Attempt, f.row.MaxAttempts) {
+			outcome = "dead"
+		}
+		span.SetStatus(codes.Error, redact.Error(res.err))
+	}
+	span.SetAttributes(attribute.String("queuebox.result", outcome))
+	return res
+}
+
+// deliverRow routes and publishes one row; span is the delivery's span, nil when tracing is
+// off.
+func (p *Poller) deliverRow(ctx context.Context, f *flight, span trace.Span) result {
 	msg := messageOf(f.row, p)
 	rt, ok := p.routes.Match(msg.Topic)
 	if !ok {
 		return result{f: f, err: noRouteError(msg.Topic), dead: true}
 	}
 	msg.Route = rt
+	if span != nil {
+		span.SetAttributes(attribute.String("queuebox.destination", rt.Destination))
+		if msg.Headers == nil {
+			msg.Headers = make(map[string]string, 2)
+		}
+		tracing.SetHeaders(ctx, msg.Headers)
+	}
 	dest, ok := p.dests[rt.Destination]
 	if !ok || dest.Publisher == nil {
 		return result{f: f, err: fmt.Errorf("no publisher supports destination %s", rt.Destination), dead: true}
@@ -467,10 +561,14 @@ func (p *Poller) deliver(ctx context.Context, f *flight) result {
 	p.metrics.PublishDuration(dest.Publisher.Type(), took)
 	p.ctl.outcome(ctx, pl, adm, err)
 	if p.log.Enabled(ctx, slog.LevelDebug) {
+		sc := trace.SpanContext{}
+		if span != nil {
+			sc = span.SpanContext()
+		}
 		if err != nil {
-			p.rowLog(f.row, dest.Name).Debug("outbox delivery failed", "duration_ms", took.Milliseconds(), "error", redact.Error(err))
+			p.rowLog(f.row, dest.Name, sc).Debug("outbox delivery failed", "duration_ms", took.Milliseconds(), "error", redact.Error(err))
 		} else {
-			p.rowLog(f.row, dest.Name).Debug("outbox delivery succeeded", "duration_ms", took.Milliseconds())
+			p.rowLog(f.row, dest.Name, sc).Debug("outbox delivery succeeded", "duration_ms", took.Milliseconds())
 		}
 	}
 	if err != nil {
@@ -490,7 +588,7 @@ func messageOf(row store.OutboxMessage, p *Poller) Message {
 	if len(row.Headers) > 0 && string(row.Headers) != "{}" {
 		var raw map[string]json.RawMessage
 		if err := json.Unmarshal(row.Headers, &raw); err != nil {
-			p.rowLog(row, p.destinationOf(row)).Warn("outbox row headers are not a JSON object; sending none", "error", err)
+			p.rowLog(row, p.destinationOf(row), trace.SpanContext{}).Warn("outbox row headers are not a JSON object; sending none", "error", err)
 		} else if len(raw) > 0 {
 			m.Headers = make(map[string]string, len(raw))
 			for k, v := range raw {
@@ -551,17 +649,17 @@ func (r *run) finish(batch []result) {
 			}
 			switch {
 			case res.deferBy > 0:
-				defers = append(defers, deferral{OutboxDeferParams: store.OutboxDeferParams{Claim: row.Claim(), Delay: res.deferBy}, dest: pl.name, reason: res.reason, row: row})
+				defers = append(defers, deferral{OutboxDeferParams: store.OutboxDeferParams{Claim: row.Claim(), Delay: res.deferBy}, dest: pl.name, reason: res.reason, row: row, sc: res.sc})
 			case res.err == nil:
 				sent = append(sent, row.Claim())
-				sentRows = append(sentRows, rowLine{row, pl.name})
+				sentRows = append(sentRows, rowLine{row, pl.name, res.sc})
 			case res.dead || isTerminal(res.err) || pl.retry.exhausted(row.Attempt, row.MaxAttempts):
 				deads = append(deads, store.OutboxDeadParams{Claim: row.Claim(), LastError: redact.Error(res.err)})
-				deadRows = append(deadRows, rowLine{row, pl.name})
+				deadRows = append(deadRows, rowLine{row, pl.name, res.sc})
 			default:
 				delay := pl.retry.delay(row.Attempt, res.err)
 				retries = append(retries, store.OutboxRetryParams{Claim: row.Claim(), Delay: delay, LastError: redact.Error(res.err)})
-				retryRows = append(retryRows, rowLine{row, pl.name})
+				retryRows = append(retryRows, rowLine{row, pl.name, res.sc})
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -625,6 +723,7 @@ func changedSet(ids []string) map[string]bool {
 type rowLine struct {
 	row  store.OutboxMessage
 	dest string
+	sc   trace.SpanContext // the delivery span, when tracing is on
 }
 
 func (r *run) finishSent(ctx context.Context, claims []store.Claim, rows []rowLine) {
@@ -649,7 +748,7 @@ func (r *run) finishSent(ctx context.Context, claims []store.Claim, rows []rowLi
 		}
 		r.sum.ClaimsLost++
 		p.metrics.ClaimLost()
-		p.rowLog(rows[i].row, rows[i].dest).Error("outbox message was delivered after its claim was lost; the new owner delivers it again, a duplicate")
+		p.rowLog(rows[i].row, rows[i].dest, rows[i].sc).Error("outbox message was delivered after its claim was lost; the new owner delivers it again, a duplicate")
 	}
 }
 
@@ -668,7 +767,7 @@ func (r *run) finishRetries(ctx context.Context, retries []store.OutboxRetryPara
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, rt := range retries {
-		log := p.rowLog(rows[i].row, rows[i].dest)
+		log := p.rowLog(rows[i].row, rows[i].dest, rows[i].sc)
 		if changed[rt.ID] {
 			r.sum.Retried++
 			p.metrics.Outcome("failed")
@@ -697,7 +796,7 @@ func (r *run) finishDeads(ctx context.Context, deads []store.OutboxDeadParams, r
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, d := range deads {
-		log := p.rowLog(rows[i].row, rows[i].dest)
+		log := p.rowLog(rows[i].row, rows[i].dest, rows[i].sc)
 		if changed[d.ID] {
 			r.sum.Dead++
 			p.metrics.Outcome("dead")
@@ -716,6 +815,7 @@ type deferral struct {
 	dest   string
 	reason string
 	row    store.OutboxMessage
+	sc     trace.SpanContext // the delivery span, when tracing is on
 }
 
 func (r *run) finishDefers(ctx context.Context, defers []deferral) {
@@ -746,7 +846,7 @@ func (r *run) finishDefers(ctx context.Context, defers []deferral) {
 		}
 		r.sum.ClaimsLost++
 		p.metrics.ClaimLost()
-		p.rowLog(d.row, d.dest).Warn("outbox deferral lost its claim; another replica owns the message")
+		p.rowLog(d.row, d.dest, d.sc).Warn("outbox deferral lost its claim; another replica owns the message")
 	}
 }
 
@@ -801,7 +901,7 @@ func (r *run) renewer() {
 		}
 		r.mu.Unlock()
 		for _, f := range lost {
-			p.rowLog(f.row, p.destinationOf(f.row)).Warn("outbox lease renewal lost the claim; cancelling the publish")
+			p.rowLog(f.row, p.destinationOf(f.row), trace.SpanContext{}).Warn("outbox lease renewal lost the claim; cancelling the publish")
 			f.cancel()
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/tracing"
 )
 
 // The headers that the relay sets on every outbox row it writes (spec/25, "Headers that the
@@ -32,7 +33,11 @@ var relayHeaderNames = []string{HeaderInboxID, HeaderSource, HeaderIdempotencyKe
 //
 // Headers that are not a JSON object (only a hand-written row can hold them) are dropped, and
 // dropped reports it so the caller can log it; the relay headers are still set.
-func outboxHeaders(m store.InboxMessage, allow map[string]bool) (headers json.RawMessage, dropped bool, err error) {
+//
+// traceHeaders, when not nil (tracing is on), are the traceparent and tracestate of the
+// relay's span: they replace any received traceparent and tracestate, in any letter case, so
+// that the delivery continues the relay's trace (docs/tracing.md).
+func outboxHeaders(m store.InboxMessage, allow map[string]bool, traceHeaders map[string]string) (headers json.RawMessage, dropped bool, err error) {
 	out := map[string]json.RawMessage{}
 	trimmed := bytes.TrimSpace(m.Headers)
 	if len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
@@ -48,8 +53,25 @@ func outboxHeaders(m store.InboxMessage, allow map[string]bool) (headers json.Ra
 	if m.CorrelationID != "" {
 		set[HeaderCorrelationID] = m.CorrelationID
 	}
+	if traceHeaders != nil {
+		for name := range out {
+			if strings.EqualFold(name, tracing.HeaderTraceparent) || strings.EqualFold(name, tracing.HeaderTracestate) {
+				delete(out, name)
+			}
+		}
+		for name, v := range traceHeaders {
+			raw, err := json.Marshal(v)
+			if err != nil {
+				return nil, dropped, fmt.Errorf("encoding header %s: %w", name, err)
+			}
+			out[name] = raw
+		}
+	}
 	for name := range out {
 		lower := strings.ToLower(name)
+		if traceHeaders != nil && (lower == tracing.HeaderTraceparent || lower == tracing.HeaderTracestate) {
+			continue // the relay's own trace context, kept whatever forwardHeaders lists
+		}
 		if forwarded.IsHopByHop(name) || (allow != nil && !allow[lower] && lower != strings.ToLower(HeaderCorrelationID)) {
 			delete(out, name)
 			continue

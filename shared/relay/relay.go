@@ -27,10 +27,15 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/alternayte/queuebox/shared/every"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/tracing"
 	"github.com/alternayte/queuebox/shared/waker"
 )
 
@@ -114,6 +119,10 @@ type Options struct {
 	// instead of after its poll interval (for example outbox.Poller.Wake through waker.Func).
 	// Nil wakes nothing: the poller finds the rows at its next poll.
 	OutboxWaker waker.Waker
+	// Tracer creates the span of each forward (docs/tracing.md); nil, the default, means
+	// tracing is off: no span is created and the trace headers of a row pass as any other
+	// received header.
+	Tracer trace.Tracer
 }
 
 // Relay claims push inbox rows and forwards them into the outbox. One Relay serves one
@@ -133,6 +142,7 @@ type Relay struct {
 	allow   map[string]map[string]bool // the forwardHeaders of each source that sets it, lower case
 	metrics Metrics
 	log     *slog.Logger
+	tracer  trace.Tracer // nil when tracing is off
 	wake    chan struct{}
 	beat    health.Heartbeat
 	// outboxWaker is Options.OutboxWaker, waker.Nop when it is nil.
@@ -186,6 +196,7 @@ func New(opts Options) (*Relay, error) {
 		allow:   allow,
 		metrics: opts.Metrics,
 		log:     opts.Logger.With("component", "relay"),
+		tracer:  opts.Tracer,
 		wake:    make(chan struct{}, 1),
 
 		outboxWaker: opts.OutboxWaker,
@@ -298,6 +309,64 @@ type heldRow struct {
 	claim store.Claim
 	// lost is set when a renewal found the fence gone.
 	lost bool
+	// span is the row's forward span while tracing is on, created by the first prepare;
+	// result is its outcome so far (empty until the row is forwarded or marked dead).
+	span   trace.Span
+	result string
+}
+
+// rowSpan returns the forward span of a held row, starting it on first use as the child of
+// the row's trace context (its traceparent header) or as the root of a new trace. It returns
+// nil when tracing is off or the row is not held.
+func (rn *run) rowSpan(row store.InboxMessage) trace.Span {
+	r := rn.r
+	if r.tracer == nil {
+		return nil
+	}
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	h := rn.held[row.ID]
+	if h == nil {
+		return nil
+	}
+	if h.span == nil {
+		_, h.span = r.tracer.Start(tracing.ContextFromJSON(rn.work, row.Headers), "relay forward",
+			trace.WithSpanKind(trace.SpanKindInternal),
+			trace.WithAttributes(
+				attribute.String("queuebox.message_id", row.ID),
+				attribute.String("queuebox.source", row.Source),
+				attribute.Int("queuebox.attempt", row.Attempt)))
+	}
+	return h.span
+}
+
+// spanResult records the outcome of a held row's forward on its span.
+func (rn *run) spanResult(row store.InboxMessage, result string) {
+	if rn.r.tracer == nil {
+		return
+	}
+	rn.mu.Lock()
+	if h := rn.held[row.ID]; h != nil {
+		h.result = result
+	}
+	rn.mu.Unlock()
+}
+
+// endSpan ends the forward span of a finished row with its outcome; a row that was neither
+// forwarded nor marked dead ends with an error status.
+func endSpan(h *heldRow, fallback string) {
+	if h == nil || h.span == nil {
+		return
+	}
+	result := h.result
+	if result == "" {
+		result = fallback
+	}
+	h.span.SetAttributes(attribute.String("queuebox.result", result))
+	if result != "forwarded" {
+		h.span.SetStatus(codes.Error, "the row was not forwarded: "+result)
+	}
+	h.span.End()
 }
 
 func (r *Relay) newRun(ctx context.Context) *run {
@@ -450,8 +519,10 @@ func (rn *run) forwardEach(rows []store.InboxMessage) {
 // release forgets a row that is finished, so that the renewer stops renewing it.
 func (rn *run) release(row store.InboxMessage) {
 	rn.mu.Lock()
+	h := rn.held[row.ID]
 	delete(rn.held, row.ID)
 	rn.mu.Unlock()
+	endSpan(h, "not_forwarded")
 }
 
 // handleBatch forwards the claimed rows with one transaction (a store.InboxBatchForwarder):
@@ -517,6 +588,7 @@ func (rn *run) judge(before Summary, claimed int) {
 func (rn *run) abandon(rows []store.InboxMessage) {
 	rn.mu.Lock()
 	for _, row := range rows {
+		endSpan(rn.held[row.ID], "abandoned")
 		delete(rn.held, row.ID)
 	}
 	rn.mu.Unlock()
@@ -532,6 +604,17 @@ func (rn *run) rowLog(row store.InboxMessage) *slog.Logger {
 	log := rn.r.log.With("message_id", row.ID, "inbox_id", row.ID, "source", row.Source, "attempt", row.Attempt)
 	if row.CorrelationID != "" {
 		log = log.With("correlation_id", row.CorrelationID)
+	}
+	if rn.r.tracer != nil {
+		rn.mu.Lock()
+		var sc trace.SpanContext
+		if h := rn.held[row.ID]; h != nil && h.span != nil {
+			sc = h.span.SpanContext()
+		}
+		rn.mu.Unlock()
+		if sc.IsValid() {
+			log = log.With(tracing.SpanLogAttrs(sc)...)
+		}
 	}
 	return log
 }
@@ -549,6 +632,7 @@ func (rn *run) prepare(row store.InboxMessage) (store.InboxForwardParams, bool) 
 		return store.InboxForwardParams{}, false
 	}
 
+	span := rn.rowSpan(row)
 	tmpl, ok := r.topics[row.Source]
 	if !ok {
 		rn.deadLetter(rn.rowLog(row), row, fmt.Sprintf("Source %s is not configured, so the relay has no topic template for it", row.Source))
@@ -559,7 +643,13 @@ func (rn *run) prepare(row store.InboxMessage) (store.InboxForwardParams, bool) 
 		rn.deadLetter(rn.rowLog(row), row, fmt.Sprintf("Topic template %s of source %s rendered an empty topic", tmpl, row.Source))
 		return store.InboxForwardParams{}, false
 	}
-	headers, dropped, err := outboxHeaders(row, r.allow[row.Source])
+	var traceHeaders map[string]string
+	if span != nil {
+		span.SetAttributes(attribute.String("queuebox.topic", topic))
+		traceHeaders = make(map[string]string, 2)
+		tracing.SetHeaders(trace.ContextWithSpan(rn.work, span), traceHeaders)
+	}
+	headers, dropped, err := outboxHeaders(row, r.allow[row.Source], traceHeaders)
 	if err != nil {
 		rn.writeFailed(rn.rowLog(row), "building the outbox row", err)
 		return store.InboxForwardParams{}, false
@@ -606,6 +696,7 @@ func (rn *run) handle(row store.InboxMessage) {
 func (rn *run) forwarded(row store.InboxMessage, topic string) {
 	rn.sum.Forwarded++
 	rn.r.metrics.InboxMessage("forwarded")
+	rn.spanResult(row, "forwarded")
 	if rn.r.log.Enabled(rn.work, slog.LevelDebug) {
 		rn.rowLog(row).Debug("inbox message forwarded", "topic", topic)
 	}
@@ -626,6 +717,7 @@ func (rn *run) deadLetter(log *slog.Logger, row store.InboxMessage, reason strin
 	default:
 		rn.sum.Dead++
 		r.metrics.InboxRelayError()
+		rn.spanResult(row, "dead")
 		log.Error("inbox message is dead: it can reach no destination; fix the source configuration, then requeue the row",
 			"last_error", reason)
 	}

@@ -8,17 +8,21 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/alternayte/queuebox/shared/admin"
 	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/console"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/inbox"
+	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/retention"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres"
 	"github.com/alternayte/queuebox/shared/store/sqlserver"
+	"github.com/alternayte/queuebox/shared/tracing"
 	"github.com/alternayte/queuebox/shared/transform"
 	"github.com/alternayte/queuebox/shared/waker"
 )
@@ -120,6 +124,10 @@ type AppOptions struct {
 	// database.url instead of a store (the capture node without broker sources, which opens
 	// no store).
 	HealthPool bool
+	// Tracing is the tracer provider of the parts' spans (docs/tracing.md). Nil: Build makes
+	// one from the tracing section (off, with no SDK, unless an endpoint is configured) and
+	// Close shuts it down after the parts, flushing the spans.
+	Tracing *tracing.Provider
 	// Sources builds the broker sources (shared/service/sources.Build); the runtime passes it,
 	// so that only the programs that consume (queuebox serve, the capture node) link the
 	// broker clients. Nil: no broker source runs in this process.
@@ -145,6 +153,8 @@ type SourceOptions struct {
 	Logger *slog.Logger
 	// Engine compiles the source transforms.
 	Engine *transform.Engine
+	// Tracer creates the span of each stored message; nil when tracing is off.
+	Tracer trace.Tracer
 }
 
 // SourceGroup is the running broker sources of a process.
@@ -197,7 +207,15 @@ type App struct {
 	// add theirs here, named rabbitmq.<name>, kafka.<name> and nats.<name>.
 	checks  []health.Check
 	closers []func()
+	tracing *tracing.Provider
 }
+
+// TracingShutdownTimeout bounds the flush of the spans when an App closes.
+const TracingShutdownTimeout = 5 * time.Second
+
+// Tracing returns the tracer provider of the parts' spans; its Tracer is nil when tracing is
+// off. The Lambda functions flush it before a handler returns.
+func (a *App) Tracing() *tracing.Provider { return a.tracing }
 
 // boundStore is the store that the parts keep: it forwards to the store that Open binds, so
 // that Build can build every part before the database answers. Nothing calls it before Open;
@@ -275,6 +293,21 @@ func Build(ctx context.Context, cfg *Config, o AppOptions) (*App, error) {
 	if a.engine == nil {
 		a.engine = NewEngine()
 	}
+	a.tracing = o.Tracing
+	if a.tracing == nil {
+		tp, err := tracing.New(ctx, TracingConfig(cfg))
+		if err != nil {
+			return nil, startError("start tracing", err)
+		}
+		a.tracing = tp
+		a.closers = append(a.closers, func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), TracingShutdownTimeout)
+			defer cancel()
+			if err := tp.Shutdown(sctx); err != nil {
+				a.log.Warn("flushing the spans at shutdown failed", "error", redact.Error(err))
+			}
+		})
+	}
 	if err := a.build(ctx); err != nil {
 		a.Close()
 		return nil, err
@@ -336,7 +369,7 @@ func (a *App) build(ctx context.Context) error {
 			oc.PollInterval = cfg.Outbox.Capture.ReconciliationIntervalMs.Duration()
 			oc = oc.WithDefaults()
 		}
-		if a.Outbox, err = newOutbox(ctx, cfg, oc, st, o.Metrics, a.engine, log, o.Brokers...); err != nil {
+		if a.Outbox, err = newOutbox(ctx, cfg, oc, st, o.Metrics, a.engine, log, a.tracing.Tracer(), o.Brokers...); err != nil {
 			return err
 		}
 		a.closers = append(a.closers, a.Outbox.Close)
@@ -348,7 +381,7 @@ func (a *App) build(ctx context.Context) error {
 		if a.Outbox != nil {
 			outboxWaker = a.Outbox.Poller
 		}
-		if a.Relay, err = newRelay(cfg, st, o.Metrics, outboxWaker, log); err != nil {
+		if a.Relay, err = newRelay(cfg, st, o.Metrics, outboxWaker, log, a.tracing.Tracer()); err != nil {
 			return err
 		}
 	}
@@ -375,7 +408,7 @@ func (a *App) build(ctx context.Context) error {
 		if a.Relay != nil {
 			inboxWaker = a.Relay
 		}
-		if a.Inbox, err = newInboxHandler(cfg, st, o.Metrics, inboxWaker, o.Draining, a.engine, log); err != nil {
+		if a.Inbox, err = newInboxHandler(cfg, st, o.Metrics, inboxWaker, o.Draining, a.engine, log, a.tracing.Tracer()); err != nil {
 			return err
 		}
 	}
@@ -392,7 +425,7 @@ func (a *App) build(ctx context.Context) error {
 		}
 	}
 	if o.Sources != nil {
-		so := SourceOptions{Logger: log, Engine: a.engine}
+		so := SourceOptions{Logger: log, Engine: a.engine, Tracer: a.tracing.Tracer()}
 		if o.Metrics != nil {
 			so.Metrics = o.Metrics
 		}

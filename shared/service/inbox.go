@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"slices"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/alternayte/queuebox/shared/admin"
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/inboundauth"
@@ -25,7 +27,7 @@ type InboxMetrics interface {
 // newInboxHandler builds the HTTP inbox of the configured HTTP sources, their transforms
 // compiled on engine. waker is called after a new push row is stored (nil: nothing to wake);
 // draining reports the shutdown.
-func newInboxHandler(cfg *config.Config, st store.InboxStore, m inbox.Metrics, waker inbox.Waker, draining func() bool, engine *transform.Engine, log *slog.Logger) (*inbox.Handler, error) {
+func newInboxHandler(cfg *config.Config, st store.InboxStore, m inbox.Metrics, waker inbox.Waker, draining func() bool, engine *transform.Engine, log *slog.Logger, tracer trace.Tracer) (*inbox.Handler, error) {
 	opts, err := InboxOptions(cfg, engine)
 	if err != nil {
 		return nil, startError("build the inbox sources", err)
@@ -35,6 +37,7 @@ func newInboxHandler(cfg *config.Config, st store.InboxStore, m inbox.Metrics, w
 	opts.Logger = log
 	opts.Waker = waker
 	opts.Draining = draining
+	opts.Tracer = tracer
 	h, err := inbox.New(opts)
 	if err != nil {
 		return nil, startError("build the inbox sources", err)
@@ -59,7 +62,7 @@ func RelayConfig(cfg *config.Config) relay.Config {
 // pull: a source switched to pull still has push rows stored earlier). outboxWaker is woken
 // after every relay cycle that forwarded a row into the outbox: the outbox poller of the same
 // process (nil: nothing to wake, the poller finds the rows at its next poll).
-func newRelay(cfg *config.Config, st store.InboxStore, m relay.Metrics, outboxWaker waker.Waker, log *slog.Logger) (*relay.Relay, error) {
+func newRelay(cfg *config.Config, st store.InboxStore, m relay.Metrics, outboxWaker waker.Waker, log *slog.Logger, tracer trace.Tracer) (*relay.Relay, error) {
 	sources := make(map[string]relay.Source, len(cfg.Sources))
 	for name, s := range cfg.Sources {
 		if s == nil {
@@ -67,7 +70,7 @@ func newRelay(cfg *config.Config, st store.InboxStore, m relay.Metrics, outboxWa
 		}
 		sources[name] = relay.Source{Kind: string(s.Kind), Topic: s.Topic, ForwardHeaders: s.ForwardHeaders}
 	}
-	r, err := relay.New(relay.Options{Store: st, Config: RelayConfig(cfg), Sources: sources, Metrics: m, Logger: log, OutboxWaker: outboxWaker})
+	r, err := relay.New(relay.Options{Store: st, Config: RelayConfig(cfg), Sources: sources, Metrics: m, Logger: log, OutboxWaker: outboxWaker, Tracer: tracer})
 	if err != nil {
 		return nil, startError("build the inbox relay", err)
 	}

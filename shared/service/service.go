@@ -17,6 +17,8 @@ import (
 	"net"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/migrate"
@@ -464,7 +466,7 @@ func (o *Outbox) Close() {
 
 // newOutbox builds the poller with the settings oc, its routes and publishers; brokers are the
 // broker destinations the program delivers to (see Publishers). Build calls it.
-func newOutbox(ctx context.Context, cfg *config.Config, oc outbox.Config, st store.OutboxStore, m Metrics, engine *transform.Engine, log *slog.Logger, brokers ...Broker) (*Outbox, error) {
+func newOutbox(ctx context.Context, cfg *config.Config, oc outbox.Config, st store.OutboxStore, m Metrics, engine *transform.Engine, log *slog.Logger, tracer trace.Tracer, brokers ...Broker) (*Outbox, error) {
 	routes, err := Routes(cfg)
 	if err != nil {
 		return nil, startError("build the routes", err)
@@ -485,7 +487,7 @@ func newOutbox(ctx context.Context, cfg *config.Config, oc outbox.Config, st sto
 	}
 	p, err := outbox.New(outbox.Options{
 		Store: st, Config: oc, Routes: routes, RouteTransforms: routeTx,
-		Destinations: dests, Metrics: m, Logger: log,
+		Destinations: dests, Metrics: m, Logger: log, Tracer: tracer,
 	})
 	if err != nil {
 		closeAll()

@@ -41,6 +41,7 @@ func run(ctx context.Context, args []string) int {
 	out := fs.String("out", "bench/results/outbox.json", "JSON report file (empty writes none)")
 	profile := fs.String("cpuprofile", "", "prefix of one CPU profile per measured backlog run")
 	signing := fs.Bool("signing", false, "sign every request of the HTTP destination (standard-webhooks, one secret), to measure the cost of signed deliveries")
+	tracingTarget := fs.String("tracing", "", `run the poller with tracing on at 100 % sampling: "local" (an OTLP/HTTP receiver in the bench that discards the spans) or an OTLP endpoint URL; empty is off`)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -68,6 +69,7 @@ func run(ctx context.Context, args []string) int {
 		Out:                 *out,
 		CPUProfile:          *profile,
 		Signing:             *signing,
+		Tracing:             *tracingTarget,
 		Stdout:              os.Stdout,
 	}
 	for _, s := range strings.Split(*tuned, ",") {

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/connect/kafka"
 	"github.com/alternayte/queuebox/shared/connect/nats"
@@ -58,12 +60,15 @@ type Options struct {
 	Logger *slog.Logger
 	// Engine compiles the source transforms. Default: a new engine (service.NewEngine).
 	Engine *transform.Engine
+	// Tracer creates the span of each stored message (docs/tracing.md). Default: none,
+	// tracing off.
+	Tracer trace.Tracer
 }
 
 // Build is the service.SourceBuilder of the programs that consume: the sources of cfg as a
 // Group.
 func Build(cfg *service.Config, o service.SourceOptions) (service.SourceGroup, error) {
-	runners, err := FromConfig(cfg, Options{Metrics: o.Metrics, Waker: o.Waker, Logger: o.Logger, Engine: o.Engine})
+	runners, err := FromConfig(cfg, Options{Metrics: o.Metrics, Waker: o.Waker, Logger: o.Logger, Engine: o.Engine, Tracer: o.Tracer})
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +99,7 @@ func FromConfig(cfg *config.Config, o Options) ([]Runner, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts := inbox.IntakeOptions{Metrics: o.Metrics, Waker: o.Waker, Logger: o.Logger}
+		opts := inbox.IntakeOptions{Metrics: o.Metrics, Waker: o.Waker, Logger: o.Logger, Tracer: o.Tracer}
 		var src Source
 		switch {
 		case s.RabbitMQ != nil:

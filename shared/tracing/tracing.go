@@ -1,0 +1,199 @@
+// Package tracing sets up OpenTelemetry traces for QueueBox and carries the W3C trace context
+// (traceparent, tracestate) through the headers of inbox and outbox rows.
+//
+// Tracing is off unless an OTLP endpoint is configured (docs/tracing.md). When it is off, New
+// returns a Provider whose Tracer is nil: the parts that take a tracer skip every tracing step
+// (no SDK, no span, no header read or written), so tracing off costs nothing. When it is on,
+// spans go through a batching span processor to an OTLP exporter over HTTP (protobuf) or gRPC.
+//
+// The helpers that read and write the trace context of a row (ContextFromHeaders,
+// ContextFromJSON, SetHeaders) match the header names in any letter case, as the rows'
+// headers are matched everywhere else in QueueBox.
+package tracing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Protocol is the OTLP transport of the exporter.
+type Protocol string
+
+// The OTLP protocols (the values of OTEL_EXPORTER_OTLP_PROTOCOL that QueueBox supports).
+const (
+	// ProtocolHTTP is OTLP over HTTP with protobuf bodies, POSTed to <endpoint>/v1/traces.
+	ProtocolHTTP Protocol = "http/protobuf"
+	// ProtocolGRPC is OTLP over gRPC.
+	ProtocolGRPC Protocol = "grpc"
+)
+
+// InstrumentationName is the name of the tracer that creates QueueBox's spans.
+const InstrumentationName = "github.com/alternayte/queuebox"
+
+// Config holds the tracing settings (the tracing block of the configuration and the standard
+// OTEL_ variables, resolved by the configuration).
+type Config struct {
+	// Endpoint is the base URL of the OTLP receiver (OTEL_EXPORTER_OTLP_ENDPOINT): for
+	// http/protobuf the spans go to Endpoint + "/v1/traces". Empty, with TracesEndpoint empty
+	// too, means tracing is off.
+	Endpoint string
+	// TracesEndpoint is the full URL of the traces receiver
+	// (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT); when set it wins over Endpoint and is used as it
+	// is. Default: none.
+	TracesEndpoint string
+	// Protocol is http/protobuf or grpc. Default: http/protobuf.
+	Protocol Protocol
+	// ServiceName is the service.name of the spans' resource. Default: queuebox.
+	ServiceName string
+	// SampleRatio is the share of new traces recorded, from 0 to 1; a span whose parent came
+	// with a trace context follows the parent's sampled flag. Nil means 1 (every trace).
+	SampleRatio *float64
+	// ExportTimeout bounds one export. Default 10 s.
+	ExportTimeout time.Duration
+}
+
+// Enabled reports whether the config names an endpoint, so that tracing is on.
+func (c Config) Enabled() bool {
+	return strings.TrimSpace(c.Endpoint) != "" || strings.TrimSpace(c.TracesEndpoint) != ""
+}
+
+// WithDefaults returns the config with every zero value replaced by its default.
+func (c Config) WithDefaults() Config {
+	if c.Protocol == "" {
+		c.Protocol = ProtocolHTTP
+	}
+	if c.ServiceName == "" {
+		c.ServiceName = "queuebox"
+	}
+	if c.SampleRatio == nil {
+		one := 1.0
+		c.SampleRatio = &one
+	}
+	if c.ExportTimeout <= 0 {
+		c.ExportTimeout = 10 * time.Second
+	}
+	return c
+}
+
+// Validate checks a config with its defaults filled; the errors name the configuration key.
+func (c Config) Validate() error {
+	switch c.Protocol {
+	case ProtocolHTTP, ProtocolGRPC:
+	default:
+		return fmt.Errorf("tracing.protocol must be http/protobuf or grpc, not %q", c.Protocol)
+	}
+	if r := *c.SampleRatio; r < 0 || r > 1 {
+		return fmt.Errorf("tracing.sampleRatio must be from 0 to 1, not %g", r)
+	}
+	if _, err := c.exportURL(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// exportURL returns the URL that the exporter sends to.
+func (c Config) exportURL() (string, error) {
+	raw, key := strings.TrimSpace(c.TracesEndpoint), "tracing.tracesEndpoint"
+	if raw == "" {
+		raw, key = strings.TrimSpace(c.Endpoint), "tracing.endpoint"
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// The URL is not quoted: it may hold a credential.
+		return "", fmt.Errorf("%s must be an http:// or https:// URL with a host", key)
+	}
+	if key == "tracing.endpoint" && c.Protocol == ProtocolHTTP {
+		u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
+	}
+	return u.String(), nil
+}
+
+// Provider is the process's tracer provider. A nil *Provider, and the Provider of a config
+// with no endpoint, is off: its Tracer is nil and its ForceFlush and Shutdown do nothing.
+// A Provider is safe for concurrent use.
+type Provider struct {
+	sdk    *sdktrace.TracerProvider
+	tracer trace.Tracer
+}
+
+// New returns the Provider of cfg: off (no SDK at all) when cfg names no endpoint; otherwise
+// an SDK tracer provider that batches the spans to the OTLP exporter of cfg.Protocol. The
+// exporter connects lazily, so New does not wait for the receiver.
+func New(ctx context.Context, cfg Config) (*Provider, error) {
+	if !cfg.Enabled() {
+		return &Provider{}, nil
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	target, _ := cfg.exportURL()
+	var exp sdktrace.SpanExporter
+	var err error
+	switch cfg.Protocol {
+	case ProtocolGRPC:
+		exp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(target), otlptracegrpc.WithTimeout(cfg.ExportTimeout))
+	default:
+		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(target), otlptracehttp.WithTimeout(cfg.ExportTimeout))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating the OTLP trace exporter: %w", err)
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(cfg.ServiceName)))
+	if err != nil {
+		// A schema conflict between the default resource and ours: keep ours alone.
+		res = resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(cfg.ServiceName))
+	}
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(exp),
+		sdktrace.WithResource(res),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(*cfg.SampleRatio))),
+	)
+	return &Provider{sdk: tp, tracer: tp.Tracer(InstrumentationName)}, nil
+}
+
+// Enabled reports whether the provider records spans.
+func (p *Provider) Enabled() bool { return p != nil && p.sdk != nil }
+
+// Tracer returns the tracer of QueueBox's spans, or nil when tracing is off. The parts of
+// QueueBox take it as an option, where nil means no tracing.
+func (p *Provider) Tracer() trace.Tracer {
+	if p == nil {
+		return nil
+	}
+	return p.tracer
+}
+
+// ForceFlush exports every ended span now and returns when the receiver took them or ctx
+// ends. The Lambda functions call it before a handler returns.
+func (p *Provider) ForceFlush(ctx context.Context) error {
+	if !p.Enabled() {
+		return nil
+	}
+	if err := p.sdk.ForceFlush(ctx); err != nil {
+		return fmt.Errorf("flushing the spans: %w", err)
+	}
+	return nil
+}
+
+// Shutdown flushes the spans and stops the exporter. It is safe to call more than once.
+func (p *Provider) Shutdown(ctx context.Context) error {
+	if !p.Enabled() {
+		return nil
+	}
+	if err := p.sdk.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("stopping the span exporter: %w", err)
+	}
+	return nil
+}
