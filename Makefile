@@ -44,9 +44,12 @@ test: services
 	if [ -n "$$failed" ]; then echo "make test: FAILED:$$failed" >&2; exit 1; fi; \
 	echo "make test: every part passed ($(TEST_PARTS))"
 
-## test-go: the Go tests of the service module (every package, -race)
+## test-go: the Go tests of the service module (every package, -race), then the tracing and
+## function-runtime packages again with the Lambda functions' build tag (lambda.norpc: the
+## small OTLP/HTTP exporter, no gRPC)
 test-go:
 	$(GO) test $(TESTFLAGS) $(PKGS)
+	$(GO) test $(TESTFLAGS) -tags lambda.norpc ./shared/tracing ./shared/lambdafn
 
 ## test-clients: the tests of both pull clients
 test-clients: test-client-go test-client-ts

@@ -19,8 +19,6 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -143,9 +141,9 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	var err error
 	switch cfg.Protocol {
 	case ProtocolGRPC:
-		exp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(target), otlptracegrpc.WithTimeout(cfg.ExportTimeout))
+		exp, err = newGRPCExporter(ctx, target, cfg.ExportTimeout)
 	default:
-		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(target), otlptracehttp.WithTimeout(cfg.ExportTimeout))
+		exp, err = newHTTPExporter(ctx, target, cfg.ExportTimeout)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("creating the OTLP trace exporter: %w", err)
