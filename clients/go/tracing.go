@@ -58,13 +58,18 @@ const (
 // (no SDK installed) it records nothing and costs next to nothing.
 type handlerSpan struct{ span trace.Span }
 
-// startHandlerSpan starts the span of msg's handler under ctx and returns the handler's
-// context, which carries the span.
-func (w *InboxWorker) startHandlerSpan(ctx context.Context, msg Message) (context.Context, handlerSpan) {
-	tp := w.opts.TracerProvider
+// newTracer is the worker's tracer: of Options.TracerProvider, else of the global provider,
+// whose tracer follows a provider that the application installs later.
+func newTracer(tp trace.TracerProvider) trace.Tracer {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
+	return tp.Tracer(tracerName)
+}
+
+// startHandlerSpan starts the span of msg's handler under ctx and returns the handler's
+// context, which carries the span.
+func (w *InboxWorker) startHandlerSpan(ctx context.Context, msg Message) (context.Context, handlerSpan) {
 	parent := w3c.Extract(ctx, headerCarrier(msg.Headers))
 	attrs := []attribute.KeyValue{
 		attribute.String("messaging.system", "queuebox"),
@@ -81,7 +86,7 @@ func (w *InboxWorker) startHandlerSpan(ctx context.Context, msg Message) (contex
 	if msg.AggregateID != "" {
 		attrs = append(attrs, attribute.String("queuebox.aggregate_id", msg.AggregateID))
 	}
-	ctx, span := tp.Tracer(tracerName).Start(parent, "queuebox inbox handle "+msg.Source,
+	ctx, span := w.tracer.Start(parent, "queuebox inbox handle "+msg.Source,
 		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
 	return ctx, handlerSpan{span}
 }

@@ -149,6 +149,7 @@ type InboxWorker struct {
 	opts    Options
 	stmts   statements
 	log     safeLogger
+	tracer  trace.Tracer
 	running atomic.Bool
 }
 
@@ -177,7 +178,7 @@ func NewInboxWorker(db *sql.DB, options Options) (*InboxWorker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queuebox: %w", err)
 	}
-	return &InboxWorker{db: db, opts: opts, stmts: stmts, log: safeLogger{opts.Logger}}, nil
+	return &InboxWorker{db: db, opts: opts, stmts: stmts, log: safeLogger{opts.Logger}, tracer: newTracer(opts.TracerProvider)}, nil
 }
 
 // candidateLimit is cand_limit of the claim: LEAST(GREATEST(3 * batch, 50), 500).

@@ -67,25 +67,33 @@ func waitForSent(t *testing.T, dbURL, topic string) int {
 	}
 }
 
-// TestOutboxDeliversToRabbitMQ runs the local process with a RabbitMQ destination: an
-// outbox row reaches a queue bound to the exchange with its body and headers, and the row
-// becomes sent.
-func TestOutboxDeliversToRabbitMQ(t *testing.T) {
-	t.Parallel()
+// rabbitExchange declares a topic exchange named prefix-<nanos> as QueueBox declares it
+// (durable, not auto-deleted), removed when the test ends, and a private queue bound to it with
+// key; it returns the exchange's name and the queue's deliveries.
+func rabbitExchange(t *testing.T, prefix, key string) (string, <-chan amqp.Delivery) {
+	t.Helper()
 	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
 	require.NoError(t, err, "RabbitMQ is not reachable at 127.0.0.1:5672; start it with: rabbitmq-server -detached")
 	t.Cleanup(func() { _ = conn.Close() })
 	ch, err := conn.Channel()
 	require.NoError(t, err)
-	exchange := fmt.Sprintf("qb-local-test-%d", time.Now().UnixNano())
-	// Declared as QueueBox declares it (durable, not auto-deleted), and removed at the end.
+	exchange := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano())
 	require.NoError(t, ch.ExchangeDeclare(exchange, "topic", true, false, false, false, nil))
 	t.Cleanup(func() { _ = ch.ExchangeDelete(exchange, false, false) })
 	q, err := ch.QueueDeclare("", false, true, true, false, nil)
 	require.NoError(t, err)
-	require.NoError(t, ch.QueueBind(q.Name, "order.#", exchange, false, nil))
+	require.NoError(t, ch.QueueBind(q.Name, key, exchange, false, nil))
 	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
 	require.NoError(t, err)
+	return exchange, deliveries
+}
+
+// TestOutboxDeliversToRabbitMQ runs the local process with a RabbitMQ destination: an
+// outbox row reaches a queue bound to the exchange with its body and headers, and the row
+// becomes sent.
+func TestOutboxDeliversToRabbitMQ(t *testing.T) {
+	t.Parallel()
+	exchange, deliveries := rabbitExchange(t, "qb-local-test", "order.#")
 
 	dbURL := dbtest.NewDatabase(t)
 	cfg := brokerConfig(t, dbURL, `    type: rabbitmq

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -169,19 +168,7 @@ sources:
 // published with the destination's own values, and without the CC header.
 func TestWebhookSenderCannotForgeBrokerHeaders(t *testing.T) {
 	t.Parallel()
-	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
-	require.NoError(t, err, "RabbitMQ is not reachable at 127.0.0.1:5672; start it with: rabbitmq-server -detached")
-	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	require.NoError(t, err)
-	exchange := fmt.Sprintf("qb-local-headers-%d", time.Now().UnixNano())
-	require.NoError(t, ch.ExchangeDeclare(exchange, "topic", true, false, false, false, nil))
-	t.Cleanup(func() { _ = ch.ExchangeDelete(exchange, false, false) })
-	q, err := ch.QueueDeclare("", false, true, true, false, nil)
-	require.NoError(t, err)
-	require.NoError(t, ch.QueueBind(q.Name, "#", exchange, false, nil))
-	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
-	require.NoError(t, err)
+	exchange, deliveries := rabbitExchange(t, "qb-local-headers", "#")
 
 	dbURL := dbtest.NewDatabase(t)
 	u, err := url.Parse(dbURL)

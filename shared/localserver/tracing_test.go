@@ -333,19 +333,7 @@ func bySpanID(spans []tracingtest.Span, id, name string) []tracingtest.Span {
 // traceparent.
 func TestDeliverySpanTraceparentReachesARabbitMQMessage(t *testing.T) {
 	t.Parallel()
-	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
-	require.NoError(t, err, "RabbitMQ is not reachable at 127.0.0.1:5672; start it with: rabbitmq-server -detached")
-	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	require.NoError(t, err)
-	exchange := fmt.Sprintf("qb-local-tracing-%d", time.Now().UnixNano())
-	require.NoError(t, ch.ExchangeDeclare(exchange, "topic", true, false, false, false, nil))
-	t.Cleanup(func() { _ = ch.ExchangeDelete(exchange, false, false) })
-	q, err := ch.QueueDeclare("", false, true, true, false, nil)
-	require.NoError(t, err)
-	require.NoError(t, ch.QueueBind(q.Name, "#", exchange, false, nil))
-	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
-	require.NoError(t, err)
+	exchange, deliveries := rabbitExchange(t, "qb-local-tracing", "#")
 
 	rcv := tracingtest.NewReceiver(t)
 	dbURL := dbtest.NewDatabase(t)
