@@ -28,7 +28,10 @@
 //   - wakes delivery on every connection attempt and at least once per
 //     ReconciliationInterval (the reconciliation timer), whatever the state of the stream;
 //   - reconnects after a lost connection with a backoff from 1 s to 30 s and never exits for
-//     it; Check reports the component down meanwhile.
+//     it; Check reports the component down meanwhile;
+//   - records a "capture wake" span for each committed transaction that woke delivery or the
+//     relay when Config.Tracer is set (docs/tracing.md); the attempts' and the
+//     reconciliation timer's wakes record none, so an idle connector sends no span.
 //
 // SQL Server change data capture (sqlserver-cdc) is the Source of
 // shared/store/sqlserver/cdc, which polls the change table of the outbox table's capture
@@ -47,6 +50,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/redact"
@@ -115,6 +121,9 @@ type Config struct {
 	InboxWaker waker.Waker
 	// Logger receives the connector's log. Default slog.Default().
 	Logger *slog.Logger
+	// Tracer, when set, records the "capture wake" span of each committed transaction that
+	// woke delivery or the relay (docs/tracing.md). Default: nil, no span.
+	Tracer trace.Tracer
 }
 
 // WithDefaults returns the configuration with its zero values replaced by the defaults.
@@ -608,7 +617,9 @@ func (c *Connector) prepare(ctx context.Context, sess Session) (start Position, 
 // commit that inserted into the outbox table, and confirms the handled position at least
 // once per StandbyInterval and when the server asks.
 func (c *Connector) stream(ctx context.Context, sess Session) error {
-	var inTx, txOutbox, txInbox bool
+	var inTx bool
+	var txOutbox, txInbox int // the transaction's inserts into the outbox and the inbox table
+	var txBegan time.Time     // when the transaction's begin arrived, for its span
 	nextStandby := time.Now().Add(c.cfg.StandbyInterval)
 	for {
 		if !time.Now().Before(nextStandby) {
@@ -644,27 +655,52 @@ func (c *Connector) stream(ctx context.Context, sess Session) error {
 				nextStandby = time.Time{}
 			}
 		case EventBegin:
-			inTx, txOutbox, txInbox = true, false, false
+			inTx, txOutbox, txInbox, txBegan = true, 0, 0, time.Now()
 		case EventInsert:
 			switch c.classify(ev.Schema, ev.Table) {
 			case outboxTable:
-				txOutbox = true
+				txOutbox++
 				c.inserts.Add(1)
 			case inboxTable:
-				txInbox = true
+				txInbox++
 			}
 		case EventCommit:
-			if txOutbox {
-				c.wakes.Add(1)
-				c.cfg.Waker.Wake()
+			if txOutbox > 0 || txInbox > 0 {
+				c.wakeCommitted(txBegan, ev.Position, txOutbox, txInbox)
 			}
-			if txInbox && c.cfg.InboxWaker != nil {
-				c.inboxWakes.Add(1)
-				c.cfg.InboxWaker.Wake()
-			}
-			inTx, txOutbox, txInbox = false, false, false
+			inTx, txOutbox, txInbox = false, 0, 0
 			c.advance(ev.Position)
 		}
+	}
+}
+
+// wakeCommitted wakes delivery for a committed transaction with outbox inserts, and the relay
+// for one with inbox inserts, inside the transaction's "capture wake" span when tracing is on
+// (its attributes queuebox.capture.outbox_inserts and queuebox.capture.inbox_inserts say
+// which). The span starts when the transaction's begin arrived, so it lasts from the begin in
+// the log to the wake; it is a root span, as the log carries no trace context.
+func (c *Connector) wakeCommitted(began time.Time, pos Position, outboxInserts, inboxInserts int) {
+	var span trace.Span
+	if c.cfg.Tracer != nil {
+		_, span = c.cfg.Tracer.Start(context.Background(), "capture wake",
+			trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(began),
+			trace.WithAttributes(
+				attribute.String("queuebox.capture.identity", c.cfg.Identity),
+				attribute.String("queuebox.capture.position", c.log.FormatPosition(pos)),
+				attribute.Int("queuebox.capture.outbox_inserts", outboxInserts),
+				attribute.Int("queuebox.capture.inbox_inserts", inboxInserts),
+			))
+	}
+	if outboxInserts > 0 {
+		c.wakes.Add(1)
+		c.cfg.Waker.Wake()
+	}
+	if inboxInserts > 0 { // counted only when the connector has an InboxWaker (classify)
+		c.inboxWakes.Add(1)
+		c.cfg.InboxWaker.Wake()
+	}
+	if span != nil {
+		span.End()
 	}
 }
 

@@ -18,6 +18,8 @@ import (
 	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/tracing"
+	"github.com/alternayte/queuebox/shared/tracing/tracingtest"
 )
 
 // The connector knows no dialect: these tests drive it through a fake Source. The tests of
@@ -334,4 +336,62 @@ func TestAnOwnerRetriesARefusedLockWithoutEnd(t *testing.T) {
 	src.hold(false)
 	waitFor(t, "streaming again", func() bool { return c.Check(context.Background()) == nil })
 	require.NoError(t, stop())
+}
+
+// With a tracer, each committed transaction that woke delivery or the relay is one
+// "capture wake" span that names the position and counts the inserts; a transaction that
+// touched neither table, and the wake of the connection attempt, record none.
+func TestEachWakingCommitIsACaptureWakeSpan(t *testing.T) {
+	t.Parallel()
+	rcv := tracingtest.NewReceiver(t)
+	tp, err := tracing.New(context.Background(), tracing.Config{Endpoint: rcv.Endpoint(), ServiceName: "capture-test"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+
+	src, w, relay := newFake(), &counter{}, &counter{}
+	cfg := config(t, src, w)
+	cfg.InboxTable, cfg.InboxWaker, cfg.Identity = "inbox", relay, "node_a"
+	cfg.Tracer = tp.Tracer()
+	c, stop := start(t, cfg)
+	waitFor(t, "streaming", func() bool { return c.Check(context.Background()) == nil })
+	for _, ev := range []capture.Event{
+		{Kind: capture.EventBegin},
+		{Kind: capture.EventInsert, Schema: "public", Table: "outbox"},
+		{Kind: capture.EventInsert, Schema: "public", Table: "outbox"},
+		{Kind: capture.EventCommit, Position: capture.PositionOf(20)},
+		{Kind: capture.EventBegin},
+		{Kind: capture.EventInsert, Schema: "public", Table: "orders"},
+		{Kind: capture.EventCommit, Position: capture.PositionOf(30)},
+		{Kind: capture.EventBegin},
+		{Kind: capture.EventInsert, Schema: "public", Table: "inbox"},
+		{Kind: capture.EventInsert, Schema: "public", Table: "outbox"},
+		{Kind: capture.EventInsert, Schema: "public", Table: "inbox"},
+		{Kind: capture.EventCommit, Position: capture.PositionOf(40)},
+	} {
+		src.events <- ev
+	}
+	waitFor(t, "the confirmation of position 40", func() bool { return src.confirmed.Load() == 40 })
+	require.NoError(t, stop())
+	require.NoError(t, tp.ForceFlush(context.Background()))
+
+	spans := tracingtest.ByName(rcv.WaitFor(t, 10*time.Second, func(s []tracingtest.Span) bool {
+		return len(tracingtest.ByName(s, "capture wake")) >= 2
+	}), "capture wake")
+	require.Len(t, spans, 2, "one span per commit that woke; none for the attempt or for the orders commit")
+	got := map[string]map[string]string{}
+	for _, s := range spans {
+		assert.Empty(t, s.ParentSpanID, "a capture wake is a root span")
+		assert.Equal(t, "SPAN_KIND_INTERNAL", s.Kind)
+		assert.Equal(t, "capture-test", s.Service)
+		assert.False(t, s.Error)
+		got[s.Attributes["queuebox.capture.position"]] = s.Attributes
+	}
+	assert.Equal(t, map[string]map[string]string{
+		"20": {"queuebox.capture.identity": "node_a", "queuebox.capture.position": "20",
+			"queuebox.capture.outbox_inserts": "2", "queuebox.capture.inbox_inserts": "0"},
+		"40": {"queuebox.capture.identity": "node_a", "queuebox.capture.position": "40",
+			"queuebox.capture.outbox_inserts": "1", "queuebox.capture.inbox_inserts": "2"},
+	}, got)
+	assert.EqualValues(t, 3, w.n.Load(), "the attempt and the two commits with outbox inserts woke delivery")
+	assert.EqualValues(t, 2, relay.n.Load(), "the attempt and the commit with inbox inserts woke the relay")
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/store/postgres/logical/logicaltest"
+	"github.com/alternayte/queuebox/shared/tracing/tracingtest"
 )
 
 // logical is the private PostgreSQL cluster with wal_level = logical of the capture tests,
@@ -128,7 +129,8 @@ func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, n
 
 // TestCaptureWakesThePollerAtOnce runs the local process with capture on, a poll interval
 // and a reconciliation interval of ten minutes: a committed outbox row reaches the receiver
-// within the test's deadline only because capture woke the poller.
+// within the test's deadline only because capture woke the poller. Tracing is on: the
+// commit's "capture wake" span reaches the OTLP receiver, with the delivery's span.
 func TestCaptureWakesThePollerAtOnce(t *testing.T) {
 	t.Parallel()
 	srv := logical.Get(t)
@@ -141,6 +143,8 @@ func TestCaptureWakesThePollerAtOnce(t *testing.T) {
 	defer receiver.Close()
 
 	cfg := captureConfig(t, dbURL, receiver.URL, filepath.Join(t.TempDir(), "capture"))
+	rcv := tracingtest.NewReceiver(t)
+	cfg.Tracing.Endpoint = rcv.Endpoint()
 	l, err := New(context.Background(), cfg, quietLog())
 	require.NoError(t, err)
 	require.NotNil(t, l.Capture())
@@ -170,6 +174,17 @@ func TestCaptureWakesThePollerAtOnce(t *testing.T) {
 		t.Fatal("the row was not delivered within 60 s: capture did not wake the poller")
 	}
 	assert.GreaterOrEqual(t, l.Capture().Stats().Wakes, uint64(1))
+
+	// The spans go out in batches: wait for the wake of the commit and the delivery.
+	spans := rcv.WaitFor(t, 60*time.Second, func(s []tracingtest.Span) bool {
+		return len(tracingtest.ByName(s, "capture wake")) >= 1 && len(tracingtest.ByName(s, "outbox deliver")) >= 1
+	})
+	wake := tracingtest.ByName(spans, "capture wake")[0]
+	assert.Equal(t, "1", wake.Attributes["queuebox.capture.outbox_inserts"])
+	assert.Equal(t, "0", wake.Attributes["queuebox.capture.inbox_inserts"])
+	assert.Equal(t, "queuebox", wake.Attributes["queuebox.capture.identity"])
+	assert.Regexp(t, `^[0-9A-F]+/[0-9A-F]+$`, wake.Attributes["queuebox.capture.position"], "the commit's LSN")
+	assert.Equal(t, "sent", tracingtest.ByName(spans, "outbox deliver")[0].Attributes["queuebox.result"])
 }
 
 // TestCaptureFaultIsAdvisory: without the publication, capture stops with its reason in the

@@ -458,6 +458,7 @@ func (a *App) build(ctx context.Context) error {
 		case a.wakers.Inbox != nil:
 			ccfg.InboxWaker = a.wakers.Inbox
 		}
+		ccfg.Tracer = a.tracing.Tracer()
 		if a.Capture, err = capture.New(ccfg); err != nil {
 			return startError("start capture", err)
 		}
