@@ -188,11 +188,11 @@ func TestWakerQualifierAndPayload(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(inv.Close)
 	inv.Wake()
-	waitFor(t, 5*time.Second, "the invoke", func() bool { return len(fake.invocations()) == 1 })
+	waitFor(t, 30*time.Second, "the invoke", func() bool { return len(fake.invocations()) == 1 })
 	c := fake.invocations()[0]
 	assert.Equal(t, "/2015-03-31/functions/arn:aws:lambda:eu-west-1:123456789012:function:queuebox-relay/invocations", c.path)
 	assert.Equal(t, `{"source":"capture"}`, c.body)
-	waitFor(t, 5*time.Second, "the count", func() bool { return inv.Stats().Invokes == 1 })
+	waitFor(t, 30*time.Second, "the count", func() bool { return inv.Stats().Invokes == 1 })
 }
 
 // countingClient is an Invoker that records its calls without HTTP.
@@ -233,14 +233,14 @@ func TestWakerFailureIsLoggedAndDropped(t *testing.T) {
 	t.Cleanup(inv.Close)
 
 	inv.Wake()
-	waitFor(t, 5*time.Second, "the failure", func() bool { return inv.Stats().Failures == 1 })
+	waitFor(t, 30*time.Second, "the failure", func() bool { return inv.Stats().Failures == 1 })
 	mu.Lock()
 	assert.Contains(t, logs.String(), "waking the Lambda function failed")
 	assert.NotContains(t, logs.String(), "queuebox-test-secret")
 	mu.Unlock()
 
 	inv.Wake()
-	waitFor(t, 5*time.Second, "the second failure", func() bool { return inv.Stats().Failures == 2 })
+	waitFor(t, 30*time.Second, "the second failure", func() bool { return inv.Stats().Failures == 2 })
 	assert.Zero(t, inv.Stats().Invokes)
 }
 
@@ -266,7 +266,7 @@ func TestWakerCloseEndsAnInvokeInFlight(t *testing.T) {
 	})
 	require.NoError(t, err)
 	inv.Wake()
-	waitFor(t, 5*time.Second, "the invoke to start", func() bool { return client.calls.Load() == 1 })
+	waitFor(t, 30*time.Second, "the invoke to start", func() bool { return client.calls.Load() == 1 })
 
 	closed := make(chan struct{})
 	go func() {
