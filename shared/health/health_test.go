@@ -82,7 +82,9 @@ func TestACheckThatHangsIsDownAfterThreeSeconds(t *testing.T) {
 	if ok || rep.Components["rabbitmq.orders"].Status != "down" {
 		t.Errorf("report = %+v", rep)
 	}
-	if d := time.Since(start); d < CheckTimeout || d > CheckTimeout+2*time.Second {
+	// The probe never returns: returning at all is the timeout. The upper bound leaves a loaded
+	// machine room; the lower bound holds the check to its full timeout.
+	if d := time.Since(start); d < CheckTimeout || d > CheckTimeout+10*time.Second {
 		t.Errorf("the check took %s, want about %s", d, CheckTimeout)
 	}
 }
