@@ -412,7 +412,7 @@ func TestSlowPublishLosesItsClaimAndDuplicates(t *testing.T) {
 	a := newPoller(t, failingRenewals{fx.store}, outbox.Config{ClaimTimeout: lease, PollInterval: 10 * time.Millisecond}, rc, mA)
 	doneA := make(chan outbox.Summary)
 	go func() { doneA <- a.RunOnce(context.Background()) }()
-	waitFor(t, 5*time.Second, "the first publish", func() bool { return rc.count() == 1 })
+	waitFor(t, 30*time.Second, "the first publish", func() bool { return rc.count() == 1 })
 
 	// Replica B reclaims the expired claim and delivers the row again. B's own lease is long
 	// (reclaim once a second) so that a slow machine does not add duplicates of its own; more

@@ -137,14 +137,16 @@ func TestACircuitBreakerOpensAfterTheFailuresAndClosesAfterTheCoolDown(t *testin
 	}
 	m := newControlMetrics()
 	const threshold = 3
+	const coolDown = 2 * time.Second
 	cfg := outbox.Config{PollInterval: 10 * time.Millisecond, RetryBaseDelay: 10 * time.Millisecond, MaxRetryDelay: 20 * time.Millisecond, Concurrency: 1}
-	dest := outbox.Destination{Breaker: &outbox.BreakerPolicy{Threshold: threshold, Window: time.Minute, CoolDown: 2 * time.Second}}
+	dest := outbox.Destination{Breaker: &outbox.BreakerPolicy{Threshold: threshold, Window: time.Minute, CoolDown: coolDown}}
 	p := controlled(t, fx.store, cfg, rc, dest, nil, m)
 	runPoller(t, p)
 
 	// The breaker opens after the threshold, and the trial after the cool-down fails and
 	// opens it again: without the breaker the rows would have been retried every 20 ms.
 	opens := map[time.Time]bool{}
+	var firstOpenUntil time.Time
 	waitFor(t, 30*time.Second, "the breaker to open twice", func() bool {
 		states, err := fx.store.DestinationStates(context.Background())
 		if err != nil {
@@ -153,6 +155,9 @@ func TestACircuitBreakerOpensAfterTheFailuresAndClosesAfterTheCoolDown(t *testin
 		for _, s := range states {
 			if !s.OpenUntil.IsZero() {
 				opens[s.OpenUntil] = true
+				if firstOpenUntil.IsZero() || s.OpenUntil.Before(firstOpenUntil) {
+					firstOpenUntil = s.OpenUntil
+				}
 			}
 		}
 		return len(opens) >= 2
@@ -162,8 +167,11 @@ func TestACircuitBreakerOpensAfterTheFailuresAndClosesAfterTheCoolDown(t *testin
 	for _, id := range ids {
 		attempts += readRow(t, fx.pool, id).Attempt
 	}
-	if failed > threshold+1 {
-		t.Errorf("%d requests reached the failing destination, want at most %d (the threshold, then one trial per cool-down)", failed, threshold+1)
+	// One trial per cool-down since the breaker first opened: one when this test saw the second
+	// opening at once, more when a loaded machine made it look later.
+	trials := max(1, int(time.Since(firstOpenUntil.Add(-coolDown))/coolDown))
+	if failed > threshold+trials {
+		t.Errorf("%d requests reached the failing destination, want at most %d (the threshold, then one trial per cool-down)", failed, threshold+trials)
 	}
 	if attempts > failed {
 		t.Errorf("the rows hold %d attempts for %d failed requests: a held row's attempt grew", attempts, failed)
