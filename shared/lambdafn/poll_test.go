@@ -84,7 +84,9 @@ func TestPollContinuousClaimsUntilTheMargin(t *testing.T) {
 	f := newFunction(t, newReceiver(t, false), map[string]string{"LAMBDA_MODE": "continuous", "LAMBDA_MARGIN_MS": "4000"})
 	first := f.insert(t, 1, "first")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Twenty seconds: the test inserts and waits for its rows while the handler claims (until
+	// four seconds before the deadline), and a loaded machine may take seconds for them.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	claimUntil := deadline.Add(-4 * time.Second)
