@@ -56,6 +56,7 @@ inbox:
 admin:
   enabled: true
   maxPayloadBytes: 1024
+  maxTransformTimeoutMs: 30000
   auth:
     type: bearer
     token: %s
@@ -128,7 +129,7 @@ sources:
 		{method: "POST", path: "/inbox/limited", body: `{"id":"l1"}`, status: 202},
 		{method: "POST", path: "/inbox/limited", body: `{"id":"l2"}`, status: 429},
 		{method: "POST", path: "/inbox/nowhere", body: `{"id":"n1"}`, status: 404},
-		{method: "POST", path: "/admin/transform/test", body: `{"expression":"$.a + 1","payload":{"a":1}}`, header: admin, status: 200},
+		{method: "POST", path: "/admin/transform/test", body: `{"expression":"$.a + 1","payload":{"a":1},"timeoutMs":30000}`, header: admin, status: 200},
 		{method: "POST", path: "/admin/transform/test", body: `{"payload":{}}`, header: admin, status: 400},
 		{method: "POST", path: "/admin/transform/test", body: `{"expression":"$.a +","payload":{}}`, header: admin, status: 400},
 		{method: "POST", path: "/admin/transform/test", body: `{"expression":"$error(\"no\")","payload":{}}`, header: admin, status: 400},

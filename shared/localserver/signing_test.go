@@ -112,6 +112,7 @@ destinations:
     path: /hooks
     transform:
       expression: '{ "data": $, "topic": $topic }'
+      timeoutMs: 30000
     signing:
       type: standard-webhooks
       secrets:
