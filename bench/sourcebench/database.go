@@ -130,6 +130,7 @@ func sourceRun(ctx context.Context, o Options, bl backlog, broker string, batch 
 	sink := &countingSink{inner: d.st, want: int64(o.Messages), done: make(chan struct{})}
 	rctx, cancel := context.WithTimeout(ctx, o.RunTimeout)
 	defer cancel()
+	settle()
 	m := Measure{Messages: o.Messages, Load1: machine.LoadAverage()[0]}
 	if o.CPUProfile != "" {
 		stop, err := machine.StartCPUProfile(fmt.Sprintf("%s-%s-%d.pprof", o.CPUProfile, broker, batch))
