@@ -144,8 +144,10 @@ func (r *runner) workerCommand(c specsql.Command, later string) bool {
 	case line == "go mod tidy":
 		r.mapped(line, "go mod tidy")
 		// The client is not fetched from a registry: the documented replace points at the
-		// checkout. The client's go.sum gives the checksums of its dependencies, which come
-		// from the module cache (GOPROXY=off): the test downloads nothing.
+		// checkout. The client's go.sum gives the checksums of its dependencies. `go mod tidy`
+		// also loads the tests of the dependencies' packages, whose modules a fresh machine's
+		// cache may lack, so it runs with the configured module proxy (and checksum
+		// database); `go run .` then builds from the module cache alone (GOPROXY=off).
 		r.inWorker(r.goReplace(), r.goEnv())
 		sum, err := os.ReadFile(filepath.Join(r.root, "clients", "go", "go.sum"))
 		if err != nil {
@@ -154,7 +156,7 @@ func (r *runner) workerCommand(c specsql.Command, later string) bool {
 		if err := os.WriteFile(filepath.Join(r.cwd, "go.sum"), sum, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		r.inWorker(line, r.goEnv())
+		r.inWorker(line, r.goTidyEnv())
 	case line == "go run .":
 		r.runWorker("the Go worker", line, r.goEnv(), later, "go worker stored")
 	case strings.HasPrefix(line, "npm init"), strings.HasPrefix(line, "npm pkg set "):
@@ -214,6 +216,12 @@ func (r *runner) inWorker(script string, env []string) {
 		t.Fatalf("%s: %s (in %s): %v\n%s", r.page, script, r.cwd, err, out)
 	}
 	r.ran++
+}
+
+// goTidyEnv is the stack's environment with the configured module proxy, go.mod and go.sum
+// updated as needed, no workspace.
+func (r *runner) goTidyEnv() []string {
+	return append(append([]string{}, r.stack.env...), "GOFLAGS=-mod=mod", "GOWORK=off")
 }
 
 // goEnv is the stack's environment with the module cache only: no proxy, go.mod and go.sum
