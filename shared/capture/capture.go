@@ -682,6 +682,9 @@ func (c *Connector) stream(ctx context.Context, sess Session) error {
 func (c *Connector) wakeCommitted(began time.Time, pos Position, outboxInserts, inboxInserts int) {
 	var span trace.Span
 	if c.cfg.Tracer != nil {
+		if began.IsZero() { // inserts whose begin this session did not see
+			began = time.Now()
+		}
 		_, span = c.cfg.Tracer.Start(context.Background(), "capture wake",
 			trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(began),
 			trace.WithAttributes(
