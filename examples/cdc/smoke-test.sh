@@ -185,12 +185,17 @@ log "OK 2: the position survived the restart: same slot and state, o-2 and o-3 d
 
 # 3. A second owner is refused.
 serve second-owner "$port2" "$work/state-second-owner"
-owner_refused() { curl -s "http://127.0.0.1:$port2/health/ready" | grep -q "already has an owner"; }
+# The readiness answer that showed the refusal is kept for the log line: between two retries
+# of the lock the component may report another state.
+owner_refused() {
+  refusal=$(curl -s "http://127.0.0.1:$port2/health/ready")
+  grep -q "already has an owner" <<<"$refusal"
+}
 wait_for "$timeout" "the second process did not report that the identity has an owner" owner_refused
 capture_up "$port" || fail "the first owner stopped capturing when the second started"
 insert o-4
 wait_for "$timeout" "the receiver did not get o-4 while a second process ran" delivered o-4
-log "OK 3: a second owner is refused: $(curl -s "http://127.0.0.1:$port2/health/ready" | grep -o 'the capture identity [a-z0-9_-]* already has an owner' | head -n 1)"
+log "OK 3: a second owner is refused: $(grep -o 'the capture identity [a-z0-9_-]* already has an owner' <<<"$refusal" | head -n 1)"
 
 # Every row once, and sent.
 for key in o-1 o-2 o-3 o-4; do
