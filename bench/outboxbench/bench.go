@@ -112,7 +112,7 @@ type Options struct {
 	// run inserts.
 	CaptureRates   []float64
 	CaptureSeconds float64
-	// Phases selects ceiling, backlog, latency and capture.
+	// Phases selects ceiling, backlog, latency, scale, floor and capture.
 	Phases map[string]bool
 	// Out is the JSON report file; empty writes none.
 	Out string
@@ -154,10 +154,12 @@ type Report struct {
 	Capture       []LatencyRun  `json:"capture,omitempty"`
 	CaptureServer *PostgresInfo `json:"captureServer,omitempty"`
 	// Scale is the scale phase: drains beside millions of finished rows.
-	Scale    *Scale   `json:"scale,omitempty"`
-	Targets  []Target `json:"targets"`
-	Seconds  float64  `json:"totalSeconds"`
-	Problems []string `json:"problems,omitempty"`
+	Scale *Scale `json:"scale,omitempty"`
+	// Floors are the floor phase's runs: parts of a delivery measured alone.
+	Floors   []FloorRun `json:"floors,omitempty"`
+	Targets  []Target   `json:"targets"`
+	Seconds  float64    `json:"totalSeconds"`
+	Problems []string   `json:"problems,omitempty"`
 }
 
 // Machine describes where the bench ran.
@@ -316,6 +318,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Phases["scale"] {
 		if err := b.scalePhase(ctx, rep); err != nil {
 			return nil, fmt.Errorf("running the scale phase: %w", err)
+		}
+	}
+	if opts.Phases["floor"] {
+		if err := b.floorPhase(ctx, rep); err != nil {
+			return nil, fmt.Errorf("running the floor phase: %w", err)
 		}
 	}
 	if opts.Phases["capture"] {
@@ -874,6 +881,15 @@ func printTable(w io.Writer, rep *Report) {
 		for _, r := range sc.Runs {
 			p("%-46s %10d %8.0f %12.2f %10d %6.2f %.1f/%.1f/%.1f/%.1f\n", r.Name, r.HistoryRows, r.RowsPerSecond, r.ClaimMeanMs, r.RetentionDeleted,
 				r.Load1, r.CPU.PollerProcess, r.CPU.PostgresOurs, r.CPU.Receiver, r.CPU.OtherMachine)
+		}
+		p("\n")
+	}
+	if len(rep.Floors) > 0 {
+		p("floors (issue 15, target 2): parts of a delivery measured alone, CPU per row\n")
+		p("%-22s %7s %6s %8s %8s %12s %10s %10s %6s\n", "floor", "rows", "conc", "seconds", "rows/s", "process us", "pg us", "rcv us", "load1")
+		for _, f := range rep.Floors {
+			p("%-22s %7d %6d %8.2f %8.0f %12.1f %10.1f %10.1f %6.2f\n", f.Name, f.Rows, max(f.Concurrency, f.Batch), f.Seconds, f.RowsPerSec,
+				f.ProcessUsPerRow, f.PostgresUsPerRow, f.ReceiverUsPerRow, f.Load1)
 		}
 		p("\n")
 	}

@@ -93,10 +93,10 @@ func run(ctx context.Context, args []string) int {
 	}
 	for _, p := range strings.Split(*phases, ",") {
 		switch p = strings.TrimSpace(p); p {
-		case "ceiling", "backlog", "latency", "capture", "scale":
+		case "ceiling", "backlog", "latency", "capture", "scale", "floor":
 			opts.Phases[p] = true
 		default:
-			fmt.Fprintf(os.Stderr, "outboxbench: -phases: unknown phase %q (want ceiling, backlog, latency, capture, scale)\n", p)
+			fmt.Fprintf(os.Stderr, "outboxbench: -phases: unknown phase %q (want ceiling, backlog, latency, capture, scale, floor)\n", p)
 			return 2
 		}
 	}
