@@ -192,7 +192,8 @@ const inboxRelayLockSQL = `SELECT pg_advisory_xact_lock(hashtext($1::text))`
 // takes pending push rows whose aggregate has no processing push row and no earlier pending
 // push row, across every push source: at most one row per aggregate, the earliest by
 // created_at, id. A row without an aggregate takes part in no ordering. Pull rows are never
-// read or written.
+// read or written. The update finds the candidates by primary key, as the outbox claim does
+// (outboxClaimSQL says why).
 const inboxRelayClaimSQL = `
 WITH qb_clock AS (
     SELECT clock_timestamp() AS now
@@ -226,8 +227,8 @@ qb_claimed AS (
         {claim_token} = gen_random_uuid(),
         {claimed_at} = qb_clock.now,
         {lease_expires_at} = qb_clock.now + $2::bigint * interval '1 microsecond'
-    FROM qb_candidates c, qb_clock
-    WHERE i.{id} = c.{id}
+    FROM qb_clock
+    WHERE i.{id} = ANY (ARRAY(SELECT c.{id} FROM qb_candidates c))
     RETURNING i.{id}::text AS id, i.{source} AS source, i.{idempotency_key} AS idempotency_key,
         COALESCE(i.{aggregate_id}, '') AS aggregate_id, COALESCE(i.{event_type}, '') AS event_type,
         i.{payload} AS payload, i.{headers} AS headers,
@@ -339,7 +340,9 @@ func inboxRelayForwardInsertSQL(v insertVariant) (string, error) {
 var placeholderNumber = regexp.MustCompile(`\$[0-9]+`)
 
 // inboxRelayProcessedBatchSQL marks processed, each through its fence, the claimed rows of
-// the arrays $1 ids and $2 tokens, and returns the ids of the rows it changed.
+// the arrays $1 ids and $2 tokens, and returns the ids of the rows it changed. Its state test
+// is written as the outbox fence's is, so that the plan looks each claim up by primary key
+// instead of reading the partial index of processing rows (the comment on fence says why).
 const inboxRelayProcessedBatchSQL = `
 UPDATE {table} i
 SET {state} = 'processed',
@@ -348,7 +351,7 @@ SET {state} = 'processed',
     {lease_expires_at} = NULL
 FROM unnest($1::uuid[], $2::uuid[]) AS f(id, token)
 WHERE i.{id} = f.id
-  AND i.{state} = 'processing'
+  AND i.{state} IS NOT DISTINCT FROM 'processing'
   AND i.{claim_token} = f.token
   AND i.{lease_expires_at} > clock_timestamp()
 RETURNING i.{id}::text`
