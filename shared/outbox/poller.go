@@ -237,6 +237,13 @@ type run struct {
 // finishBatch is the most rows one finishing flush takes.
 const finishBatch = 500
 
+// finishGather and finishLinger: the finisher waits up to finishLinger for a statement of
+// finishGather rows while that many rows are being published.
+const (
+	finishGather = 64
+	finishLinger = 2 * time.Millisecond
+)
+
 type flight struct {
 	row store.OutboxMessage
 	ctx context.Context
@@ -608,6 +615,8 @@ func messageOf(row store.OutboxMessage, p *Poller) Message {
 // kind, then frees their slots.
 func (r *run) finisher() {
 	defer r.helpers.Done()
+	gatherTimer := time.NewTimer(time.Hour)
+	gatherTimer.Stop()
 	for {
 		var batch []result
 		select {
@@ -625,8 +634,36 @@ func (r *run) finisher() {
 				break drain
 			}
 		}
+		if len(batch) < finishGather {
+			batch = r.gather(batch, gatherTimer)
+		}
 		r.finish(batch)
 	}
+}
+
+// gather waits up to finishLinger for more results while enough rows are being published to
+// fill a statement of finishGather rows, so that a busy poller finishes its rows with fewer,
+// larger statements; an idle one (few rows in flight) finishes at once.
+func (r *run) gather(batch []result, t *time.Timer) []result {
+	r.mu.Lock()
+	publishing := len(r.inflight) - r.finishing
+	r.mu.Unlock()
+	if publishing < finishGather-len(batch) {
+		return batch
+	}
+	t.Reset(finishLinger)
+	defer t.Stop()
+	for len(batch) < finishGather {
+		select {
+		case res := <-r.results:
+			batch = append(batch, res)
+		case <-t.C:
+			return batch
+		case <-r.done:
+			return batch
+		}
+	}
+	return batch
 }
 
 func (r *run) finish(batch []result) {
