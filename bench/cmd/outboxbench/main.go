@@ -37,7 +37,7 @@ func run(ctx context.Context, args []string) int {
 	ceilSeconds := fs.Int("ceiling-seconds", 10, "seconds of the pgbench ceiling run")
 	ceilClients := fs.String("ceiling-clients", "auto", "pgbench connection counts, comma separated; auto is the poller's connections, the first gives the ratios")
 	runTimeout := fs.Duration("run-timeout", 3*time.Minute, "the longest one backlog run may take")
-	phases := fs.String("phases", "ceiling,backlog,latency,capture,scale", "phases to run, comma separated")
+	phases := fs.String("phases", "ceiling,backlog,floor,latency,capture,scale", "phases to run, comma separated")
 	out := fs.String("out", "bench/results/outbox.json", "JSON report file (empty writes none)")
 	profile := fs.String("cpuprofile", "", "prefix of one CPU profile per measured backlog run")
 	signing := fs.Bool("signing", false, "sign every request of the HTTP destination (standard-webhooks, one secret), to measure the cost of signed deliveries")
