@@ -302,6 +302,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			return nil, err
 		}
 	}
+	// The floors run beside the backlog runs, before the scale phase fills the table with
+	// history and leaves the server vacuuming and checkpointing it.
+	if opts.Phases["floor"] {
+		if err := b.floorPhase(ctx, rep); err != nil {
+			return nil, fmt.Errorf("running the floor phase: %w", err)
+		}
+	}
 	if opts.Phases["ceiling"] {
 		if err := b.ceilingPhase(ctx, rep); err != nil {
 			return nil, err
@@ -318,11 +325,6 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Phases["scale"] {
 		if err := b.scalePhase(ctx, rep); err != nil {
 			return nil, fmt.Errorf("running the scale phase: %w", err)
-		}
-	}
-	if opts.Phases["floor"] {
-		if err := b.floorPhase(ctx, rep); err != nil {
-			return nil, fmt.Errorf("running the floor phase: %w", err)
 		}
 	}
 	if opts.Phases["capture"] {
