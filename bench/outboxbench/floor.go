@@ -51,16 +51,15 @@ type FloorRun struct {
 func (b *bench) floorPhase(ctx context.Context, rep *Report) error {
 	def := DefaultSettings()
 	rows := b.opts.Rows
-	for _, name := range []string{"http client", "webhook publisher"} {
-		r, err := b.httpFloor(ctx, name, rows, def.Concurrency)
-		if err != nil {
-			return fmt.Errorf("measuring the %s floor: %w", name, err)
+	for _, name := range []string{"http client", "webhook publisher", "claim+sent updates", "sent update only"} {
+		var r FloorRun
+		var err error
+		switch name {
+		case "http client", "webhook publisher":
+			r, err = b.httpFloor(ctx, name, rows, def.Concurrency)
+		default:
+			r, err = b.updateFloor(ctx, name, rows, def.BatchSize)
 		}
-		rep.Floors = append(rep.Floors, r)
-		rep.Problems = append(rep.Problems, prefixed("floor "+name, r.Problems)...)
-	}
-	for _, name := range []string{"claim+sent updates", "sent update only"} {
-		r, err := b.updateFloor(ctx, name, rows, def.BatchSize)
 		if err != nil {
 			return fmt.Errorf("measuring the %s floor: %w", name, err)
 		}
