@@ -161,8 +161,12 @@ func Round(v float64, digits int) float64 {
 }
 
 // StartCPUProfile starts a CPU profile of this process into the file path; the function it
-// returns stops the profile and closes the file.
+// returns stops the profile and closes the file. Beside it, the allocation profile of the
+// process is written at the start (path + ".allocs-start") and at the stop (path +
+// ".allocs"), so that `go tool pprof -sample_index=alloc_space -diff_base=<start> <stop>`
+// shows what was allocated during the profiled span.
 func StartCPUProfile(path string) (stop func(), err error) {
+	writeAllocs(path + ".allocs-start")
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, fmt.Errorf("creating the CPU profile: %w", err)
@@ -174,5 +178,17 @@ func StartCPUProfile(path string) (stop func(), err error) {
 	return func() {
 		pprof.StopCPUProfile()
 		_ = f.Close()
+		writeAllocs(path + ".allocs")
 	}, nil
+}
+
+// writeAllocs writes the process's allocation profile to path; a failure only loses the
+// profile.
+func writeAllocs(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_ = pprof.Lookup("allocs").WriteTo(f, 0)
 }

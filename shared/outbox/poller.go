@@ -672,14 +672,16 @@ func (r *run) finish(batch []result) {
 	abandon := r.abandon
 	r.mu.Unlock()
 	if !abandon {
-		var sent []store.Claim
+		// Nearly every row of a busy batch is sent: its slices are sized once.
+		sent := make([]store.Claim, 0, len(batch))
 		var retries []store.OutboxRetryParams
 		var deads []store.OutboxDeadParams
 		var defers []deferral
 		// The rows of sent, retries and deads, in their order, for the log lines.
-		var sentRows, retryRows, deadRows []rowLine
+		sentRows := make([]rowLine, 0, len(batch))
+		var retryRows, deadRows []rowLine
 		for _, res := range batch {
-			row := res.f.row
+			row := &res.f.row
 			pl := res.plan
 			if pl == nil {
 				pl = p.defPlan
@@ -756,9 +758,10 @@ func changedSet(ids []string) map[string]bool {
 	return m
 }
 
-// rowLine is a finished row and its destination, for the log lines about it.
+// rowLine is a finished row and its destination, for the log lines about it. row points at
+// the row of its flight, which outlives the finishing writes.
 type rowLine struct {
-	row  store.OutboxMessage
+	row  *store.OutboxMessage
 	dest string
 	sc   trace.SpanContext // the delivery span, when tracing is on
 }
@@ -785,7 +788,7 @@ func (r *run) finishSent(ctx context.Context, claims []store.Claim, rows []rowLi
 		}
 		r.sum.ClaimsLost++
 		p.metrics.ClaimLost()
-		p.rowLog(rows[i].row, rows[i].dest, rows[i].sc).Error("outbox message was delivered after its claim was lost; the new owner delivers it again, a duplicate")
+		p.rowLog(*rows[i].row, rows[i].dest, rows[i].sc).Error("outbox message was delivered after its claim was lost; the new owner delivers it again, a duplicate")
 	}
 }
 
@@ -804,7 +807,7 @@ func (r *run) finishRetries(ctx context.Context, retries []store.OutboxRetryPara
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, rt := range retries {
-		log := p.rowLog(rows[i].row, rows[i].dest, rows[i].sc)
+		log := p.rowLog(*rows[i].row, rows[i].dest, rows[i].sc)
 		if changed[rt.ID] {
 			r.sum.Retried++
 			p.metrics.Outcome("failed")
@@ -833,7 +836,7 @@ func (r *run) finishDeads(ctx context.Context, deads []store.OutboxDeadParams, r
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i, d := range deads {
-		log := p.rowLog(rows[i].row, rows[i].dest, rows[i].sc)
+		log := p.rowLog(*rows[i].row, rows[i].dest, rows[i].sc)
 		if changed[d.ID] {
 			r.sum.Dead++
 			p.metrics.Outcome("dead")
@@ -851,8 +854,8 @@ type deferral struct {
 	store.OutboxDeferParams
 	dest   string
 	reason string
-	row    store.OutboxMessage
-	sc     trace.SpanContext // the delivery span, when tracing is on
+	row    *store.OutboxMessage // the row of its flight
+	sc     trace.SpanContext    // the delivery span, when tracing is on
 }
 
 func (r *run) finishDefers(ctx context.Context, defers []deferral) {
@@ -883,7 +886,7 @@ func (r *run) finishDefers(ctx context.Context, defers []deferral) {
 		}
 		r.sum.ClaimsLost++
 		p.metrics.ClaimLost()
-		p.rowLog(d.row, d.dest, d.sc).Warn("outbox deferral lost its claim; another replica owns the message")
+		p.rowLog(*d.row, d.dest, d.sc).Warn("outbox deferral lost its claim; another replica owns the message")
 	}
 }
 

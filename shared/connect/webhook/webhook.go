@@ -90,8 +90,8 @@ type Publisher struct {
 	// static or credential header, and the hop-by-hop ones (package forwarded).
 	guard forwarded.Guard
 	// secrets are the credential strings that must never appear in an error.
-	secrets   []string
-	client    *http.Client
+	secrets []string
+	// transport sends the deliveries; the OAuth2 token fetch goes through a client over it.
 	transport *http.Transport
 	metrics   Metrics
 	cancel    context.CancelFunc
@@ -140,10 +140,11 @@ func New(cfg Config, metrics Metrics) (*Publisher, error) {
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
+	// The client of the OAuth2 token fetch. A redirect is never followed, there or in a
+	// delivery (which goes to the transport itself): it could take the credentials elsewhere.
+	// The 3xx answer itself comes back and fails the request.
 	client := &http.Client{
 		Transport: transport,
-		// A redirect is never followed: it could take the credentials elsewhere. The 3xx
-		// answer itself comes back and fails the publish.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 
@@ -153,7 +154,6 @@ func New(cfg Config, metrics Metrics) (*Publisher, error) {
 		url:       target,
 		timeout:   cfg.Timeout,
 		maxBody:   cfg.MaxErrorBodyBytes,
-		client:    client,
 		transport: transport,
 		metrics:   metrics,
 		cancel:    cancel,
@@ -274,7 +274,9 @@ func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 	if err != nil {
 		return fmt.Errorf("building the request to destination %s: %w", p.name, stripURL(err))
 	}
-	h := req.Header
+	// Sized once for the standard headers and a few more, instead of growing while they go in.
+	h := make(http.Header, 8+len(p.headers)+len(rowHeaders))
+	req.Header = h
 	h["Content-Type"] = []string{"application/json"}
 	h["X-Message-Id"] = []string{m.ID}
 	h["X-Topic"] = []string{m.Topic}
@@ -315,7 +317,10 @@ func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 		}
 	}
 
-	resp, err := p.client.Do(req)
+	// The transport, not the client: the client would only add what this publisher never
+	// uses (following redirects, a URL's user info, a client timeout), and it copies every
+	// request's headers for the redirects it would follow.
+	resp, err := p.transport.RoundTrip(req)
 	if err != nil {
 		p.metrics.HTTPResponse("other")
 		return p.requestError(parent, ctx, err)
