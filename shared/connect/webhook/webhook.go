@@ -144,7 +144,7 @@ func New(cfg Config, metrics Metrics) (*Publisher, error) {
 	// delivery (which goes to the transport itself): it could take the credentials elsewhere.
 	// The 3xx answer itself comes back and fails the request.
 	client := &http.Client{
-		Transport: transport,
+		Transport:     transport,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 
