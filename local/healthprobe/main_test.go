@@ -35,8 +35,9 @@ func TestRun(t *testing.T) {
 		wantStatus int
 		wantErr    string
 	}{
-		{name: "healthy", args: []string{srv.URL + "/health"}, wantStatus: 0},
-		{name: "503", args: []string{srv.URL + "/down"}, wantStatus: 1, wantErr: "503 Service Unavailable"},
+		// Seconds, not the default 3 s: a loaded machine may be slow to answer on loopback.
+		{name: "healthy", args: []string{"-timeout", "8s", srv.URL + "/health"}, wantStatus: 0},
+		{name: "503", args: []string{"-timeout", "8s", srv.URL + "/down"}, wantStatus: 1, wantErr: "503 Service Unavailable"},
 		{name: "timeout", args: []string{"-timeout", "100ms", srv.URL + "/slow"}, wantStatus: 1, wantErr: "deadline exceeded"},
 		{name: "refused", args: []string{"http://127.0.0.1:1/health"}, wantStatus: 1, wantErr: "probing"},
 		{name: "two urls", args: []string{"a", "b"}, wantStatus: 2, wantErr: "at most one URL"},

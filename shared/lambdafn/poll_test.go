@@ -129,12 +129,12 @@ func TestPollContinuousClaimsUntilTheMargin(t *testing.T) {
 
 func TestPollAbandonsAHangingPublishBeforeTheDeadline(t *testing.T) {
 	t.Parallel()
-	// The hanging publish is cut a quarter of the margin (1 s) before the deadline, which
-	// leaves a loaded machine a second to abandon it and return.
-	f := newFunction(t, newReceiver(t, true), map[string]string{"LAMBDA_MARGIN_MS": "4000"})
+	// The hanging publish is cut a quarter of the margin (3 s) before the deadline, which
+	// leaves a loaded machine seconds to abandon it and return.
+	f := newFunction(t, newReceiver(t, true), map[string]string{"LAMBDA_MARGIN_MS": "12000"})
 	ids := f.insert(t, 1, "stuck")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 16*time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	sum, returned := f.invoke(t, ctx)

@@ -154,6 +154,7 @@ func TestARetryAfterSetsTheNextAttemptUpToTheCap(t *testing.T) {
 			rc := newReceiver(t, nil)
 			rc.respond = nil
 			answered := make(chan time.Time, 1)
+			var date time.Time // the Retry-After date of the 503, set before answered
 			rc.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				rc.mu.Lock()
 				rc.got = append(rc.got, request{Header: r.Header.Clone(), At: time.Now()})
@@ -163,6 +164,7 @@ func TestARetryAfterSetsTheNextAttemptUpToTheCap(t *testing.T) {
 					v := tc.retryAfter
 					if v == "" {
 						v = time.Now().Add(tc.want + 500*time.Millisecond).UTC().Format(http.TimeFormat)
+						date, _ = http.ParseTime(v)
 					}
 					w.Header().Set("Retry-After", v)
 					w.WriteHeader(tc.status)
@@ -180,15 +182,22 @@ func TestARetryAfterSetsTheNextAttemptUpToTheCap(t *testing.T) {
 				_, attempt := retryGap(t, fx, id)
 				return attempt == 1 || readRow(t, fx.pool, id).State == "sent"
 			})
-			if readRow(t, fx.pool, id).State != "sent" {
-				gap, _ := retryGap(t, fx, id)
-				// A date has a resolution of one second: it asks for tc.want + 0.5 s, less up
-				// to a second.
-				low, high := tc.want-10*time.Millisecond, tc.want+100*time.Millisecond
-				if tc.retryAfter == "" {
-					low, high = tc.want-time.Second, tc.want+600*time.Millisecond
+			switch {
+			case readRow(t, fx.pool, id).State == "sent":
+			case tc.retryAfter == "":
+				// A date names a moment: the next attempt is at that moment, whenever the
+				// answer was read. It cannot be earlier, and it is later at most by the time
+				// between the answer and the write that scheduled it.
+				var scheduled, written time.Time
+				if err := fx.pool.QueryRow(context.Background(), `SELECT scheduled_at, updated_at FROM outbox WHERE id = $1`, id).Scan(&scheduled, &written); err != nil {
+					t.Fatal(err)
 				}
-				if gap < low || gap > high {
+				if lag := written.Sub(first); scheduled.Before(date.Add(-100*time.Millisecond)) || scheduled.After(date.Add(lag+100*time.Millisecond)) {
+					t.Errorf("the next attempt was scheduled at %s, want the Retry-After date %s (written %s after the answer)", scheduled, date, lag)
+				}
+			default:
+				gap, _ := retryGap(t, fx, id)
+				if low, high := tc.want-10*time.Millisecond, tc.want+100*time.Millisecond; gap < low || gap > high {
 					t.Errorf("the next attempt was scheduled %s after the failure, want %s (at most the cap %s)", gap, tc.want, tc.maxDelay)
 				}
 			}

@@ -458,8 +458,16 @@ func TestAbandonedClaimIsDeliveredAfterItsLease(t *testing.T) {
 	if s := readRow(t, fx.pool, id); s.Attempt != 0 {
 		t.Errorf("attempt = %d, want 0", s.Attempt)
 	}
-	if rc.count() != 1 {
-		t.Errorf("deliveries = %d", rc.count())
+	// At least once: the rescue delivers the row; a rescue whose own lease a stalled machine
+	// let lapse may deliver it again, and every request is that row.
+	reqs := rc.requests()
+	if len(reqs) < 1 {
+		t.Error("the orphaned row was never delivered")
+	}
+	for _, r := range reqs {
+		if got := r.Header.Get("X-Message-Id"); got != id {
+			t.Errorf("a request carried X-Message-Id %q, want %q", got, id)
+		}
 	}
 }
 

@@ -286,8 +286,9 @@ func TestRenewalThatFindsTheFenceGoneSkipsTheRow(t *testing.T) {
 	}
 	m := &countMetrics{}
 	// The first row's claim lives only through renewals (every lease / 3) while its forward
-	// is held; a lease of seconds keeps a renewal that a busy machine delays from losing it.
-	r := newRelay(t, h, relay.Config{ClaimTimeout: 3 * time.Second}, m)
+	// is held; a lease of seconds keeps a renewal that a busy machine delays (by up to two
+	// thirds of the lease, 4 s) from losing it.
+	r := newRelay(t, h, relay.Config{ClaimTimeout: 6 * time.Second}, m)
 
 	sum := r.RunOnce(context.Background())
 
@@ -344,17 +345,17 @@ func TestRenewalKeepsASlowBatch(t *testing.T) {
 		ids = append(ids, insertInbox(t, fx.store, inboxRow{Source: "stripe", Key: fmt.Sprint(i), Aggregate: fmt.Sprint("agg-", i), EventType: "e"}))
 	}
 	// A lease of seconds: a renewal (every lease / 3) that a busy machine delays by up to two
-	// thirds of it still finds the claim alive.
-	const lease = 3 * time.Second
+	// thirds of it (4 s) still finds the claim alive.
+	const lease = 6 * time.Second
 	h := &hookStore{InboxStore: fx.store}
 	h.beforeForward = func(ctx context.Context, p store.InboxForwardParams) error {
 		if p.Claim.ID != ids[0] {
 			return nil
 		}
-		// A forward that outlives the lease by half of it and lasts until three renewals
+		// A forward that outlives the lease by a fifth of it and lasts until three renewals
 		// succeeded; every row of the batch stays claimed only through renewals.
 		start := time.Now()
-		for time.Since(start) < 3*lease/2 || (h.renews.Load() < 3 && time.Since(start) < 30*time.Second) {
+		for time.Since(start) < 6*lease/5 || (h.renews.Load() < 3 && time.Since(start) < 60*time.Second) {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()

@@ -89,8 +89,9 @@ func loadSuite(t testing.TB) (cases []suiteCase, datasets map[string]json.RawMes
 // returns nil when it passes.
 func runSuiteCase(e *Engine, c suiteCase, datasets map[string]json.RawMessage) error {
 	// Cases with timelimit and depth are time-boxed by the suite's runner, which throws U1001;
-	// the others run unbounded there, so give them room here.
-	limits := Limits{Timeout: 5 * time.Second, MaxDepth: 1_000_000}
+	// the others run unbounded there, so give them room here: tens of seconds, which goja
+	// under the race detector on a busy machine may need for the heaviest ones.
+	limits := Limits{Timeout: 30 * time.Second, MaxDepth: 1_000_000}
 	if c.has("timelimit") && c.has("depth") {
 		var ms, depth int
 		_ = json.Unmarshal(c.fields["timelimit"], &ms)

@@ -280,7 +280,7 @@ func TestWakerCloseEndsAnInvokeInFlight(t *testing.T) {
 	}()
 	select {
 	case <-closed:
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Close did not return while an invoke was in flight")
 	}
 	inv.Close()

@@ -234,7 +234,7 @@ func TestCreatesTheSlotAndWakesOnCommittedInserts(t *testing.T) {
 	require.EqualValues(t, 1, w.n.Load(), "the attempt woke delivery once")
 
 	e.insert(t, "k1")
-	waitFor(t, 30*time.Second, "the wake of the insert", func() bool { return w.n.Load() == 2 })
+	waitFor(t, 30*time.Second, "the wake of the insert", func() bool { return w.n.Load() >= 2 })
 
 	// Updates, deletes, an uncommitted insert and a table outside the publication wake nothing;
 	// a transaction with many inserts wakes once.
@@ -363,7 +363,7 @@ func TestABurstOfInsertsCostsFewInvokes(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	waitFor(t, 60*time.Second, "1 000 insert wakes", func() bool { return r.Stats().Wakes == writers*each })
+	waitFor(t, 60*time.Second, "1 000 insert wakes", func() bool { return r.Stats().Wakes >= writers*each })
 	lastWake := time.Now()
 	// The invoker always follows the last wake with an invoke that starts after it.
 	waitFor(t, 30*time.Second, "the invoke after the last wake", func() bool {
@@ -402,7 +402,7 @@ func TestRestartResumesFromOffsets(t *testing.T) {
 	for i := range 3 {
 		e.insert(t, "before-"+string(rune('a'+i)))
 	}
-	waitFor(t, 30*time.Second, "the first connector's wakes", func() bool { return first.Stats().Wakes == 3 })
+	waitFor(t, 30*time.Second, "the first connector's wakes", func() bool { return first.Stats().Wakes >= 3 })
 	handled, err := pglogrepl.ParseLSN(first.Stats().Handled)
 	require.NoError(t, err)
 	require.NoError(t, first.stop(t))
@@ -472,7 +472,7 @@ func TestReconnectsAfterTheServerEndsTheStream(t *testing.T) {
 	r.waitStreaming(t)
 	before := r.Stats().Wakes
 	e.insert(t, "after-reconnect")
-	waitFor(t, 30*time.Second, "the wake after the reconnect", func() bool { return r.Stats().Wakes == before+1 })
+	waitFor(t, 30*time.Second, "the wake after the reconnect", func() bool { return r.Stats().Wakes >= before+1 })
 	_, _, ok := e.slot(t, e.slotName)
 	assert.True(t, ok)
 }
@@ -637,7 +637,7 @@ func TestTakesOverWhenTheOwnersSessionEnds(t *testing.T) {
 	require.NoError(t, err)
 	r.waitStreaming(t)
 	e.insert(t, "after-takeover")
-	waitFor(t, 30*time.Second, "the wake of the insert", func() bool { return r.Stats().Wakes == 1 })
+	waitFor(t, 30*time.Second, "the wake of the insert", func() bool { return r.Stats().Wakes >= 1 })
 	assert.EqualValues(t, r.Stats().Attempts+1, w.n.Load(), "every attempt and the insert woke delivery")
 	require.NoError(t, r.Fault())
 }
