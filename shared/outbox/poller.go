@@ -478,16 +478,17 @@ func (p *Poller) deliver(ctx context.Context, f *flight) result {
 	if p.tracer == nil {
 		return p.deliverRow(ctx, f, nil)
 	}
-	opts := []trace.SpanStartOption{
-		trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(
-			attribute.String("queuebox.message_id", f.row.ID),
-			attribute.String("queuebox.topic", f.row.Topic),
-			attribute.Int("queuebox.attempt", f.row.Attempt)),
-	}
+	// One attribute slice and one option slice, each allocated once at its final size.
+	attrs := make([]attribute.KeyValue, 3, 4)
+	attrs[0] = attribute.String("queuebox.message_id", f.row.ID)
+	attrs[1] = attribute.String("queuebox.topic", f.row.Topic)
+	attrs[2] = attribute.Int("queuebox.attempt", f.row.Attempt)
 	if f.row.Key != "" {
-		opts = append(opts, trace.WithAttributes(attribute.String("queuebox.key", f.row.Key)))
+		attrs = append(attrs, attribute.String("queuebox.key", f.row.Key))
 	}
+	opts := make([]trace.SpanStartOption, 2, 3)
+	opts[0] = trace.WithSpanKind(trace.SpanKindProducer)
+	opts[1] = trace.WithAttributes(attrs...)
 	if f.claimSpan.IsValid() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: f.claimSpan}))
 	}

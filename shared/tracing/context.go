@@ -68,7 +68,7 @@ func ContextFromHeaders(ctx context.Context, headers map[string]string) context.
 // ContextFromJSON is ContextFromHeaders over a headers column (a JSON object). Headers that
 // are not a JSON object, or whose traceparent is not a string, leave ctx unchanged.
 func ContextFromJSON(ctx context.Context, headers json.RawMessage) context.Context {
-	if len(headers) == 0 || !strings.Contains(strings.ToLower(string(headers)), HeaderTraceparent) {
+	if len(headers) == 0 || !containsFold(headers, HeaderTraceparent) {
 		return ctx
 	}
 	var raw map[string]json.RawMessage
@@ -85,6 +85,28 @@ func ContextFromJSON(ctx context.Context, headers json.RawMessage) context.Conte
 		}
 	}
 	return ContextFromHeaders(ctx, h)
+}
+
+// containsFold reports whether b holds lower, an ASCII lower-case string, in any letter case,
+// without copying b (ContextFromJSON runs for every delivered row when tracing is on).
+func containsFold(b []byte, lower string) bool {
+	n := len(lower)
+	for i := 0; i+n <= len(b); i++ {
+		j := 0
+		for ; j < n; j++ {
+			c := b[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != lower[j] {
+				break
+			}
+		}
+		if j == n {
+			return true
+		}
+	}
+	return false
 }
 
 // SetHeaders writes the span context of ctx into headers as traceparent (and tracestate when
