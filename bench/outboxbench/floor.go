@@ -51,20 +51,23 @@ type FloorRun struct {
 func (b *bench) floorPhase(ctx context.Context, rep *Report) error {
 	def := DefaultSettings()
 	rows := b.opts.Rows
-	for _, name := range []string{"http client", "webhook publisher", "claim+sent updates", "sent update only"} {
-		var r FloorRun
-		var err error
-		switch name {
-		case "http client", "webhook publisher":
-			r, err = b.httpFloor(ctx, name, rows, def.Concurrency)
-		default:
-			r, err = b.updateFloor(ctx, name, rows, def.BatchSize)
-		}
+	floors := []struct {
+		name    string
+		measure func(ctx context.Context, name string, rows, n int) (FloorRun, error)
+		n       int // the concurrency of an HTTP floor, the batch of an update floor
+	}{
+		{"http client", b.httpFloor, def.Concurrency},
+		{"webhook publisher", b.httpFloor, def.Concurrency},
+		{"claim+sent updates", b.updateFloor, def.BatchSize},
+		{"sent update only", b.updateFloor, def.BatchSize},
+	}
+	for _, f := range floors {
+		r, err := f.measure(ctx, f.name, rows, f.n)
 		if err != nil {
-			return fmt.Errorf("measuring the %s floor: %w", name, err)
+			return fmt.Errorf("measuring the %s floor: %w", f.name, err)
 		}
 		rep.Floors = append(rep.Floors, r)
-		rep.Problems = append(rep.Problems, prefixed("floor "+name, r.Problems)...)
+		rep.Problems = append(rep.Problems, prefixed("floor "+f.name, r.Problems)...)
 	}
 	return nil
 }
