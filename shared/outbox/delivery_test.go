@@ -676,3 +676,62 @@ func TestPendingGaugesRefreshAtMostOncePerInterval(t *testing.T) {
 		t.Errorf("queue depth = %v", m.depth)
 	}
 }
+
+// recordedClaims is the real store with a record of each claim's parameters.
+type recordedClaims struct {
+	store.OutboxStore
+	mu     sync.Mutex
+	params []store.OutboxClaimParams
+}
+
+func (r *recordedClaims) OutboxClaim(ctx context.Context, p store.OutboxClaimParams) ([]store.OutboxMessage, error) {
+	r.mu.Lock()
+	r.params = append(r.params, p)
+	r.mu.Unlock()
+	return r.OutboxStore.OutboxClaim(ctx, p)
+}
+
+// TestAShortClaimBoundsTheNext: three keys with 30 rows each. Each claim can take only the
+// head of each key, so it comes back short, and the claim after it examines a window of its
+// limit (store.OutboxClaimParams.Window) instead of every held row. Every row arrives, each
+// key in order.
+func TestAShortClaimBoundsTheNext(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t)
+	rc := newReceiver(t, nil)
+	const keys, perKey = 3, 30
+	for i := range keys * perKey {
+		insert(t, fx.store, store.OutboxInsertParams{Topic: "order.hot", Key: fmt.Sprintf("k%d", i%keys),
+			Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
+	}
+	rec := &recordedClaims{OutboxStore: fx.store}
+	p := newPoller(t, rec, outbox.Config{BatchSize: 10, Concurrency: 4, PollInterval: time.Hour}, rc, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sum := p.Run(ctx, outbox.RunOptions{StopWhenIdle: true})
+	if sum.Sent != keys*perKey {
+		t.Fatalf("summary = %+v; want %d sent", sum, keys*perKey)
+	}
+	last := map[string]int{}
+	for _, r := range rc.requests() {
+		var body struct{ N int }
+		if err := json.Unmarshal([]byte(r.Body), &body); err != nil {
+			t.Fatalf("body %q: %v", r.Body, err)
+		}
+		key := r.Header.Get("X-Message-Key")
+		if prev, ok := last[key]; ok && body.N <= prev {
+			t.Errorf("key %s: row %d arrived after row %d", key, body.N, prev)
+		}
+		last[key] = body.N
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.params) < 2 || rec.params[0].Window != 0 {
+		t.Fatalf("claims %+v: want the first without a window", rec.params)
+	}
+	for i, cp := range rec.params[1:] {
+		if cp.Window != cp.Limit {
+			t.Errorf("claim %d after a short one: window %d, want its limit %d", i+1, cp.Window, cp.Limit)
+		}
+	}
+}

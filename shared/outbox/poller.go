@@ -229,6 +229,13 @@ type run struct {
 	finishing int
 	sum       Summary
 	abandon   bool
+	// short is true when the last claim took fewer rows than it asked for. The next claim
+	// then examines at most limit due rows in order (store.OutboxClaimParams.Window) and
+	// looks past them per key: a claim comes back short when few rows are due, or when the
+	// due rows ahead are held by their keys (a few keys with deep backlogs), where a claim
+	// without the window examines every due row each time (10 keys, 20 000 rows: 205-235 ms
+	// a claim).
+	short bool
 
 	publishers sync.WaitGroup
 	helpers    sync.WaitGroup
@@ -419,13 +426,20 @@ func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
 	if p.tracer != nil {
 		claimStart = time.Now()
 	}
-	rows, err := p.store.OutboxClaim(ctx, store.OutboxClaimParams{Limit: limit, Lease: p.cfg.ClaimTimeout})
+	params := store.OutboxClaimParams{Limit: limit, Lease: p.cfg.ClaimTimeout}
+	r.mu.Lock()
+	if r.short {
+		params.Window = limit
+	}
+	r.mu.Unlock()
+	rows, err := p.store.OutboxClaim(ctx, params)
 	claimSpan := p.claimSpan(ctx, claimStart, limit, len(rows), err)
 	if err != nil {
 		return 0, fmt.Errorf("claiming outbox batch: %w", err)
 	}
 	r.mu.Lock()
 	r.sum.Claimed += len(rows)
+	r.short = len(rows) < limit
 	r.mu.Unlock()
 	debug := p.log.Enabled(ctx, slog.LevelDebug)
 	for _, row := range rows {

@@ -84,6 +84,12 @@ type OutboxClaimParams struct {
 	Limit int
 	// Lease is the lease duration; lease_expires_at = database clock + Lease.
 	Lease time.Duration
+	// Window, when above 0, bounds the due pending rows that the claim examines in order to
+	// Window; when they hold fewer than Limit rows that their keys let go, the claim takes
+	// the first row of each key and rows without a key from past the window instead. The
+	// poller sets it on the claim after one that came back short, when the rows ahead are
+	// likely held by a few keys. A store may ignore it: the rows claimed qualify either way.
+	Window int
 }
 
 // OutboxRenewParams are the parameters of OutboxRenew.

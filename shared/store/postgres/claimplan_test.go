@@ -27,27 +27,9 @@ SELECT 'later', CASE WHEN g % 2 = 0 THEN 'k' || (g % 50) END, '{"n":1}', now() +
 FROM generate_series(1, 5000) AS g`)
 	dbtest.Exec(t, ps.pool.pool, `VACUUM ANALYZE outbox`)
 
-	blocks := func() int {
-		t.Helper()
-		tx, err := ps.pool.pool.Begin(ctx)
-		require.NoError(t, err)
-		defer func() { _ = tx.Rollback(ctx) }()
-		var plan []byte
-		require.NoError(t, tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+ps.sql.outboxClaim,
-			100, micros(time.Minute)).Scan(&plan))
-		var out []struct {
-			Plan struct {
-				Hit  int `json:"Shared Hit Blocks"`
-				Read int `json:"Shared Read Blocks"`
-			} `json:"Plan"`
-		}
-		require.NoError(t, json.Unmarshal(plan, &out), "the plan: %s", plan)
-		require.Len(t, out, 1)
-		return out[0].Plan.Hit + out[0].Plan.Read
-	}
 	// Reading every waiting row touches hundreds of heap and index pages; the bounded scan
 	// reads the first leaf of the index and stops.
-	got := blocks()
+	got := claimBlocks(t, ps, ps.sql.outboxClaim, 100, micros(time.Minute))
 	require.Less(t, got, 20, "the claim read %d blocks with no row due among 5 000", got)
 
 	msgs, err := ps.OutboxClaim(ctx, store.OutboxClaimParams{Limit: 100, Lease: time.Minute})
@@ -60,4 +42,60 @@ FROM generate_series(1, 5000) AS g`)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1, "the due row is claimed, the 5 000 waiting rows are not")
 	require.Equal(t, id, msgs[0].ID)
+}
+
+// claimBlocks runs a claim statement under EXPLAIN ANALYZE in a transaction that it rolls
+// back, and returns the shared blocks that it read (hit or read).
+func claimBlocks(t *testing.T, ps *Store, sql string, args ...any) int {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := ps.pool.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	var plan []byte
+	require.NoError(t, tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, args...).Scan(&plan))
+	var out []struct {
+		Plan struct {
+			Hit  int `json:"Shared Hit Blocks"`
+			Read int `json:"Shared Read Blocks"`
+		} `json:"Plan"`
+	}
+	require.NoError(t, json.Unmarshal(plan, &out), "the plan: %s", plan)
+	require.Len(t, out, 1)
+	return out[0].Plan.Hit + out[0].Plan.Read
+}
+
+// TestOutboxWindowedClaimReadsPastHeldKeysCheaply: 10 keys with 500 rows each, their heads in
+// flight. Every due row is then held by its key, so a claim without a window examines all
+// 4 990 of them to find nothing; with a window of 100 it examines 100 and then the heads of
+// the 10 keys. It checks the blocks that each reads.
+func TestOutboxWindowedClaimReadsPastHeldKeysCheaply(t *testing.T) {
+	s, _ := openStore(t, storetest.SchemaMigrated)
+	ps := s.(*Store)
+	ctx := context.Background()
+	dbtest.Exec(t, ps.pool.pool, `
+INSERT INTO outbox (topic, key, payload)
+SELECT 'hot', 'k' || (g % 10), '{"n":1}'
+FROM generate_series(1, 5000) AS g`)
+	dbtest.Exec(t, ps.pool.pool, `VACUUM ANALYZE outbox`)
+	heads, err := ps.OutboxClaim(ctx, store.OutboxClaimParams{Limit: 100, Lease: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, heads, 10, "the first claim takes the head of each key")
+
+	unbounded := claimBlocks(t, ps, ps.sql.outboxClaim, 100, micros(time.Minute))
+	windowed := claimBlocks(t, ps, ps.sql.outboxClaimWindow, 100, micros(time.Minute), 100)
+	t.Logf("blocks read: %d without a window, %d with a window of 100", unbounded, windowed)
+	require.Less(t, windowed*4, unbounded, "the windowed claim read %d blocks, the unbounded one %d", windowed, unbounded)
+
+	msgs, err := ps.OutboxClaim(ctx, store.OutboxClaimParams{Limit: 100, Lease: time.Minute, Window: 100})
+	require.NoError(t, err)
+	require.Empty(t, msgs, "every key has its head in flight")
+	sent, err := ps.OutboxMarkSent(ctx, []store.Claim{heads[3].Claim()})
+	require.NoError(t, err)
+	require.Len(t, sent, 1)
+	msgs, err = ps.OutboxClaim(ctx, store.OutboxClaimParams{Limit: 100, Lease: time.Minute, Window: 100})
+	require.NoError(t, err)
+	require.Len(t, msgs, 1, "the sent head lets its key's next row go")
+	require.Equal(t, heads[3].Key, msgs[0].Key)
+	require.Equal(t, heads[3].Sequence+10, msgs[0].Sequence)
 }

@@ -37,6 +37,7 @@ var _ store.Store = (*Store)(nil)
 type statements struct {
 	outboxInsert         [insertVariants]string
 	outboxClaim          string
+	outboxClaimWindow    string
 	outboxRenew          string
 	outboxMarkSent       string
 	outboxRetry          string
@@ -238,6 +239,7 @@ func buildStatements(n store.Names) (statements, error) {
 		outbox(&st.outboxInsert[v], outboxInsertSQL(v))
 	}
 	outbox(&st.outboxClaim, outboxClaimSQL)
+	outbox(&st.outboxClaimWindow, outboxClaimWindowSQL)
 	outbox(&st.outboxRenew, outboxRenewSQL)
 	outbox(&st.outboxMarkSent, outboxMarkSentSQL)
 	outbox(&st.outboxRetry, outboxRetrySQL)

@@ -34,6 +34,68 @@ func outboxTests() []testCase {
 		{name: "OutboxDeleteFinished", run: testOutboxDeleteFinished},
 		{name: "OutboxDeleteExcess", run: testOutboxDeleteExcess},
 		{name: "OutboxRefusesBadParams", run: testOutboxRefusesBadParams},
+		{name: "OutboxClaimPastHeldKeys", custom: true, run: testOutboxClaimPastHeldKeys},
+		// The claims of these tests again with a Window (the claim after a short one): the
+		// same rows qualify, whichever way the store finds them. In the two concurrent tests
+		// every other worker claims with the window, against the others' claims without.
+		{name: "OutboxClaimTakesDueRowsInOrderWindowed", custom: true, run: windowed(testOutboxClaimTakesDueRowsInOrder)},
+		{name: "OutboxClaimNeverTakesARowTwiceWindowed", run: windowed(testOutboxClaimNeverTakesARowTwice)},
+		{name: "OutboxKeyOrderUnderConcurrencyWindowed", run: windowed(testOutboxKeyOrderUnderConcurrency)},
+		{name: "OutboxRetryHoldsKeyDeadReleasesItWindowed", custom: true, run: windowed(testOutboxRetryHoldsKeyDeadReleasesIt)},
+		{name: "OutboxEmptyAndNullKeysAreUnorderedWindowed", custom: true, run: windowed(testOutboxEmptyAndNullKeysAreUnordered)},
+		{name: "OutboxClaimPastHeldKeysWindowed", custom: true, run: windowed(testOutboxClaimPastHeldKeys)},
+	}
+}
+
+// windowed runs a test with claims of Window 1, which a store raises to the claim's limit:
+// the smallest window, so that the claims look past it as often as they can.
+func windowed(run func(t *testing.T, e *env)) func(t *testing.T, e *env) {
+	return func(t *testing.T, e *env) {
+		e.window = 1
+		run(t, e)
+	}
+}
+
+// workerWindow is the Window of worker w's claims: every other worker claims with the test's
+// window.
+func (e *env) workerWindow(w int) int {
+	if w%2 == 1 {
+		return e.window
+	}
+	return 0
+}
+
+// testOutboxClaimPastHeldKeys: three keys with 30 rows each come first, then rows with a null
+// and with an empty key. A claim of 10 takes the first row of each key and then the rows
+// without a key in sequence order: the 87 held rows ahead of them keep no row back.
+func testOutboxClaimPastHeldKeys(t *testing.T, e *env) {
+	var batch []store.OutboxInsertParams
+	for _, k := range []string{"a", "b", "c"} {
+		for i := range 30 {
+			batch = append(batch, store.OutboxInsertParams{Topic: "t", Key: k, Payload: payloadN(i)})
+		}
+	}
+	for i := range 10 {
+		batch = append(batch, store.OutboxInsertParams{Topic: "t", Payload: payloadN(100 + i)})
+	}
+	ids := e.insert(t, batch...)
+	for _, id := range ids[95:] {
+		e.changeOutbox(t, id, Change{EmptyKey: true})
+	}
+	heads := []string{ids[0], ids[30], ids[60]}
+	want := slices.Concat(heads, ids[90:97])
+	first := e.claim(t, 10)
+	if !slices.Equal(msgIDs(first), want) {
+		t.Fatalf("claim of 10: got %v, want the heads of a, b and c and the first 7 rows without a key %v", msgIDs(first), want)
+	}
+	// With the heads in flight only the 3 rows without a key are left.
+	if got := e.claim(t, 10); !slices.Equal(msgIDs(got), ids[97:]) {
+		t.Fatalf("second claim: got %v, want the last rows without a key %v", msgIDs(got), ids[97:])
+	}
+	// a's and c's heads are sent and their second rows follow; b's head stays in flight.
+	e.markSent(t, first[0].Claim(), first[2].Claim())
+	if got := e.claim(t, 10); !slices.Equal(msgIDs(got), []string{ids[1], ids[61]}) {
+		t.Fatalf("claim after a's and c's heads were sent: got %v, want [%s %s]", msgIDs(got), ids[1], ids[61])
 	}
 }
 
@@ -150,7 +212,7 @@ func testOutboxClaimNeverTakesARowTwice(t *testing.T, e *env) {
 	for w := 0; w < workers; w++ {
 		wg.Go(func() {
 			for e.ctx.Err() == nil {
-				msgs, err := e.s.OutboxClaim(e.ctx, store.OutboxClaimParams{Limit: 20, Lease: lease})
+				msgs, err := e.s.OutboxClaim(e.ctx, store.OutboxClaimParams{Limit: 20, Lease: lease, Window: e.workerWindow(w)})
 				if err != nil {
 					t.Errorf("claiming: %v", err)
 					return
@@ -215,7 +277,7 @@ func testOutboxKeyOrderUnderConcurrency(t *testing.T, e *env) {
 					t.Errorf("deadline: %d of %d rows sent", sent.Load(), rows)
 					return
 				}
-				msgs, err := e.s.OutboxClaim(e.ctx, store.OutboxClaimParams{Limit: 16, Lease: lease})
+				msgs, err := e.s.OutboxClaim(e.ctx, store.OutboxClaimParams{Limit: 16, Lease: lease, Window: e.workerWindow(w)})
 				if err != nil {
 					t.Errorf("claiming: %v", err)
 					return

@@ -214,6 +214,8 @@ type env struct {
 	schema Schema
 	// open opens another database of the harness for a subtest.
 	open func(t testing.TB, schema Schema) (store.Store, Hooks)
+	// window is the Window of the test's claims (store.OutboxClaimParams); 0 claims without.
+	window int
 }
 
 // testTimeout bounds every test; a test that waits on a condition fails at this deadline.
@@ -308,7 +310,7 @@ func (e *env) changeInbox(t *testing.T, id string, c Change) {
 
 func (e *env) claim(t *testing.T, limit int) []store.OutboxMessage {
 	t.Helper()
-	msgs, err := e.s.OutboxClaim(e.ctx, store.OutboxClaimParams{Limit: limit, Lease: lease})
+	msgs, err := e.s.OutboxClaim(e.ctx, store.OutboxClaimParams{Limit: limit, Lease: lease, Window: e.window})
 	if err != nil {
 		t.Fatalf("claiming: %v", err)
 	}
