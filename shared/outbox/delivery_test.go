@@ -682,19 +682,22 @@ type recordedClaims struct {
 	store.OutboxStore
 	mu     sync.Mutex
 	params []store.OutboxClaimParams
+	rows   []int // the rows each claim returned
 }
 
 func (r *recordedClaims) OutboxClaim(ctx context.Context, p store.OutboxClaimParams) ([]store.OutboxMessage, error) {
+	msgs, err := r.OutboxStore.OutboxClaim(ctx, p)
 	r.mu.Lock()
 	r.params = append(r.params, p)
+	r.rows = append(r.rows, len(msgs))
 	r.mu.Unlock()
-	return r.OutboxStore.OutboxClaim(ctx, p)
+	return msgs, err
 }
 
 // TestAShortClaimBoundsTheNext: three keys with 30 rows each. Each claim can take only the
-// head of each key, so it comes back short, and the claim after it examines a window of its
-// limit (store.OutboxClaimParams.Window) instead of every held row. Every row arrives, each
-// key in order.
+// head of each key, so it comes back short (and with keys), and the claim after it examines
+// a window of its limit (store.OutboxClaimParams.Window) instead of every held row. Every row
+// arrives, each key in order.
 func TestAShortClaimBoundsTheNext(t *testing.T) {
 	t.Parallel()
 	fx := newFixture(t)
@@ -733,5 +736,43 @@ func TestAShortClaimBoundsTheNext(t *testing.T) {
 		if cp.Window != cp.Limit {
 			t.Errorf("claim %d after a short one: window %d, want its limit %d", i+1, cp.Window, cp.Limit)
 		}
+	}
+}
+
+// TestFullClaimsWithoutKeysKeepTheUnboundedClaim: 40 rows without a key, claims of 10. The
+// claims that come back full and without keys keep the statement without a window; the one
+// after the first short claim has a window.
+func TestFullClaimsWithoutKeysKeepTheUnboundedClaim(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t)
+	rc := newReceiver(t, nil)
+	for i := range 40 {
+		insert(t, fx.store, store.OutboxInsertParams{Topic: "order.plain", Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
+	}
+	rec := &recordedClaims{OutboxStore: fx.store}
+	p := newPoller(t, rec, outbox.Config{BatchSize: 10, Concurrency: 2, PollInterval: time.Hour}, rc, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if sum := p.Run(ctx, outbox.RunOptions{StopWhenIdle: true}); sum.Sent != 40 {
+		t.Fatalf("summary = %+v; want 40 sent", sum)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	sawShort := false
+	for i, cp := range rec.params {
+		switch {
+		case i == 0 || rec.rows[i-1] == rec.params[i-1].Limit:
+			if cp.Window != 0 {
+				t.Errorf("claim %d after a full claim without keys: window %d, want none (%+v)", i, cp.Window, rec.params)
+			}
+		default:
+			sawShort = true
+			if cp.Window != cp.Limit {
+				t.Errorf("claim %d after a short claim: window %d, want its limit %d", i, cp.Window, cp.Limit)
+			}
+		}
+	}
+	if !sawShort || rec.rows[0] != 10 {
+		t.Fatalf("claims %+v returned %v: want a full first claim and a claim after a short one", rec.params, rec.rows)
 	}
 }

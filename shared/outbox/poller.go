@@ -217,7 +217,7 @@ type run struct {
 
 	results  chan result
 	queue    chan *flight  // claimed rows waiting for a publisher
-	hungry   chan struct{} // signalled when fewer than Concurrency rows wait
+	hungry   chan struct{} // signalled when fewer than lowWater rows wait
 	finished chan struct{} // signalled after every flush of finishing writes
 	done     chan struct{} // closed when the run stops its helpers
 
@@ -229,13 +229,20 @@ type run struct {
 	finishing int
 	sum       Summary
 	abandon   bool
-	// short is true when the last claim took fewer rows than it asked for. The next claim
-	// then examines at most limit due rows in order (store.OutboxClaimParams.Window) and
-	// looks past them per key: a claim comes back short when few rows are due, or when the
-	// due rows ahead are held by their keys (a few keys with deep backlogs), where a claim
-	// without the window examines every due row each time (10 keys, 20 000 rows: 205-235 ms
-	// a claim).
-	short bool
+	// window is true when the next claim examines at most its limit of due rows in order
+	// and looks past them per key (store.OutboxClaimParams.Window): after a claim that came
+	// back short or took a row with a key. A claim comes back short when few rows are due,
+	// or when the due rows ahead are held by their keys (few keys with deep backlogs, or
+	// every key in flight), and a claim without the window then examines every due row: 10
+	// keys and 20 000 rows, 205-235 ms a claim; 1 000 keys all in flight and 100 000 rows,
+	// 268 ms. Rows with keys are what can hold the rows ahead. Without keys, and while the
+	// claims come back full, the claim keeps the cheaper statement.
+	window bool
+
+	// lowWater is the number of queued rows below which the next claim starts, and
+	// maxUnpublished the most claimed rows that wait for or run their publish: the claims
+	// run a whole batch ahead of the publishers.
+	lowWater, maxUnpublished int
 
 	publishers sync.WaitGroup
 	helpers    sync.WaitGroup
@@ -282,16 +289,20 @@ func newRun(ctx context.Context, p *Poller) *run {
 	// publish in flight is abandoned, and it marks the run abandoned before it cancels them,
 	// so a publish cut short never spends an attempt.
 	pubCtx, pubCancel := context.WithCancel(context.WithoutCancel(ctx))
+	lowWater := max(p.cfg.Concurrency, p.cfg.BatchSize)
+	maxUnpublished := lowWater + p.cfg.BatchSize + p.cfg.Concurrency
 	return &run{
-		p:         p,
-		pubCtx:    pubCtx,
-		pubCancel: pubCancel,
-		results:   make(chan result, p.cfg.BatchSize+p.cfg.Concurrency+finishBatch),
-		queue:     make(chan *flight, p.cfg.BatchSize+p.cfg.Concurrency),
-		hungry:    make(chan struct{}, 1),
-		finished:  make(chan struct{}, 1),
-		done:      make(chan struct{}),
-		inflight:  map[string]*flight{},
+		p:              p,
+		pubCtx:         pubCtx,
+		pubCancel:      pubCancel,
+		lowWater:       lowWater,
+		maxUnpublished: maxUnpublished,
+		results:        make(chan result, maxUnpublished+finishBatch),
+		queue:          make(chan *flight, maxUnpublished),
+		hungry:         make(chan struct{}, 1),
+		finished:       make(chan struct{}, 1),
+		done:           make(chan struct{}),
+		inflight:       map[string]*flight{},
 	}
 }
 
@@ -312,7 +323,7 @@ func (r *run) publisher() {
 	for f := range r.queue {
 		r.mu.Lock()
 		r.queued--
-		hungry := r.queued < r.p.cfg.Concurrency
+		hungry := r.queued < r.lowWater
 		r.mu.Unlock()
 		if hungry {
 			select {
@@ -338,18 +349,21 @@ func (r *run) claimLoop(ctx context.Context, opts RunOptions) {
 		if !opts.ClaimUntil.IsZero() && !time.Now().Before(opts.ClaimUntil) {
 			return
 		}
-		// Claim a whole batch as soon as less than one round of publishes waits, so that
-		// the publishers never idle and each claim takes many rows. At most BatchSize +
-		// Concurrency claimed rows wait for or run their publish; the rows whose publish
-		// returned wait for the finisher apart from them (at most finishBatch more), so a
-		// slow finishing write does not stop the claims: the finisher's next statement
-		// simply takes more rows.
-		maxInflight := p.cfg.BatchSize + p.cfg.Concurrency
+		// Claim a whole batch as soon as less than a batch (or one round of publishes, if
+		// that is more) waits, so that the publishers never idle while a claim runs and
+		// each claim takes many rows: under load a claim of 100 rows took 10 ms, about as
+		// long as the publishers need for a batch, and claiming only when less than one
+		// round waited left them idle for a third of the time. At most 2 x BatchSize +
+		// Concurrency claimed rows (lowWater + BatchSize + Concurrency) wait for or run
+		// their publish; the rows whose publish returned wait for the finisher apart from
+		// them (at most finishBatch more), so a slow finishing write does not stop the
+		// claims: the finisher's next statement simply takes more rows.
 		r.mu.Lock()
 		inflight, queued := len(r.inflight), r.queued
 		unpublished := inflight - r.finishing
 		r.mu.Unlock()
-		if queued >= p.cfg.Concurrency || unpublished >= maxInflight || inflight >= maxInflight+finishBatch {
+		lowWater, maxInflight := r.lowWater, r.maxUnpublished
+		if queued >= lowWater || unpublished >= maxInflight || inflight >= maxInflight+finishBatch {
 			select {
 			case <-ctx.Done():
 			case <-r.finished:
@@ -383,6 +397,16 @@ func (r *run) claimLoop(ctx context.Context, opts RunOptions) {
 		// just claimed, even if none is left in flight now (its signal is still buffered).
 		r.sleep(ctx, pause, p.cfg.PollInterval, claimed > 0 || inflight > 0 || r.inflightCount() > 0)
 	}
+}
+
+// hasKey tells whether any of rows has a key.
+func hasKey(rows []store.OutboxMessage) bool {
+	for i := range rows {
+		if rows[i].Key != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *run) claimOnce(ctx context.Context) {
@@ -428,7 +452,7 @@ func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
 	}
 	params := store.OutboxClaimParams{Limit: limit, Lease: p.cfg.ClaimTimeout}
 	r.mu.Lock()
-	if r.short {
+	if r.window {
 		params.Window = limit
 	}
 	r.mu.Unlock()
@@ -439,7 +463,7 @@ func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
 	}
 	r.mu.Lock()
 	r.sum.Claimed += len(rows)
-	r.short = len(rows) < limit
+	r.window = len(rows) < limit || hasKey(rows)
 	r.mu.Unlock()
 	debug := p.log.Enabled(ctx, slog.LevelDebug)
 	for _, row := range rows {
