@@ -776,3 +776,60 @@ func TestFullClaimsWithoutKeysKeepTheUnboundedClaim(t *testing.T) {
 		t.Fatalf("claims %+v returned %v: want a full first claim and a claim after a short one", rec.params, rec.rows)
 	}
 }
+
+// TestStopReleasesTheRowsNoPublisherTook: one publisher, a claim of 10 rows. While the
+// first publish hangs the run is stopped: the 9 rows still queued go back to pending at once,
+// unattempted and without a claim, the first is published and sent, and no other row is.
+func TestStopReleasesTheRowsNoPublisherTook(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t)
+	gate := make(chan struct{})
+	started := make(chan struct{}, 10)
+	rc := newReceiver(t, func(*http.Request, int) int {
+		started <- struct{}{}
+		<-gate
+		return http.StatusOK
+	})
+	var openGate sync.Once
+	release := func() { openGate.Do(func() { close(gate) }) }
+	t.Cleanup(release) // before the receiver's Close, which waits for its handlers
+	for range 10 {
+		insert(t, fx.store, store.OutboxInsertParams{Topic: "order.stop", Payload: json.RawMessage(`{}`)})
+	}
+	p := newPoller(t, fx.store, outbox.Config{BatchSize: 10, Concurrency: 1, PollInterval: time.Hour, ShutdownTimeout: 30 * time.Second}, rc, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan outbox.Summary, 1)
+	go func() { done <- p.Run(ctx, outbox.RunOptions{}) }()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no publish began within 30 s")
+	}
+	cancel()
+	count := func(where string) int {
+		var n int
+		if err := fx.pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE `+where).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitFor(t, 30*time.Second, "the queued rows back to pending", func() bool {
+		return count(`state = 'pending' AND attempt = 0 AND claim_token IS NULL AND lease_expires_at IS NULL`) == 9
+	})
+	release()
+	var sum outbox.Summary
+	select {
+	case sum = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30 s of the stop")
+	}
+	if sum.Released != 9 || sum.Sent != 1 || sum.Claimed != 10 {
+		t.Errorf("summary = %+v; want 10 claimed, 1 sent, 9 released", sum)
+	}
+	if n := count(`state = 'sent'`); n != 1 {
+		t.Errorf("%d rows sent, want 1", n)
+	}
+	if n := rc.count(); n != 1 {
+		t.Errorf("%d requests, want 1: a released row is not published", n)
+	}
+}

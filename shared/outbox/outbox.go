@@ -125,6 +125,9 @@ type Summary struct {
 	// Deferred counts the rows returned to pending unattempted: their destination was paused,
 	// its circuit breaker open or its rate limit spent.
 	Deferred int `json:"deferred,omitempty"`
+	// Released counts the claimed rows that the run returned to pending unattempted when it
+	// stopped, before any publisher took them.
+	Released int `json:"released,omitempty"`
 }
 
 func noRouteError(topic string) error {

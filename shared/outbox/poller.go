@@ -996,8 +996,9 @@ func (r *run) stop(ctx context.Context) {
 			wait = left
 		}
 	}
+	r.releaseQueued(ctx, wait)
 	idle := make(chan struct{})
-	close(r.queue) // the publishers drain what is queued, then end
+	close(r.queue) // the publishers finish what they took, then end
 	go func() {
 		r.publishers.Wait()
 		for r.inflightCount() > 0 {
@@ -1022,6 +1023,49 @@ func (r *run) stop(ctx context.Context) {
 	r.pubCancel()
 	close(r.done)
 	r.helpers.Wait()
+}
+
+// releaseQueued returns the claimed rows that no publisher has taken to pending at once,
+// unattempted (a defer of no delay, fenced by their claims), so that a stopping run neither
+// publishes them first nor leaves them processing until their leases expire. The claims run
+// up to a batch ahead of the publishers, so at a stop up to 2 x batchSize + concurrency rows
+// can wait in the queue; a row that the release cannot change stays to its lease.
+func (r *run) releaseQueued(ctx context.Context, wait time.Duration) {
+	var left []*flight
+	for taking := true; taking; {
+		select {
+		case f := <-r.queue:
+			left = append(left, f)
+		default:
+			taking = false
+		}
+	}
+	if len(left) == 0 {
+		return
+	}
+	p := r.p
+	params := make([]store.OutboxDeferParams, len(left))
+	for i, f := range left {
+		params[i] = store.OutboxDeferParams{Claim: f.row.Claim()}
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(wait, time.Second))
+	ids, err := p.store.OutboxDefer(dctx, params)
+	cancel()
+	if err != nil {
+		p.log.Warn("outbox rows not yet published at stop could not be released; they return to pending when their leases expire",
+			"rows", len(left), "error", redact.Error(err))
+	}
+	changed := changedSet(ids)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.queued -= len(left)
+	for _, f := range left {
+		f.cancel()
+		delete(r.inflight, f.row.ID)
+		if changed[f.row.ID] {
+			r.sum.Released++
+		}
+	}
 }
 
 func (r *run) summary() Summary {
