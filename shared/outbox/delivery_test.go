@@ -696,7 +696,7 @@ func (r *recordedClaims) OutboxClaim(ctx context.Context, p store.OutboxClaimPar
 
 // TestAShortClaimBoundsTheNext: three keys with 30 rows each. Each claim can take only the
 // head of each key, so it comes back short (and with keys), and the claim after it examines
-// a window of its limit (store.OutboxClaimParams.Window) instead of every held row. Every row
+// a window of twice its limit (store.OutboxClaimParams.Window) instead of every held row. Every row
 // arrives, each key in order.
 func TestAShortClaimBoundsTheNext(t *testing.T) {
 	t.Parallel()
@@ -733,8 +733,8 @@ func TestAShortClaimBoundsTheNext(t *testing.T) {
 		t.Fatalf("claims %+v: want the first without a window", rec.params)
 	}
 	for i, cp := range rec.params[1:] {
-		if cp.Window != cp.Limit {
-			t.Errorf("claim %d after a short one: window %d, want its limit %d", i+1, cp.Window, cp.Limit)
+		if cp.Window != 2*cp.Limit {
+			t.Errorf("claim %d after a short one: window %d, want twice its limit %d", i+1, cp.Window, cp.Limit)
 		}
 	}
 }
@@ -767,8 +767,8 @@ func TestFullClaimsWithoutKeysKeepTheUnboundedClaim(t *testing.T) {
 			}
 		default:
 			sawShort = true
-			if cp.Window != cp.Limit {
-				t.Errorf("claim %d after a short claim: window %d, want its limit %d", i, cp.Window, cp.Limit)
+			if cp.Window != 2*cp.Limit {
+				t.Errorf("claim %d after a short claim: window %d, want twice its limit %d", i, cp.Window, cp.Limit)
 			}
 		}
 	}

@@ -399,6 +399,11 @@ func (r *run) claimLoop(ctx context.Context, opts RunOptions) {
 	}
 }
 
+// claimWindow times the limit is the Window of a windowed claim: twice the limit lets a
+// claim fill from the window alone when keys have a row or two each (the common case: one
+// key per entity, a few events each), without the walk of keys past the window.
+const claimWindow = 2
+
 // hasKey tells whether any of rows has a key.
 func hasKey(rows []store.OutboxMessage) bool {
 	for i := range rows {
@@ -453,7 +458,7 @@ func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
 	params := store.OutboxClaimParams{Limit: limit, Lease: p.cfg.ClaimTimeout}
 	r.mu.Lock()
 	if r.window {
-		params.Window = limit
+		params.Window = claimWindow * limit
 	}
 	r.mu.Unlock()
 	rows, err := p.store.OutboxClaim(ctx, params)

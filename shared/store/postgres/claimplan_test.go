@@ -99,3 +99,31 @@ FROM generate_series(1, 5000) AS g`)
 	require.Equal(t, heads[3].Key, msgs[0].Key)
 	require.Equal(t, heads[3].Sequence+10, msgs[0].Sequence)
 }
+
+// TestOutboxWindowedClaimWalksAtMostWindowKeys: 3 000 keys with 3 rows each, inserted key by
+// key, so a window of 100 rows holds 34 free rows and the claim walks keys past it. The walk
+// stops after 100 keys: the claim read 2 262 blocks where a walk of all 3 000 keys read
+// 16 951, and it still fills its limit with the first row of each key.
+func TestOutboxWindowedClaimWalksAtMostWindowKeys(t *testing.T) {
+	s, _ := openStore(t, storetest.SchemaMigrated)
+	ps := s.(*Store)
+	ctx := context.Background()
+	dbtest.Exec(t, ps.pool.pool, `
+INSERT INTO outbox (topic, key, payload)
+SELECT 'many', 'k' || lpad((g / 3)::text, 5, '0'), '{"n":1}'
+FROM generate_series(0, 8999) AS g
+ORDER BY g`)
+	dbtest.Exec(t, ps.pool.pool, `VACUUM ANALYZE outbox`)
+
+	got := claimBlocks(t, ps, ps.sql.outboxClaimWindow, 100, micros(time.Minute), 100)
+	require.Less(t, got, 5000, "the windowed claim read %d blocks; a walk of all 3 000 keys read 16 951 when measured", got)
+
+	msgs, err := ps.OutboxClaim(ctx, store.OutboxClaimParams{Limit: 100, Lease: time.Minute, Window: 100})
+	require.NoError(t, err)
+	require.Len(t, msgs, 100, "the window's 34 free rows and the first rows of the keys past it fill the claim")
+	keys := map[string]bool{}
+	for _, m := range msgs {
+		require.False(t, keys[m.Key], "two rows of key %s in one claim", m.Key)
+		keys[m.Key] = true
+	}
+}

@@ -159,14 +159,17 @@ qb_candidates AS (
 //
 // When the $3 rows of the window hold fewer than $1 free rows, the claim also looks past it:
 //   - qb_heads walks the partial index on (key, sequence) one key at a time (a loose index
-//     scan): the first pending or processing row of each key, which qualifies when it is
-//     pending and due. That is the NOT EXISTS predicate itself, read per key instead of per
-//     row, so it costs one index descent per key with such rows, not one per row;
+//     scan), at most $3 keys in key order: the first pending or processing row of each key,
+//     which qualifies when it is pending and due. That is the NOT EXISTS predicate itself,
+//     read per key instead of per row, one index descent per key;
 //   - qb_unkeyed takes due rows without a key from the same index, at most $3 of the
 //     pending and processing rows of a null and of an empty key, in sequence order.
 //
 // Both are skipped (a one-time filter on qb_gate) when the window found $1 free rows or held
-// every due pending row.
+// every due pending row. Every part is bounded by $3, so a claim costs O($3) whatever the
+// backlog: unbounded, the walk of keys took 1.5-1.7 s per claim on 100 000 keys with two rows
+// each. A row that none of them reaches (at least $3 due rows ahead of it, held, and its key
+// past the first $3 keys) waits until the rows ahead of it are delivered.
 //
 // The picked rows are locked in a separate step, FOR UPDATE SKIP LOCKED with the limit after
 // the skip, so a row that another claim holds is passed over as in outboxClaimSQL; a row that
@@ -200,7 +203,7 @@ qb_gate AS (
     SELECT (SELECT count(*) FROM qb_free) < $1 AND (SELECT count(*) FROM qb_window) >= $3 AS more
 ),
 qb_heads AS (
-    (SELECT o.{key}, o.{id}, o.{state}, o.{scheduled_at}
+    (SELECT o.{key}, o.{id}, o.{state}, o.{scheduled_at}, 1 AS n
      FROM {table} o
      WHERE o.{state} IN ('pending', 'processing')
        AND o.{key} > ''
@@ -208,7 +211,7 @@ qb_heads AS (
      ORDER BY o.{key}, o.{sequence}
      LIMIT 1)
     UNION ALL
-    SELECT n.{key}, n.{id}, n.{state}, n.{scheduled_at}
+    SELECT x.{key}, x.{id}, x.{state}, x.{scheduled_at}, h.n + 1
     FROM qb_heads h
     CROSS JOIN LATERAL (
         SELECT o.{key}, o.{id}, o.{state}, o.{scheduled_at}
@@ -216,7 +219,8 @@ qb_heads AS (
         WHERE o.{state} IN ('pending', 'processing')
           AND o.{key} > h.{key}
         ORDER BY o.{key}, o.{sequence}
-        LIMIT 1) n
+        LIMIT 1) x
+    WHERE h.n < $3
 ),
 qb_unkeyed AS (
     SELECT u.{id}
