@@ -1001,7 +1001,9 @@ func (r *run) stop(ctx context.Context) {
 			wait = left
 		}
 	}
+	released := time.Now()
 	r.releaseQueued(ctx, wait)
+	wait = max(wait-time.Since(released), 0)
 	idle := make(chan struct{})
 	close(r.queue) // the publishers finish what they took, then end
 	go func() {

@@ -85,10 +85,11 @@ type OutboxClaimParams struct {
 	// Lease is the lease duration; lease_expires_at = database clock + Lease.
 	Lease time.Duration
 	// Window, when above 0, bounds the due pending rows that the claim examines in order to
-	// Window; when they hold fewer than Limit rows that their keys let go, the claim takes
-	// the first row of each key and rows without a key from past the window instead. The
-	// poller sets it on the claim after one that came back short, when the rows ahead are
-	// likely held by a few keys. A store may ignore it: the rows claimed qualify either way.
+	// Window; when they hold fewer than Limit rows that their keys let go, the claim also
+	// takes the first row of each of at most Window keys and up to Window rows without a key
+	// from past the window. The poller sets it on the claim after one that came back short
+	// or took a row with a key, when the rows ahead may be held by their keys. A store may
+	// ignore it: the rows claimed qualify either way.
 	Window int
 }
 
