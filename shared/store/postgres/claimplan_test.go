@@ -18,14 +18,11 @@ import (
 // destination is down), a claim reads a handful of index pages, not every waiting row, and
 // still claims the one row that is due.
 func TestOutboxClaimStopsAtTheFirstRowNotDue(t *testing.T) {
-	s, _ := openStore(t, storetest.SchemaMigrated)
-	ps := s.(*Store)
-	ctx := context.Background()
-	dbtest.Exec(t, ps.pool.pool, `
+	ps := storeWith(t, `
 INSERT INTO outbox (topic, key, payload, scheduled_at)
 SELECT 'later', CASE WHEN g % 2 = 0 THEN 'k' || (g % 50) END, '{"n":1}', now() + interval '1 hour'
 FROM generate_series(1, 5000) AS g`)
-	dbtest.Exec(t, ps.pool.pool, `VACUUM ANALYZE outbox`)
+	ctx := context.Background()
 
 	// Reading every waiting row touches hundreds of heap and index pages; the bounded scan
 	// reads the first leaf of the index and stops.
@@ -42,6 +39,17 @@ FROM generate_series(1, 5000) AS g`)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1, "the due row is claimed, the 5 000 waiting rows are not")
 	require.Equal(t, id, msgs[0].ID)
+}
+
+// storeWith opens a store on a new migrated database, runs insert there and vacuums and
+// analyzes the outbox, so that the plans see settled statistics.
+func storeWith(t *testing.T, insert string) *Store {
+	t.Helper()
+	s, _ := openStore(t, storetest.SchemaMigrated)
+	ps := s.(*Store)
+	dbtest.Exec(t, ps.pool.pool, insert)
+	dbtest.Exec(t, ps.pool.pool, `VACUUM ANALYZE outbox`)
+	return ps
 }
 
 // claimBlocks runs a claim statement under EXPLAIN ANALYZE in a transaction that it rolls
@@ -70,14 +78,11 @@ func claimBlocks(t *testing.T, ps *Store, sql string, args ...any) int {
 // 4 990 of them to find nothing; with a window of 100 it examines 100 and then the heads of
 // the 10 keys. It checks the blocks that each reads.
 func TestOutboxWindowedClaimReadsPastHeldKeysCheaply(t *testing.T) {
-	s, _ := openStore(t, storetest.SchemaMigrated)
-	ps := s.(*Store)
-	ctx := context.Background()
-	dbtest.Exec(t, ps.pool.pool, `
+	ps := storeWith(t, `
 INSERT INTO outbox (topic, key, payload)
 SELECT 'hot', 'k' || (g % 10), '{"n":1}'
 FROM generate_series(1, 5000) AS g`)
-	dbtest.Exec(t, ps.pool.pool, `VACUUM ANALYZE outbox`)
+	ctx := context.Background()
 	heads, err := ps.OutboxClaim(ctx, store.OutboxClaimParams{Limit: 100, Lease: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, heads, 10, "the first claim takes the head of each key")
@@ -105,15 +110,12 @@ FROM generate_series(1, 5000) AS g`)
 // stops after 100 keys: the claim read 2 262 blocks where a walk of all 3 000 keys read
 // 16 951, and it still fills its limit with the first row of each key.
 func TestOutboxWindowedClaimWalksAtMostWindowKeys(t *testing.T) {
-	s, _ := openStore(t, storetest.SchemaMigrated)
-	ps := s.(*Store)
-	ctx := context.Background()
-	dbtest.Exec(t, ps.pool.pool, `
+	ps := storeWith(t, `
 INSERT INTO outbox (topic, key, payload)
 SELECT 'many', 'k' || lpad((g / 3)::text, 5, '0'), '{"n":1}'
 FROM generate_series(0, 8999) AS g
 ORDER BY g`)
-	dbtest.Exec(t, ps.pool.pool, `VACUUM ANALYZE outbox`)
+	ctx := context.Background()
 
 	got := claimBlocks(t, ps, ps.sql.outboxClaimWindow, 100, micros(time.Minute), 100)
 	require.Less(t, got, 5000, "the windowed claim read %d blocks; a walk of all 3 000 keys read 16 951 when measured", got)

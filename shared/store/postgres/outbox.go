@@ -162,14 +162,17 @@ qb_candidates AS (
 //     scan), at most $3 keys in key order: the first pending or processing row of each key,
 //     which qualifies when it is pending and due. That is the NOT EXISTS predicate itself,
 //     read per key instead of per row, one index descent per key;
-//   - qb_unkeyed takes due rows without a key from the same index, at most $3 of the
-//     pending and processing rows of a null and of an empty key, in sequence order.
+//   - qb_unkeyed reads rows without a key from the same index, at most $3 pending and
+//     processing rows of a null and $3 of an empty key, in sequence order.
 //
-// Both are skipped (a one-time filter on qb_gate) when the window found $1 free rows or held
-// every due pending row. Every part is bounded by $3, so a claim costs O($3) whatever the
-// backlog: unbounded, the walk of keys took 1.5-1.7 s per claim on 100 000 keys with two rows
-// each. A row that none of them reaches (at least $3 due rows ahead of it, held, and its key
-// past the first $3 keys) waits until the rows ahead of it are delivered.
+// qb_picked keeps the pending, due rows of both, beside the free rows of the window.
+//
+// qb_heads and qb_unkeyed are skipped (a one-time filter on qb_gate) when the window found
+// $1 free rows or held every due pending row. Every part is bounded by $3, so a claim costs
+// O($3) whatever the backlog: unbounded, the walk of keys took 1.5-1.7 s per claim on
+// 100 000 keys with two rows each. A row that none of them reaches (at least $3 due rows
+// ahead of it, held, and its key past the first $3 keys) waits until the rows ahead of it
+// are delivered.
 //
 // The picked rows are locked in a separate step, FOR UPDATE SKIP LOCKED with the limit after
 // the skip, so a row that another claim holds is passed over as in outboxClaimSQL; a row that
@@ -223,37 +226,31 @@ qb_heads AS (
     WHERE h.n < $3
 ),
 qb_unkeyed AS (
-    SELECT u.{id}
-    FROM (SELECT o.{id}, o.{state}, o.{scheduled_at}
-          FROM {table} o
-          WHERE o.{key} IS NULL
-            AND o.{state} IN ('pending', 'processing')
-            AND (SELECT g.more FROM qb_gate g)
-          ORDER BY o.{key}, o.{sequence}
-          LIMIT $3) u
-    WHERE u.{state} = 'pending'
-      AND u.{scheduled_at} <= (SELECT qb_clock.now FROM qb_clock)
+    (SELECT o.{id}, o.{state}, o.{scheduled_at}
+     FROM {table} o
+     WHERE o.{key} IS NULL
+       AND o.{state} IN ('pending', 'processing')
+       AND (SELECT g.more FROM qb_gate g)
+     ORDER BY o.{key}, o.{sequence}
+     LIMIT $3)
     UNION ALL
-    SELECT u.{id}
-    FROM (SELECT o.{id}, o.{state}, o.{scheduled_at}
-          FROM {table} o
-          WHERE o.{key} = ''
-            AND o.{state} IN ('pending', 'processing')
-            AND (SELECT g.more FROM qb_gate g)
-          ORDER BY o.{key}, o.{sequence}
-          LIMIT $3) u
-    WHERE u.{state} = 'pending'
-      AND u.{scheduled_at} <= (SELECT qb_clock.now FROM qb_clock)
+    (SELECT o.{id}, o.{state}, o.{scheduled_at}
+     FROM {table} o
+     WHERE o.{key} = ''
+       AND o.{state} IN ('pending', 'processing')
+       AND (SELECT g.more FROM qb_gate g)
+     ORDER BY o.{key}, o.{sequence}
+     LIMIT $3)
 ),
 qb_picked AS (
     SELECT f.{id} FROM qb_free f
     UNION
-    SELECT h.{id}
-    FROM qb_heads h
-    WHERE h.{state} = 'pending'
-      AND h.{scheduled_at} <= (SELECT qb_clock.now FROM qb_clock)
-    UNION
-    SELECT u.{id} FROM qb_unkeyed u
+    SELECT p.{id}
+    FROM (SELECT h.{id}, h.{state}, h.{scheduled_at} FROM qb_heads h
+          UNION ALL
+          SELECT u.{id}, u.{state}, u.{scheduled_at} FROM qb_unkeyed u) p
+    WHERE p.{state} = 'pending'
+      AND p.{scheduled_at} <= (SELECT qb_clock.now FROM qb_clock)
 ),
 qb_candidates AS (
     SELECT o.{id}
