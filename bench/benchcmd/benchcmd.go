@@ -1,12 +1,19 @@
 // Package benchcmd holds what the bench commands' main functions share: running until
-// SIGTERM or an interrupt, and the PostgreSQL server they create their databases on.
+// SIGTERM or an interrupt, the PostgreSQL server they create their databases on, and the
+// garbage collector settings of QueueBox's processes.
 package benchcmd
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
+
+	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/gctune"
 )
 
 // DefaultServer is the server of the tests, used when QUEUEBOX_TEST_DATABASE_URL is not set.
@@ -27,4 +34,22 @@ func ServerURL() string {
 		return u
 	}
 	return DefaultServer
+}
+
+// QueueBoxRuntime sets the garbage collector as QueueBox's processes set it at their start
+// (shared/gctune.Apply, from this process's environment: GOGC and GOMEMLIMIT win), prints the
+// settings to w, and returns a function that puts back what was in force before. A bench that
+// measures QueueBox in its own process calls it first, so that it measures what production
+// runs; `GOGC=100 make bench` measures Go's default instead.
+func QueueBoxRuntime(w io.Writer, name string) func() {
+	percent := debug.SetGCPercent(100)
+	debug.SetGCPercent(percent)
+	limit := debug.SetMemoryLimit(-1)
+	s := gctune.Apply(config.EnvMap(os.Environ()))
+	fmt.Fprintf(w, "%s: garbage collector as QueueBox sets it: GC percent %d (from %s), memory limit %d bytes (from %s)\n",
+		name, s.Percent, s.PercentFrom, s.Limit, s.LimitFrom)
+	return func() {
+		debug.SetGCPercent(percent)
+		debug.SetMemoryLimit(limit)
+	}
 }

@@ -10,6 +10,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/alternayte/queuebox/shared/gctune"
 	"io"
 	"log/slog"
 	"os"
@@ -197,7 +198,7 @@ func serveCommand(ctx context.Context, env Env) int {
 		return ExitFailure
 	}
 	service.SetLevel(level, cfg)
-	log.Info("configuration loaded", "config", cfg.LogValue())
+	log.Info("configuration loaded", "config", cfg.LogValue(), "runtime", gctune.Apply(service.EnvMap(env.Environ)))
 	local, err := localserver.NewWithEngine(ctx, cfg, log, engine)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err.Error())

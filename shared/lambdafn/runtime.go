@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/alternayte/queuebox/shared/gctune"
 	"io"
 	"log/slog"
 	"os"
@@ -107,7 +108,8 @@ func Init(ctx context.Context, opts Options) (*Runtime, error) {
 		return nil, service.NewStartError("read the Lambda settings", err)
 	}
 	log.Info("configuration loaded", "config", cfg.LogValue(),
-		"lambda_mode", string(settings.Mode), "lambda_margin_ms", settings.Margin.Milliseconds())
+		"lambda_mode", string(settings.Mode), "lambda_margin_ms", settings.Margin.Milliseconds(),
+		"runtime", gctune.Apply(opts.Load.Env))
 	db, err := service.Open(ctx, cfg, log)
 	if err != nil {
 		return nil, err

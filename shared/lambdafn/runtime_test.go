@@ -3,15 +3,18 @@ package lambdafn_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/gctune"
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
@@ -119,5 +122,55 @@ func TestExit(t *testing.T) {
 	}
 	if want := "QueueBox could not read the Lambda settings. Reason: LAMBDA_MODE is \"fast\"\n"; stderr.String() != want {
 		t.Errorf("stderr = %q, want %q", stderr.String(), want)
+	}
+}
+
+// TestInitSetsTheGarbageCollector checks that a function's Init sets the collector from the
+// function's memory size (shared/gctune) and says so in its "configuration loaded" line.
+func TestInitSetsTheGarbageCollector(t *testing.T) {
+	_, dbURL := dbtest.Migrated(t)
+	rc := newReceiver(t, false)
+	beforePercent := debug.SetGCPercent(100)
+	beforeLimit := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() {
+		debug.SetGCPercent(beforePercent)
+		debug.SetMemoryLimit(beforeLimit)
+	})
+	var logs bytes.Buffer
+	rt, err := lambdafn.Init(context.Background(), lambdafn.Options{
+		Load:      config.LoadOptions{Env: functionEnv(dbURL, rc, map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "4096"}), ReadFile: noFile},
+		LogOutput: &logs,
+	})
+	if err != nil {
+		t.Fatalf("Init: %v", err)
+	}
+	defer rt.Close()
+	mem := float64(4096 << 20)
+	want := int64(mem * gctune.LimitShare)
+	if got := debug.SetGCPercent(gctune.Percent); got != gctune.Percent {
+		t.Errorf("GC percent after Init = %d, want %d", got, gctune.Percent)
+	}
+	if got := debug.SetMemoryLimit(-1); got != want {
+		t.Errorf("memory limit after Init = %d, want %d", got, want)
+	}
+	var line struct {
+		Msg     string `json:"msg"`
+		Runtime struct {
+			Percent   int    `json:"gc_percent"`
+			Limit     int64  `json:"memory_limit_bytes"`
+			LimitFrom string `json:"memory_limit_from"`
+		} `json:"runtime"`
+	}
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `"configuration loaded"`) {
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatalf("the configuration line is not JSON: %v\n%s", err, l)
+			}
+		}
+	}
+	if line.Msg != "configuration loaded" || line.Runtime.Percent != gctune.Percent || line.Runtime.Limit != want ||
+		line.Runtime.LimitFrom != "AWS_LAMBDA_FUNCTION_MEMORY_SIZE" {
+		t.Errorf("configuration line = %+v, want gc_percent %d and memory_limit_bytes %d from AWS_LAMBDA_FUNCTION_MEMORY_SIZE\n%s",
+			line, gctune.Percent, want, logs.String())
 	}
 }

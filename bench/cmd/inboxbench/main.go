@@ -39,6 +39,7 @@ func run(ctx context.Context, args []string) int {
 		fmt.Fprintln(os.Stderr, "inboxbench: -clients and -seconds must be above 0, -pool-size, -ceiling-seconds and -ceiling-clients 0 or more")
 		return 2
 	}
+	benchcmd.QueueBoxRuntime(os.Stderr, "inboxbench")
 	opts := inboxbench.Options{
 		ServerURL:      benchcmd.ServerURL(),
 		Clients:        *clients,

@@ -52,6 +52,7 @@ func run(ctx context.Context, args []string) int {
 		}
 		return 0
 	}
+	benchcmd.QueueBoxRuntime(os.Stderr, "outboxbench")
 	opts := outboxbench.Options{
 		ServerURL:           benchcmd.ServerURL(),
 		Rows:                *rows,

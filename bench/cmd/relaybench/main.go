@@ -41,6 +41,7 @@ func run(ctx context.Context, args []string) int {
 		fmt.Fprintln(os.Stderr, "relaybench: -rows and -batch-size must be above 0")
 		return 2
 	}
+	benchcmd.QueueBoxRuntime(os.Stderr, "relaybench")
 	rep, err := relaybench.Measure(ctx, o)
 	if rep != nil {
 		relaybench.Print(os.Stdout, rep)

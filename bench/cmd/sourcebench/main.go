@@ -44,6 +44,7 @@ func run(ctx context.Context, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	benchcmd.QueueBoxRuntime(os.Stderr, "sourcebench")
 	settings := map[string][]int{}
 	for broker, list := range map[string]string{sourcebench.RabbitMQ: *rabbitPrefetch, sourcebench.NATS: *natsBatch, sourcebench.Kafka: *kafkaPoll} {
 		v, err := sourcebench.ParseInts(list)

@@ -40,6 +40,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/alternayte/queuebox/shared/gctune"
 	"io"
 	"log/slog"
 	"net"
@@ -349,7 +350,7 @@ func Main(ctx context.Context, environ []string, readFile func(string) ([]byte, 
 		fmt.Fprintf(stderr, "QueueBox could not read the capture node settings. Reason: %s\n", redact.Error(err))
 		return 1
 	}
-	log.Info("configuration loaded", "config", cfg.LogValue())
+	log.Info("configuration loaded", "config", cfg.LogValue(), "runtime", gctune.Apply(env))
 	n, err := New(ctx, cfg, settings, Options{}, log)
 	if err != nil {
 		fmt.Fprintln(stderr, err.Error())
