@@ -12,7 +12,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
-	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/gctune"
 )
 
@@ -45,7 +45,7 @@ func QueueBoxRuntime(w io.Writer, name string) func() {
 	percent := debug.SetGCPercent(100)
 	debug.SetGCPercent(percent)
 	limit := debug.SetMemoryLimit(-1)
-	s := gctune.Apply(config.EnvMap(os.Environ()))
+	s := gctune.Apply(service.EnvMap(os.Environ()))
 	fmt.Fprintf(w, "%s: garbage collector as QueueBox sets it: GC percent %d (from %s), memory limit %d bytes (from %s)\n",
 		name, s.Percent, s.PercentFrom, s.Limit, s.LimitFrom)
 	return func() {
