@@ -12,8 +12,8 @@ import (
 	"runtime/debug"
 	"syscall"
 
-	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/gctune"
+	"github.com/alternayte/queuebox/shared/service"
 )
 
 // DefaultServer is the server of the tests, used when QUEUEBOX_TEST_DATABASE_URL is not set.
