@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"math"
 	"runtime/debug"
+	"slices"
 	"testing"
 )
 
@@ -65,10 +66,10 @@ func TestApply(t *testing.T) {
 				env = map[string]string{}
 			}
 			s := apply(env, m.readFile, m.setPercent, m.setLimit)
-			if !equal(m.percent, c.percent) {
+			if !slices.Equal(m.percent, c.percent) {
 				t.Errorf("GC percent set to %v, want %v", m.percent, c.percent)
 			}
-			if !equal(m.limit, c.limit) {
+			if !slices.Equal(m.limit, c.limit) {
 				t.Errorf("memory limit set to %v, want %v", m.limit, c.limit)
 			}
 			if s.LimitFrom != c.limitFrom {
@@ -103,18 +104,6 @@ func TestApplySetsTheRuntime(t *testing.T) {
 	if got := debug.SetMemoryLimit(-1); got != want || s.Limit != want {
 		t.Errorf("memory limit after Apply = %d (Settings %d), want %d", got, s.Limit, want)
 	}
-}
-
-func equal[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // share is LimitShare of n bytes, rounded down as Apply rounds it.
