@@ -10,13 +10,13 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/alternayte/queuebox/shared/gctune"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/gctune"
 	"github.com/alternayte/queuebox/shared/localserver"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/service"

@@ -40,7 +40,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/alternayte/queuebox/shared/gctune"
 	"io"
 	"log/slog"
 	"net"
@@ -51,6 +50,7 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/shared/capture"
+	"github.com/alternayte/queuebox/shared/gctune"
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/service"
