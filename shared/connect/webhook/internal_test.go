@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -167,5 +168,44 @@ func TestParseRetryAfterReadsSecondsAndDates(t *testing.T) {
 		if got := parseRetryAfter(tc.in, now); got != tc.want {
 			t.Errorf("parseRetryAfter(%q) = %s, want %s", tc.in, got, tc.want)
 		}
+	}
+}
+
+// The wire pool closes the connections that stay idle for its idle time, and keeps none.
+func TestWirePoolClosesIdleConnections(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	closed := make(chan struct{})
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		// The client's close ends this read.
+		_, _ = c.Read(make([]byte, 1))
+		_ = c.Close()
+		close(closed)
+	}()
+	u, _ := url.Parse("http://" + ln.Addr().String())
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	p := newWirePool(u, d.DialContext, 4, 50*time.Millisecond)
+	c, err := p.get(context.Background(), time.Now().Add(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.put(c)
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the idle connection was not closed")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.idle) != 0 || p.sweep != nil {
+		t.Fatalf("the pool keeps %d idle connections (sweep armed: %v)", len(p.idle), p.sweep != nil)
 	}
 }

@@ -47,6 +47,8 @@ const (
 	// maxIdleConnsPerHost keeps enough idle connections for outbox.concurrency up to 64 with
 	// room for the token endpoint and a second replica of the process's pools.
 	maxIdleConnsPerHost = 128
+	// idleConnTimeout closes a connection that has carried nothing for this long.
+	idleConnTimeout = 90 * time.Second
 	// redactedMark replaces a credential of the destination in the text of an error.
 	redactedMark = "[REDACTED]"
 )
@@ -80,6 +82,7 @@ func (nopMetrics) HTTPResponse(string) {}
 type Publisher struct {
 	name      string
 	url       string
+	target    *url.URL // url parsed; read only
 	timeout   time.Duration
 	maxBody   int
 	headers   [][2]string // static headers, canonical names, sorted
@@ -91,7 +94,10 @@ type Publisher struct {
 	guard forwarded.Guard
 	// secrets are the credential strings that must never appear in an error.
 	secrets []string
-	// transport sends the deliveries; the OAuth2 token fetch goes through a client over it.
+	// wire sends the deliveries when no proxy of the environment stands in front of the
+	// destination; transport sends them otherwise. The OAuth2 token fetch goes through a
+	// client over transport.
+	wire      *wirePool
 	transport *http.Transport
 	metrics   Metrics
 	cancel    context.CancelFunc
@@ -137,7 +143,7 @@ func New(cfg Config, metrics Metrics) (*Publisher, error) {
 		TLSHandshakeTimeout:   cfg.Timeout / 2,
 		MaxIdleConns:          2 * maxIdleConnsPerHost,
 		MaxIdleConnsPerHost:   maxIdleConnsPerHost,
-		IdleConnTimeout:       90 * time.Second,
+		IdleConnTimeout:       idleConnTimeout,
 		ExpectContinueTimeout: time.Second,
 	}
 	// The client of the OAuth2 token fetch. A redirect is never followed, there or in a
@@ -149,9 +155,15 @@ func New(cfg Config, metrics Metrics) (*Publisher, error) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
+	var wire *wirePool
+	if proxyAddr(target) == "" {
+		wire = newWirePool(joined, dial, maxIdleConnsPerHost, idleConnTimeout)
+	}
 	p := &Publisher{
+		wire:      wire,
 		name:      cfg.Name,
 		url:       target,
+		target:    joined,
 		timeout:   cfg.Timeout,
 		maxBody:   cfg.MaxErrorBodyBytes,
 		transport: transport,
@@ -235,6 +247,9 @@ func (p *Publisher) Type() string { return Type }
 // called after Close. Close always returns nil.
 func (p *Publisher) Close() error {
 	p.cancel()
+	if p.wire != nil {
+		p.wire.closeIdle()
+	}
 	p.transport.CloseIdleConnections()
 	return nil
 }
@@ -263,20 +278,21 @@ func (p *Publisher) Close() error {
 // value cannot travel in HTTP fails the publish before any request.
 func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
+	deadline := time.Now().Add(p.timeout)
+	if p.wire == nil || p.tokens != nil {
+		// The transport and the token fetch follow a context; the wire pool takes the
+		// deadline itself, without a timer context per publish.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
 
 	rowHeaders, err := sortedRowHeaders(m.Headers)
 	if err != nil {
 		return fmt.Errorf("publishing to destination %s: %w", p.name, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(m.Payload))
-	if err != nil {
-		return fmt.Errorf("building the request to destination %s: %w", p.name, stripURL(err))
-	}
 	// Sized once for the standard headers and a few more, instead of growing while they go in.
 	h := make(http.Header, 8+len(p.headers)+len(rowHeaders))
-	req.Header = h
 	h["Content-Type"] = []string{"application/json"}
 	h["X-Message-Id"] = []string{m.ID}
 	h["X-Topic"] = []string{m.Topic}
@@ -317,10 +333,21 @@ func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 		}
 	}
 
-	// The transport, not the client: the client would only add what this publisher never
-	// uses (following redirects, a URL's user info, a client timeout), and it copies every
-	// request's headers for the redirects it would follow.
-	resp, err := p.transport.RoundTrip(req)
+	// The wire pool or the transport, not a client: the client would only add what this
+	// publisher never uses (following redirects, a URL's user info, a client timeout), and it
+	// copies every request's headers for the redirects it would follow.
+	var resp *http.Response
+	if p.wire != nil {
+		resp, err = p.wire.roundTrip(ctx, p.wireRequest(h, m.Payload), deadline)
+	} else {
+		var req *http.Request
+		req, err = http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(m.Payload))
+		if err != nil {
+			return fmt.Errorf("building the request to destination %s: %w", p.name, stripURL(err))
+		}
+		req.Header = h
+		resp, err = p.transport.RoundTrip(req)
+	}
 	if err != nil {
 		p.metrics.HTTPResponse("other")
 		return p.requestError(parent, ctx, err)
@@ -346,11 +373,33 @@ func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 	return se
 }
 
+// wireRequest returns the request of a delivery through the wire pool. It carries no context:
+// the pool bounds the exchange by the deadline and by the publish's context itself.
+func (p *Publisher) wireRequest(h http.Header, payload []byte) *http.Request {
+	var body io.ReadCloser = http.NoBody
+	if len(payload) > 0 {
+		body = io.NopCloser(bytes.NewReader(payload))
+	}
+	return &http.Request{
+		Method:        http.MethodPost,
+		URL:           p.target,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        h,
+		Body:          body,
+		ContentLength: int64(len(payload)),
+		Host:          p.target.Host,
+	}
+}
+
 // requestError describes a request that got no response: the caller's ctx ended, the
 // destination timeout ran out, or the connection failed.
 func (p *Publisher) requestError(parent, ctx context.Context, err error) error {
 	err = stripURL(err)
-	if parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	// The wire pool returns context.DeadlineExceeded itself when the destination timeout
+	// passed; a dial timeout, which only matches it through errors.Is, is not that.
+	if parent.Err() == nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || err == context.DeadlineExceeded) {
 		return fmt.Errorf("posting to destination %s: no response within %s: %w", p.name, p.timeout, err)
 	}
 	return fmt.Errorf("posting to destination %s: %w", p.name, err)
