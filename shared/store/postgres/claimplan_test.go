@@ -129,3 +129,31 @@ ORDER BY g`)
 		keys[m.Key] = true
 	}
 }
+
+// TestOutboxWindowedClaimLocksByTupleAddress: 1 000 keys with 5 rows each, so the first 500
+// rows of the window are free heads of their keys. The windowed claim locks them by tuple
+// address (a TID scan) instead of looking each up in the primary key again, and it still
+// claims the 500 heads, one row per key.
+func TestOutboxWindowedClaimLocksByTupleAddress(t *testing.T) {
+	ps := storeWith(t, `
+INSERT INTO outbox (topic, key, payload)
+SELECT 'many', 'k' || (g % 1000), '{"n":1}'
+FROM generate_series(0, 4999) AS g
+ORDER BY g`)
+	ctx := context.Background()
+
+	var plan string
+	require.NoError(t, ps.pool.pool.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+ps.sql.outboxClaimWindow,
+		500, micros(time.Minute), 500).Scan(&plan))
+	require.Contains(t, plan, `"Node Type": "Tid Scan"`, "the plan: %s", plan)
+
+	msgs, err := ps.OutboxClaim(ctx, store.OutboxClaimParams{Limit: 500, Lease: time.Minute, Window: 500})
+	require.NoError(t, err)
+	require.Len(t, msgs, 500)
+	keys := map[string]bool{}
+	for _, m := range msgs {
+		require.False(t, keys[m.Key], "two rows of key %s in one claim", m.Key)
+		keys[m.Key] = true
+		require.Less(t, m.Sequence, msgs[0].Sequence+1000, "row %d is not the head of its key", m.Sequence)
+	}
+}
