@@ -55,6 +55,17 @@ var aLongTimeAgo = time.Unix(1, 0)
 // maxInformational bounds the 1xx answers read before the final one.
 const maxInformational = 5
 
+// earlyAnswerWait bounds the wait for an answer after a write that failed.
+const earlyAnswerWait = 50 * time.Millisecond
+
+// earliest returns the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
 // newWirePool returns the pool of connections to target's host.
 func newWirePool(target *url.URL, dial func(ctx context.Context, network, addr string) (net.Conn, error), maxIdle int, idleFor time.Duration) *wirePool {
 	p := &wirePool{dial: dial, maxIdle: maxIdle, idleFor: idleFor}
@@ -182,11 +193,23 @@ func (p *wirePool) roundTrip(ctx context.Context, req *http.Request, deadline ti
 		_ = c.conn.Close()
 		return nil, ioErr(ctx, err)
 	}
-	if err := req.Write(c.bw); err != nil {
-		return fail(fmt.Errorf("writing the request: %w", err))
+	werr := req.Write(c.bw)
+	if werr == nil {
+		werr = c.bw.Flush()
 	}
-	if err := c.bw.Flush(); err != nil {
-		return fail(fmt.Errorf("writing the request: %w", err))
+	if werr != nil {
+		// A server may answer before it has read the whole request (413 Payload Too Large)
+		// and close the connection, which fails the write. Its answer, when it arrived,
+		// says more than the write error: read it, as http.Transport does, within a short
+		// wait, and close the connection after it.
+		if ctx.Err() == nil {
+			_ = c.conn.SetReadDeadline(earliest(deadline, time.Now().Add(earlyAnswerWait)))
+			if resp, err := http.ReadResponse(c.br, req); err == nil && resp.StatusCode >= 200 {
+				resp.Body = &wireBody{body: resp.Body, pool: p, conn: c, stop: stop}
+				return resp, nil
+			}
+		}
+		return fail(fmt.Errorf("writing the request: %w", werr))
 	}
 	var resp *http.Response
 	for i := 0; ; i++ {

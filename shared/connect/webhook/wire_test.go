@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/textproto"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -209,4 +210,41 @@ func TestPublishThroughTheTransport(t *testing.T) {
 	err := q.Publish(context.Background(), message())
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "no response within 200ms")
+}
+
+// A destination that answers before it has read a large body and closes the connection
+// fails the write of the body; its answer is what the publish reports, as with
+// http.Transport.
+func TestPublishReportsAnAnswerThatCameBeforeTheBodyWasRead(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				tp := textproto.NewReader(bufio.NewReader(c))
+				if _, err := tp.ReadLine(); err != nil {
+					return
+				}
+				if _, err := tp.ReadMIMEHeader(); err != nil {
+					return
+				}
+				_, _ = io.WriteString(c, "HTTP/1.1 413 Request Entity Too Large\r\nConnection: close\r\nContent-Length: 8\r\n\r\ntoo big!")
+			}()
+		}
+	}()
+	p := newPublisher(t, webhook.Config{BaseURL: "http://" + ln.Addr().String(), Timeout: 10 * time.Second}, nil)
+	m := message()
+	m.Payload = []byte(`{"blob":"` + strings.Repeat("x", 16<<20) + `"}`)
+	err = p.Publish(context.Background(), m)
+	var se *webhook.StatusError
+	require.ErrorAs(t, err, &se, "the answer, not the write error: %v", err)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, se.StatusCode)
+	assert.Equal(t, "too big!", se.Body)
 }
