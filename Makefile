@@ -89,7 +89,8 @@ clean:
 ## results to BENCH_OUT, by default bench/results/local (ignored by git), so that a run does not
 ## overwrite the committed results by accident; BENCH_OUT=bench/results updates them on purpose.
 ## The outbox backlog runs first with tracing on at 100 % sampling (outbox-tracing.json), to
-## compare with outbox.json, before the scale phase leaves the disk busy. Not part of `make test`. Pass flags with BENCHFLAGS="-rows 20000"; the broker sources' bench
+## compare with outbox.json, and the inbox bench second, both before the outbox's scale phase
+## leaves the disk busy (it cut the inbox's rate by a third at 20:48 on 2026-12-06). Not part of `make test`. Pass flags with BENCHFLAGS="-rows 20000"; the broker sources' bench
 ## takes SOURCEBENCHFLAGS="-rounds 3", the inbox relay's bench RELAYBENCHFLAGS="-rows 5000".
 BENCH_OUT ?= bench/results/local
 
@@ -98,8 +99,8 @@ bench:
 	@mkdir -p $(BENCH_OUT)
 	@echo "make bench: writing the results to $(BENCH_OUT) (BENCH_OUT=bench/results replaces the committed ones)"
 	$(GO) run ./bench/cmd/outboxbench -phases backlog -keys 0 -explore-rows 0 -tracing local -out $(BENCH_OUT)/outbox-tracing.json $(BENCHFLAGS)
-	$(GO) run ./bench/cmd/outboxbench -out $(BENCH_OUT)/outbox.json $(BENCHFLAGS)
 	$(GO) run ./bench/cmd/inboxbench -out $(BENCH_OUT)/inbox.json $(INBOXBENCHFLAGS)
+	$(GO) run ./bench/cmd/outboxbench -out $(BENCH_OUT)/outbox.json $(BENCHFLAGS)
 	$(GO) run ./bench/cmd/sourcebench -out $(BENCH_OUT)/sources.json $(SOURCEBENCHFLAGS)
 	$(GO) run ./bench/cmd/relaybench -out $(BENCH_OUT)/relay.json $(RELAYBENCHFLAGS)
 	$(GO) run ./bench/lambda -out $(BENCH_OUT)/lambda.json
