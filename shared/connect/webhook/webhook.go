@@ -10,6 +10,10 @@
 // never holds a credential of the destination. The caller still redacts it before it reaches a
 // log or last_error, since the body is text of the endpoint's choosing.
 //
+// The deliveries travel over HTTP/1.1 keep-alive connections that the publisher keeps itself
+// and uses in the goroutine of each delivery (wirePool), or through net/http's transport when
+// a proxy of the environment stands in front of the destination.
+//
 // CheckPrivateAddresses implements http.blockPrivateAddresses: the start-up check that refuses
 // a destination or token endpoint on a loopback, link-local or private address.
 // Config.BlockPrivateAddresses applies the same rule to every connection when it is dialled.
