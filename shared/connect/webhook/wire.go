@@ -21,7 +21,7 @@ import (
 // those that http.Transport writes for HTTP/1.1 (less its Accept-Encoding: gzip), but in the
 // goroutine of the publish: http.Transport hands every request to a writing goroutine and
 // every answer over from a reading goroutine of its connection, and without those hand-offs
-// a delivery costs about a third less CPU (bench/README.md, "The HTTP client without the
+// a request costs about a quarter less CPU (bench/README.md, "The HTTP client without the
 // transport's goroutines"). An https destination negotiates HTTP/1.1 only.
 //
 // An idle connection is checked before it is used again: one that the server closed while

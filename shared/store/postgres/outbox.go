@@ -182,10 +182,10 @@ qb_candidates AS (
 // version that another transaction replaced since is followed to its newest version by the
 // lock, whose state test then decides (or the row is passed over), as after a lookup by
 // primary key. By primary key the step cost about 8 buffer reads per row, over a quarter of
-// a 500-row windowed claim's reads on 100 000 keyed rows (bench/README.md). The state test is IS NOT DISTINCT FROM so that it
-// matches no partial index's predicate. The update of the tail still finds the locked rows
-// by primary key: a row locked on its newest version has a tuple address that the statement's
-// snapshot does not see.
+// a 500-row windowed claim's reads on 100 000 keyed rows (bench/README.md). The state test is
+// IS NOT DISTINCT FROM so that it matches no partial index's predicate. The update of the
+// tail still finds the locked rows by primary key: a row locked on its newest version has a
+// tuple address that the statement's snapshot does not see.
 const outboxClaimWindowSQL = `
 WITH RECURSIVE qb_clock AS (
     SELECT clock_timestamp() AS now
