@@ -134,12 +134,13 @@ func TestPublishHonoursConnectionClose(t *testing.T) {
 	assert.Equal(t, int64(3), conns.Load())
 }
 
-// An answer that never ends its body within the timeout fails the delivery, with the
-// destination timeout named.
+// An error answer whose body never ends within the timeout still reports the status, with
+// the part of the body that arrived. The timeout leaves a loaded machine time to send the
+// header; the body's end never comes.
 func TestPublishTimesOutInTheBody(t *testing.T) {
 	t.Parallel()
 	base, _ := rawServer(t, "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 1000\r\n\r\npartial")
-	p := newPublisher(t, webhook.Config{BaseURL: base, Timeout: 300 * time.Millisecond}, nil)
+	p := newPublisher(t, webhook.Config{BaseURL: base, Timeout: 2 * time.Second}, nil)
 	err := p.Publish(context.Background(), message())
 	var se *webhook.StatusError
 	require.ErrorAs(t, err, &se, "the status arrived; the body is what was read of it")
