@@ -565,7 +565,9 @@ func TestMetricsCountStatusClasses(t *testing.T) {
 }
 
 // connCounter is a loopback server that counts the connections it accepts.
-func connCounter(t *testing.T, handler http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+// countConns starts a server of handler, with TLS (HTTP/2 enabled) when useTLS is set, and
+// counts the connections it accepts.
+func countConns(t *testing.T, useTLS bool, handler http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
 	t.Helper()
 	var conns atomic.Int64
 	srv := httptest.NewUnstartedServer(handler)
@@ -574,7 +576,12 @@ func connCounter(t *testing.T, handler http.HandlerFunc) (*httptest.Server, *ato
 			conns.Add(1)
 		}
 	}
-	srv.Start()
+	if useTLS {
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
 	return srv, &conns
 }
@@ -583,7 +590,7 @@ func TestPublishReusesConnections(t *testing.T) {
 	t.Parallel()
 
 	big := strings.Repeat("e", 10<<10) // longer than the kept error body, shorter than the drain
-	srv, conns := connCounter(t, func(w http.ResponseWriter, r *http.Request) {
+	srv, conns := countConns(t, false, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		switch r.Header.Get("X-Attempt") {
 		case "1":

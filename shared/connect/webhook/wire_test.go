@@ -21,18 +21,6 @@ import (
 	"github.com/alternayte/queuebox/shared/connect/webhook"
 )
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // A keep-alive connection that the server closed while it sat idle (its idle timeout) does
 // not fail the next delivery: the publisher sees it closed and dials another.
 func TestPublishDialsAgainAfterTheServerClosedAnIdleConnection(t *testing.T) {
@@ -56,20 +44,20 @@ func TestPublishDialsAgainAfterTheServerClosedAnIdleConnection(t *testing.T) {
 	p := newPublisher(t, webhook.Config{BaseURL: srv.URL}, nil)
 
 	require.NoError(t, p.Publish(context.Background(), message()))
-	waitFor(t, "the idle connection", func() bool { return webhook.OpenIdleConns(p) == 1 })
+	require.Eventually(t, func() bool { return webhook.OpenIdleConns(p) == 1 }, 30*time.Second, 5*time.Millisecond, "the idle connection")
 	mu.Lock()
 	require.Len(t, serverConns, 1)
 	require.NoError(t, serverConns[0].Close())
 	mu.Unlock()
-	waitFor(t, "the client to see the close", func() bool { return webhook.OpenIdleConns(p) == 0 })
+	require.Eventually(t, func() bool { return webhook.OpenIdleConns(p) == 0 }, 30*time.Second, 5*time.Millisecond, "the client to see the close")
 
 	require.NoError(t, p.Publish(context.Background(), message()), "the closed connection is not used")
 	assert.Equal(t, int64(2), accepted.Load())
 }
 
-// rawServer accepts connections and answers each request it reads with answer; it counts the
-// connections.
-func rawServer(t *testing.T, answer string) (string, *atomic.Int64) {
+// rawServer accepts connections and hands each to serve in its own goroutine, closing it
+// after; it counts the connections.
+func rawServer(t *testing.T, serve func(c net.Conn, tp *textproto.Reader)) (string, *atomic.Int64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -84,37 +72,43 @@ func rawServer(t *testing.T, answer string) (string, *atomic.Int64) {
 			conns.Add(1)
 			go func() {
 				defer c.Close()
-				br := bufio.NewReader(c)
-				tp := textproto.NewReader(br)
-				for {
-					if _, err := tp.ReadLine(); err != nil {
-						return
-					}
-					h, err := tp.ReadMIMEHeader()
-					if err != nil {
-						return
-					}
-					n, _ := strconv.Atoi(h.Get("Content-Length"))
-					if _, err := io.CopyN(io.Discard, br, int64(n)); err != nil {
-						return
-					}
-					if _, err := io.WriteString(c, answer); err != nil {
-						return
-					}
-				}
+				serve(c, textproto.NewReader(bufio.NewReader(c)))
 			}()
 		}
 	}()
 	return "http://" + ln.Addr().String(), &conns
 }
 
+// answerEach reads every request of a connection, its body included, and answers each with
+// answer.
+func answerEach(answer string) func(net.Conn, *textproto.Reader) {
+	return func(c net.Conn, tp *textproto.Reader) {
+		for {
+			if _, err := tp.ReadLine(); err != nil {
+				return
+			}
+			h, err := tp.ReadMIMEHeader()
+			if err != nil {
+				return
+			}
+			n, _ := strconv.Atoi(h.Get("Content-Length"))
+			if _, err := io.CopyN(io.Discard, tp.R, int64(n)); err != nil {
+				return
+			}
+			if _, err := io.WriteString(c, answer); err != nil {
+				return
+			}
+		}
+	}
+}
+
 // Informational answers (1xx) before the final one are read past; the connection carries
 // the next request.
 func TestPublishReadsPastInformationalAnswers(t *testing.T) {
 	t.Parallel()
-	base, conns := rawServer(t, "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"+
+	base, conns := rawServer(t, answerEach("HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"+
 		"HTTP/1.1 100 Continue\r\n\r\n"+
-		"HTTP/1.1 204 No Content\r\n\r\n")
+		"HTTP/1.1 204 No Content\r\n\r\n"))
 	p := newPublisher(t, webhook.Config{BaseURL: base}, nil)
 	for range 3 {
 		require.NoError(t, p.Publish(context.Background(), message()))
@@ -126,7 +120,7 @@ func TestPublishReadsPastInformationalAnswers(t *testing.T) {
 // dials again and does not fail.
 func TestPublishHonoursConnectionClose(t *testing.T) {
 	t.Parallel()
-	base, conns := rawServer(t, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
+	base, conns := rawServer(t, answerEach("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"))
 	p := newPublisher(t, webhook.Config{BaseURL: base}, nil)
 	for range 3 {
 		require.NoError(t, p.Publish(context.Background(), message()))
@@ -139,7 +133,7 @@ func TestPublishHonoursConnectionClose(t *testing.T) {
 // header; the body's end never comes.
 func TestPublishTimesOutInTheBody(t *testing.T) {
 	t.Parallel()
-	base, _ := rawServer(t, "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 1000\r\n\r\npartial")
+	base, _ := rawServer(t, answerEach("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 1000\r\n\r\npartial"))
 	p := newPublisher(t, webhook.Config{BaseURL: base, Timeout: 2 * time.Second}, nil)
 	err := p.Publish(context.Background(), message())
 	var se *webhook.StatusError
@@ -152,7 +146,7 @@ func TestPublishTimesOutInTheBody(t *testing.T) {
 func TestPublishOverTLS(t *testing.T) {
 	t.Parallel()
 	var protos sync.Map
-	srv, conns := connCounterTLS(t, func(w http.ResponseWriter, r *http.Request) {
+	srv, conns := countConns(t, true, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		protos.Store(r.Proto, true)
 	})
@@ -165,21 +159,6 @@ func TestPublishOverTLS(t *testing.T) {
 	assert.Equal(t, int64(1), conns.Load())
 	_, ok := protos.Load("HTTP/1.1")
 	assert.True(t, ok, "the server saw HTTP/1.1")
-}
-
-func connCounterTLS(t *testing.T, handler http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
-	t.Helper()
-	var conns atomic.Int64
-	srv := httptest.NewUnstartedServer(handler)
-	srv.EnableHTTP2 = true
-	srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
-		if state == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	return srv, &conns
 }
 
 // Behind a proxy of the environment the deliveries go through http.Transport; that way sends
@@ -218,32 +197,20 @@ func TestPublishThroughTheTransport(t *testing.T) {
 // http.Transport.
 func TestPublishReportsAnAnswerThatCameBeforeTheBodyWasRead(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				tp := textproto.NewReader(bufio.NewReader(c))
-				if _, err := tp.ReadLine(); err != nil {
-					return
-				}
-				if _, err := tp.ReadMIMEHeader(); err != nil {
-					return
-				}
-				_, _ = io.WriteString(c, "HTTP/1.1 413 Request Entity Too Large\r\nConnection: close\r\nContent-Length: 8\r\n\r\ntoo big!")
-			}()
+	// The server reads the request's header only, answers and closes.
+	base, _ := rawServer(t, func(c net.Conn, tp *textproto.Reader) {
+		if _, err := tp.ReadLine(); err != nil {
+			return
 		}
-	}()
-	p := newPublisher(t, webhook.Config{BaseURL: "http://" + ln.Addr().String(), Timeout: 10 * time.Second}, nil)
+		if _, err := tp.ReadMIMEHeader(); err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 413 Request Entity Too Large\r\nConnection: close\r\nContent-Length: 8\r\n\r\ntoo big!")
+	})
+	p := newPublisher(t, webhook.Config{BaseURL: base, Timeout: 10 * time.Second}, nil)
 	m := message()
 	m.Payload = []byte(`{"blob":"` + strings.Repeat("x", 16<<20) + `"}`)
-	err = p.Publish(context.Background(), m)
+	err := p.Publish(context.Background(), m)
 	var se *webhook.StatusError
 	require.ErrorAs(t, err, &se, "the answer, not the write error: %v", err)
 	assert.Equal(t, http.StatusRequestEntityTooLarge, se.StatusCode)
