@@ -833,3 +833,22 @@ func TestStopReleasesTheRowsNoPublisherTook(t *testing.T) {
 		t.Errorf("%d requests, want 1: a released row is not published", n)
 	}
 }
+
+// RunOnce delivers the whole batch it claimed, also the rows that wait in the queue for the
+// one publisher when the run stops claiming: they are not released back to pending.
+func TestRunOnceDeliversTheRowsStillQueued(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t)
+	rc := newReceiver(t, nil)
+	for i := 0; i < 10; i++ {
+		insert(t, fx.store, store.OutboxInsertParams{Topic: "order.queued", Payload: json.RawMessage(`{}`)})
+	}
+	p := newPoller(t, fx.store, outbox.Config{BatchSize: 10, Concurrency: 1, PollInterval: time.Hour}, rc, nil)
+	sum := p.RunOnce(context.Background())
+	if sum.Claimed != 10 || sum.Sent != 10 {
+		t.Errorf("summary = %+v, want 10 claimed and 10 sent", sum)
+	}
+	if n := rc.count(); n != 10 {
+		t.Errorf("the receiver got %d requests, want 10", n)
+	}
+}

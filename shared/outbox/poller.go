@@ -188,7 +188,7 @@ func (p *Poller) Run(ctx context.Context, opts RunOptions) Summary {
 	r := newRun(ctx, p)
 	r.start()
 	r.claimLoop(ctx, opts)
-	r.stop(ctx)
+	r.stop(ctx, true)
 	return r.summary()
 }
 
@@ -204,7 +204,8 @@ func (p *Poller) RunOnce(ctx context.Context) Summary {
 	r := newRun(ctx, p)
 	r.start()
 	r.claimOnce(ctx)
-	r.stop(ctx)
+	// The batch is delivered: the rows that no publisher has taken yet stay queued for them.
+	r.stop(ctx, false)
 	return r.summary()
 }
 
@@ -991,9 +992,10 @@ func (r *run) renewer() {
 	}
 }
 
-// stop ends a run: it waits for the rows in flight up to the shutdown timeout (and never
-// past the caller's deadline), then abandons the rest to lease expiry.
-func (r *run) stop(ctx context.Context) {
+// stop ends a run: with release, it returns the claimed rows that no publisher has taken to
+// pending (releaseQueued); it waits for the rows in flight up to the shutdown timeout (and
+// never past the caller's deadline), then abandons the rest to lease expiry.
+func (r *run) stop(ctx context.Context, release bool) {
 	p := r.p
 	wait := p.cfg.ShutdownTimeout
 	if deadline, ok := ctx.Deadline(); ok {
@@ -1001,9 +1003,11 @@ func (r *run) stop(ctx context.Context) {
 			wait = left
 		}
 	}
-	released := time.Now()
-	r.releaseQueued(ctx, wait)
-	wait = max(wait-time.Since(released), 0)
+	if release {
+		released := time.Now()
+		r.releaseQueued(ctx, wait)
+		wait = max(wait-time.Since(released), 0)
+	}
 	idle := make(chan struct{})
 	close(r.queue) // the publishers finish what they took, then end
 	go func() {
