@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/shared/store"
@@ -155,5 +156,67 @@ ORDER BY g`)
 		require.False(t, keys[m.Key], "two rows of key %s in one claim", m.Key)
 		keys[m.Key] = true
 		require.Less(t, m.Sequence, msgs[0].Sequence+1000, "row %d is not the head of its key", m.Sequence)
+	}
+}
+
+// TestClaimsKeepAGenericPlan: each claim is planned once per connection, not at every
+// execution. With their limits as parameters the plan cache judged the generic plan of the
+// unwindowed outbox claim and of the relay's claim too dear (a LIMIT of unknown value) and
+// planned them again each time, about 0.3-0.5 ms per claim. With the limits in the text they
+// keep the generic plan after the five custom plans that the cache makes first:
+// pg_prepared_statements counts both kinds on the connection.
+func TestClaimsKeepAGenericPlan(t *testing.T) {
+	ps := storeWith(t, `
+INSERT INTO outbox (topic, key, payload)
+SELECT 'plan', NULL, '{"n":1}'
+FROM generate_series(1, 1000) AS g;
+INSERT INTO inbox (source, idempotency_key, payload)
+SELECT 'plan', 'idem-' || g, '{"n":1}'
+FROM generate_series(1, 1000) AS g;
+ANALYZE inbox`)
+	ctx := context.Background()
+	cfg := ps.pool.pool.Config().Copy()
+	cfg.MinConns, cfg.MaxConns = 0, 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	one, err := New(pool, store.DefaultNames())
+	require.NoError(t, err)
+	t.Cleanup(one.Close)
+
+	const claims = 12
+	for range claims {
+		msgs, err := one.OutboxClaim(ctx, store.OutboxClaimParams{Limit: 10, Lease: time.Minute})
+		require.NoError(t, err)
+		require.NotEmpty(t, msgs)
+		msgs, err = one.OutboxClaim(ctx, store.OutboxClaimParams{Limit: 10, Lease: time.Minute, Window: 20})
+		require.NoError(t, err)
+		require.NotEmpty(t, msgs)
+		in, err := one.InboxRelayClaim(ctx, store.InboxRelayClaimParams{Limit: 10, Lease: time.Minute})
+		require.NoError(t, err)
+		require.NotEmpty(t, in)
+	}
+	rows, err := one.pool.pool.Query(ctx, `
+SELECT CASE WHEN statement LIKE '%qb_window%' THEN 'windowed outbox'
+            WHEN statement LIKE '%idempotency_key%' THEN 'relay'
+            ELSE 'unwindowed outbox' END,
+    generic_plans, custom_plans
+FROM pg_prepared_statements
+WHERE statement LIKE '%qb_claimed%' AND statement NOT LIKE '%pg_prepared_statements%'
+ORDER BY 1`)
+	require.NoError(t, err)
+	type plans struct{ generic, custom int64 }
+	got := map[string]plans{}
+	for rows.Next() {
+		var name string
+		var p plans
+		require.NoError(t, rows.Scan(&name, &p.generic, &p.custom))
+		t.Logf("%s claim: %d generic and %d custom plans in %d executions", name, p.generic, p.custom, claims)
+		got[name] = p
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, got, 3, "one prepared statement of each claim: %v", got)
+	for name, p := range got {
+		require.Equal(t, int64(claims), p.generic+p.custom, "%s claim: every execution is counted once", name)
+		require.LessOrEqual(t, p.custom, int64(5), "%s claim: planned %d times in %d executions", name, p.custom, claims)
 	}
 }

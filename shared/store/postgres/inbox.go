@@ -259,7 +259,12 @@ func (s *Store) InboxRelayClaim(ctx context.Context, params store.InboxRelayClai
 	if _, err := tx.Exec(ctx, s.sql.inboxRelayLock, s.names.InboxTable); err != nil {
 		return nil, wrapErr("claiming inbox relay batch: taking relay lock", err)
 	}
-	rows, err := tx.Query(ctx, s.sql.inboxRelayClaim, params.Limit, micros(params.Lease))
+	// The limit goes into the statement's text (limitTexts), or past its bound as a parameter.
+	sql, args := s.sql.inboxRelayClaim, []any{params.Limit, micros(params.Lease)}
+	if text, ok := s.relayTexts.text(sql, params.Limit, 0); ok {
+		sql, args = text, args[1:]
+	}
+	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, wrapErr("claiming inbox relay batch", err)
 	}

@@ -308,11 +308,17 @@ func (s *Store) OutboxClaim(ctx context.Context, params store.OutboxClaimParams)
 	}
 	var rows pgx.Rows
 	var err error
+	// The limits go into the statement's text (limitTexts), or past its bound as parameters.
+	sql, texts, args := s.sql.outboxClaim, &s.claimTexts, []any{params.Limit, micros(params.Lease)}
+	window := 0
 	if params.Window > 0 {
-		rows, err = s.pool.Query(ctx, s.sql.outboxClaimWindow, params.Limit, micros(params.Lease), max(params.Window, params.Limit))
-	} else {
-		rows, err = s.pool.Query(ctx, s.sql.outboxClaim, params.Limit, micros(params.Lease))
+		window = max(params.Window, params.Limit)
+		sql, texts, args = s.sql.outboxClaimWindow, &s.windowTexts, append(args, window)
 	}
+	if text, ok := texts.text(sql, params.Limit, window); ok {
+		sql, args = text, args[1:2]
+	}
+	rows, err = s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, wrapErr("claiming outbox batch", err)
 	}

@@ -29,6 +29,9 @@ type Store struct {
 	pool  *boundedPool
 	names store.Names
 	sql   statements
+	// claimTexts, windowTexts and relayTexts are the outbox claims and the relay's claim with
+	// their limits in the text.
+	claimTexts, windowTexts, relayTexts limitTexts
 }
 
 var _ store.Store = (*Store)(nil)
