@@ -159,13 +159,15 @@ ORDER BY g`)
 	}
 }
 
-// TestClaimsKeepAGenericPlan: each claim is planned once per connection, not at every
-// execution. With their limits as parameters the plan cache judged the generic plan of the
-// unwindowed outbox claim and of the relay's claim too dear (a LIMIT of unknown value) and
-// planned them again each time, about 0.3-0.5 ms per claim. With the limits in the text they
-// keep the generic plan after the five custom plans that the cache makes first:
-// pg_prepared_statements counts both kinds on the connection.
-func TestClaimsKeepAGenericPlan(t *testing.T) {
+// TestClaimsCarryOnlyTheLeaseAsAParameter: the claims are prepared with their limits in the
+// text and the lease as their only parameter. With the limits as parameters the plan cache
+// judged the generic plan of the unwindowed outbox claim and of the relay's claim too dear (a
+// LIMIT of unknown value) and planned them again at each execution, about 0.3-0.5 ms per
+// claim; with no parameter that changes the plan, it can keep the generic plan, which is the
+// same plan. Which plan it keeps is its own choice (it compares costs that move with the
+// table's size, and a burst of catalog changes elsewhere resets it), so the test checks the
+// parameters that pg_prepared_statements records and only logs the plan counts.
+func TestClaimsCarryOnlyTheLeaseAsAParameter(t *testing.T) {
 	ps := storeWith(t, `
 INSERT INTO outbox (topic, key, payload)
 SELECT 'plan', NULL, '{"n":1}'
@@ -187,36 +189,34 @@ ANALYZE inbox`)
 	for range claims {
 		msgs, err := one.OutboxClaim(ctx, store.OutboxClaimParams{Limit: 10, Lease: time.Minute})
 		require.NoError(t, err)
-		require.NotEmpty(t, msgs)
+		require.Len(t, msgs, 10)
 		msgs, err = one.OutboxClaim(ctx, store.OutboxClaimParams{Limit: 10, Lease: time.Minute, Window: 20})
 		require.NoError(t, err)
-		require.NotEmpty(t, msgs)
+		require.Len(t, msgs, 10)
 		in, err := one.InboxRelayClaim(ctx, store.InboxRelayClaimParams{Limit: 10, Lease: time.Minute})
 		require.NoError(t, err)
-		require.NotEmpty(t, in)
+		require.Len(t, in, 10)
 	}
 	rows, err := one.pool.pool.Query(ctx, `
 SELECT CASE WHEN statement LIKE '%qb_window%' THEN 'windowed outbox'
             WHEN statement LIKE '%idempotency_key%' THEN 'relay'
             ELSE 'unwindowed outbox' END,
-    generic_plans, custom_plans
+    parameter_types::text, generic_plans, custom_plans
 FROM pg_prepared_statements
 WHERE statement LIKE '%qb_claimed%' AND statement NOT LIKE '%pg_prepared_statements%'
 ORDER BY 1`)
 	require.NoError(t, err)
-	type plans struct{ generic, custom int64 }
-	got := map[string]plans{}
+	got := map[string]string{}
 	for rows.Next() {
-		var name string
-		var p plans
-		require.NoError(t, rows.Scan(&name, &p.generic, &p.custom))
-		t.Logf("%s claim: %d generic and %d custom plans in %d executions", name, p.generic, p.custom, claims)
-		got[name] = p
+		var name, params string
+		var generic, custom int64
+		require.NoError(t, rows.Scan(&name, &params, &generic, &custom))
+		t.Logf("%s claim: parameters %s, %d generic and %d custom plans in %d executions", name, params, generic, custom, claims)
+		require.Equal(t, int64(claims), generic+custom, "%s claim: one prepared statement ran every claim", name)
+		got[name] = params
 	}
 	require.NoError(t, rows.Err())
-	require.Len(t, got, 3, "one prepared statement of each claim: %v", got)
-	for name, p := range got {
-		require.Equal(t, int64(claims), p.generic+p.custom, "%s claim: every execution is counted once", name)
-		require.LessOrEqual(t, p.custom, int64(5), "%s claim: planned %d times in %d executions", name, p.custom, claims)
-	}
+	require.Equal(t, map[string]string{
+		"relay": "{bigint}", "unwindowed outbox": "{bigint}", "windowed outbox": "{bigint}",
+	}, got, "each claim is prepared once, with the lease as its only parameter")
 }

@@ -18,8 +18,11 @@ import (
 //
 // limitTexts writes the limits into the statement's text instead, one text per pair of values
 // (at most maxLimitTexts pairs; a poller uses one or two). With no parameter that changes the
-// plan, the plan cache keeps the generic plan after five executions. A pair beyond the bound
-// runs the statement with parameters, as before.
+// plan, the plan cache can keep the generic plan after five executions, and on a quiet server
+// it does (7 generic and 5 custom plans in 12 executions of each claim). It stays the cache's
+// choice: it weighs costs that move with the table's size, and during the tests under load,
+// with other databases being created and dropped, it once planned the relay's claim at each
+// of 12 executions. A pair beyond the bound runs the statement with parameters, as before.
 type limitTexts struct {
 	mu    sync.Mutex
 	texts map[[2]int]string
