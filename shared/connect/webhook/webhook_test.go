@@ -564,7 +564,6 @@ func TestMetricsCountStatusClasses(t *testing.T) {
 	assert.Equal(t, "http", p.Type())
 }
 
-// connCounter is a loopback server that counts the connections it accepts.
 // countConns starts a server of handler, with TLS (HTTP/2 enabled) when useTLS is set, and
 // counts the connections it accepts.
 func countConns(t *testing.T, useTLS bool, handler http.HandlerFunc) (*httptest.Server, *atomic.Int64) {

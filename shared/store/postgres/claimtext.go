@@ -32,8 +32,9 @@ type limitTexts struct {
 // cannot fill the pool's statement caches and the server's memory with prepared statements.
 const maxLimitTexts = 32
 
-// claimParams finds $1 (the limit) and $3 (the window, if any) of a claim; $2 is the lease.
-var claimParams = regexp.MustCompile(`\$[13]\b`)
+// claimParams finds the parameters of a claim: $1 the limit, $2 the lease, $3 the window (if
+// any).
+var claimParams = regexp.MustCompile(`\$[123]\b`)
 
 // text returns sql with $1 written as limit, $3 as window and $2 renumbered $1, and whether it
 // did; false when the bound of texts is reached.
@@ -58,14 +59,13 @@ func (l *limitTexts) text(sql string, limit, window int) (string, bool) {
 // inlineLimits writes limit for $1 and window for $3 into a claim statement and renumbers its
 // lease parameter $2 as $1, the statement's only parameter then.
 func inlineLimits(sql string, limit, window int) string {
-	out := claimParams.ReplaceAllStringFunc(sql, func(m string) string {
-		if m == "$1" {
+	return claimParams.ReplaceAllStringFunc(sql, func(m string) string {
+		switch m {
+		case "$1":
 			return strconv.Itoa(limit)
+		case "$2":
+			return "$1"
 		}
 		return strconv.Itoa(window)
 	})
-	return leaseParam.ReplaceAllString(out, "$$1")
 }
-
-// leaseParam is the lease parameter of a claim.
-var leaseParam = regexp.MustCompile(`\$2\b`)

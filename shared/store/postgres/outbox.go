@@ -306,8 +306,6 @@ func (s *Store) OutboxClaim(ctx context.Context, params store.OutboxClaimParams)
 	if params.Window < 0 {
 		return nil, fmt.Errorf("claiming outbox batch: window %d is below 0", params.Window)
 	}
-	var rows pgx.Rows
-	var err error
 	// The limits go into the statement's text (limitTexts), or past its bound as parameters.
 	sql, texts, args := s.sql.outboxClaim, &s.claimTexts, []any{params.Limit, micros(params.Lease)}
 	window := 0
@@ -318,7 +316,7 @@ func (s *Store) OutboxClaim(ctx context.Context, params store.OutboxClaimParams)
 	if text, ok := texts.text(sql, params.Limit, window); ok {
 		sql, args = text, args[1:2]
 	}
-	rows, err = s.pool.Query(ctx, sql, args...)
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, wrapErr("claiming outbox batch", err)
 	}
