@@ -51,7 +51,7 @@ func main() {
 // TestReplaceDirectiveBuildsFromCheckout is the check of the README's "From a checkout": a new
 // module outside the repository that requires the client and replaces it with this folder
 // resolves and builds, with no download (GOPROXY=off: every other module comes from the module
-// cache that built these tests).
+// cache, into which the test first brings the client's module graph).
 func TestReplaceDirectiveBuildsFromCheckout(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Fatalf("the go command is not on PATH: %v", err)
@@ -59,6 +59,15 @@ func TestReplaceDirectiveBuildsFromCheckout(t *testing.T) {
 	checkout, err := filepath.Abs(".")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The new module's build reads the go.mod of every module in the client's module graph,
+	// some of which (go-logr/logr v1.2.2, required by go-logr/stdr) no build of the client
+	// itself needs, so a fresh module cache may lack them. They come into the cache here, with
+	// the environment's own proxy settings, before the offline build.
+	graph := exec.Command("go", "list", "-m", "all")
+	graph.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := graph.CombinedOutput(); err != nil {
+		t.Fatalf("go list -m all in the client module: %v\n%s", err, out)
 	}
 	dir := t.TempDir()
 	goMod := "module example.com/orders-worker\n\ngo 1.24.0\n\n" +
