@@ -104,7 +104,7 @@ func TestMappedSchemaLeavesNoDefaultName(t *testing.T) {
 					t.Errorf("%s: parameters after rendering %q, want %q", name, st.params, contractParams[name])
 				}
 				// Rendering the result again with the default names mapped to markers finds none.
-				again, _, err := render(st.text, dialect, leftovers)
+				again, _, err := render(st.text, dialect, leftovers, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -20,6 +20,8 @@ type statement struct {
 	text    string   // the SQL to run
 	params  []string // the parameter names, in order of first appearance
 	dialect Dialect
+	src     string            // the contract text, before rendering
+	renames map[string]string // the schema's renames the text was rendered with
 }
 
 // statements are the five statements that a worker runs.
@@ -35,11 +37,11 @@ func loadStatements(dialect Dialect, schema Schema) (statements, error) {
 		if err != nil {
 			return statement{}, fmt.Errorf("reading the %s statement: %w", name, err)
 		}
-		text, params, err := render(string(raw), dialect, renames)
+		text, params, err := render(string(raw), dialect, renames, nil)
 		if err != nil {
 			return statement{}, fmt.Errorf("rendering the %s statement: %w", name, err)
 		}
-		return statement{name: name, text: text, params: params, dialect: dialect}, nil
+		return statement{name: name, text: text, params: params, dialect: dialect, src: string(raw), renames: renames}, nil
 	}
 	var s statements
 	var err error
@@ -75,13 +77,26 @@ func (s statement) args(values map[string]any) ([]any, error) {
 	return out, nil
 }
 
+// withLiterals renders the statement again with the named parameters written into its text as
+// the given literals, which must be SQL literals (integers here); the other parameters stay
+// placeholders, renumbered.
+func (s statement) withLiterals(literals map[string]string) (statement, error) {
+	text, params, err := render(s.src, s.dialect, s.renames, literals)
+	if err != nil {
+		return statement{}, fmt.Errorf("rendering the %s statement: %w", s.name, err)
+	}
+	out := s
+	out.text, out.params = text, params
+	return out, nil
+}
+
 // render rewrites a contract statement for a dialect: each :name placeholder becomes $n
 // (PostgreSQL, numbered in order of first appearance, a repeated name keeping its number) or
-// @name (SQL Server), and each default table or column name that renames changes, where it
+// @name (SQL Server), or the text that literals gives for that name; and each default table or column name that renames changes, where it
 // stands as a whole word outside string literals, quoted identifiers, comments, variables and
 // placeholders, becomes the new name quoted as an identifier. Everything else stays as written.
-// It returns the parameter names in order of first appearance.
-func render(src string, dialect Dialect, renames map[string]string) (string, []string, error) {
+// It returns the names of the parameters left as placeholders, in order of first appearance.
+func render(src string, dialect Dialect, renames, literals map[string]string) (string, []string, error) {
 	var b strings.Builder
 	b.Grow(len(src) + 64)
 	var names []string
@@ -135,6 +150,11 @@ func render(src string, dialect Dialect, renames map[string]string) (string, []s
 				j++
 			}
 			name := src[i+1 : j]
+			if lit, ok := literals[name]; ok {
+				b.WriteString(lit)
+				i = j
+				continue
+			}
 			k, seen := index[name]
 			if !seen {
 				names = append(names, name)

@@ -148,6 +148,7 @@ type InboxWorker struct {
 	db      *sql.DB
 	opts    Options
 	stmts   statements
+	claims  claimTexts // the claim with its limits in the text, per batch size
 	log     safeLogger
 	tracer  trace.Tracer
 	running atomic.Bool
@@ -449,7 +450,8 @@ func (w *InboxWorker) claim(ctx, hard context.Context, batch int) ([]*claimed, e
 	}
 	cctx, cancel := context.WithTimeout(parent, claimTimeout)
 	defer cancel()
-	args, err := w.stmts.claim.args(map[string]any{
+	claim := w.claims.statement(w.stmts.claim, batch)
+	args, err := claim.args(map[string]any{
 		"source":     w.opts.Source,
 		"batch":      int64(batch),
 		"lease_ms":   int64(w.opts.LeaseMS),
@@ -458,7 +460,7 @@ func (w *InboxWorker) claim(ctx, hard context.Context, batch int) ([]*claimed, e
 	if err != nil {
 		return nil, err
 	}
-	rows, err := w.db.QueryContext(cctx, w.stmts.claim.text, args...)
+	rows, err := w.db.QueryContext(cctx, claim.text, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claiming inbox rows: %w", err)
 	}
