@@ -108,9 +108,14 @@ type hookStore struct {
 	beforeForward func(ctx context.Context, p store.InboxForwardParams) error
 	// beforeRenew, when set, runs before every renewal.
 	beforeRenew func(ctx context.Context, c store.Claim)
+	// beforeClaim, when set, runs before every claim.
+	beforeClaim func()
 }
 
 func (h *hookStore) InboxRelayClaim(ctx context.Context, p store.InboxRelayClaimParams) ([]store.InboxMessage, error) {
+	if h.beforeClaim != nil {
+		h.beforeClaim()
+	}
 	rows, err := h.InboxStore.InboxRelayClaim(ctx, p)
 	h.claims.Add(1)
 	return rows, err

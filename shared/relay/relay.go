@@ -1,13 +1,15 @@
 // Package relay forwards stored push inbox rows into the outbox (spec/04, "The relay").
 //
 // A cycle claims up to BatchSize pending push rows through the store, which takes the relay
-// lock and returns at most one row per aggregate in created_at order. The relay then forwards
-// the rows one at a time, in claim order: it renders the topic template of the row's source,
-// builds the outbox row (key = aggregate_id, the stored payload, the inbox headers plus the
-// four relay headers) and calls InboxRelayForward, which inserts the outbox row and marks the
-// inbox row processed through the claim fence in one transaction. A fence that fails rolls the
-// insert back, so a relay that lost its claim writes no outbox row. The relay reads nothing of
-// the payload and runs no transform.
+// lock and returns at most one row per aggregate in created_at order. For each row the relay
+// renders the topic template of the row's source and builds the outbox row (key =
+// aggregate_id, the stored payload, the inbox headers plus the four relay headers); it then
+// forwards the batch, which inserts the outbox rows and marks the inbox rows processed through
+// the claim fence in one transaction (InboxRelayForwardBatch; row by row through
+// InboxRelayForward where the store has no batch forward, or after a batch failed). A fence
+// that fails writes no outbox row for that row, so a relay that lost its claim forwards
+// nothing. The relay reads nothing of the payload and runs no transform. While Run forwards a
+// batch it already claims the next one (see run.loop).
 //
 // While a batch is being forwarded, the leases of its claimed and not yet finished rows are
 // renewed every third of the lease. Expired relay leases return to pending at most once per
@@ -413,26 +415,61 @@ func (rn *run) close() {
 }
 
 // loop claims until ctx is done or the options end the run.
+//
+// While it forwards a batch, the loop already claims the next one on another connection, so
+// that the claim's round trip and commit overlap the forward's. The claim skips every
+// aggregate with a processing row, so the next batch holds no later row of an aggregate of
+// the batch being forwarded, and batches are forwarded one after the other. A claim that
+// comes back empty ran before the forwarded rows were committed, which may have held back
+// the next rows of their aggregates: the loop claims again before it calls the relay idle.
+// The rows of a claim that is under way when the run stops are forwarded like the rows of the
+// batch it holds (within ShutdownTimeout), never left unclaimed.
 func (rn *run) loop(ctx context.Context, opts RunOptions) {
 	r := rn.r
 	pause := time.NewTimer(time.Hour)
 	pause.Stop()
+	var next <-chan claimResult // the claim started while the last batch was forwarded
+	defer func() {
+		if next != nil {
+			if res := <-next; res.err == nil {
+				rn.forward(rn.claimed(res.rows))
+			}
+		}
+	}()
+	claimUntilPassed := func() bool {
+		return !opts.ClaimUntil.IsZero() && !time.Now().Before(opts.ClaimUntil)
+	}
 	for ctx.Err() == nil {
-		if !opts.ClaimUntil.IsZero() && !time.Now().Before(opts.ClaimUntil) {
+		if claimUntilPassed() {
 			return
 		}
-		claimed, err := rn.cycle()
-		if err != nil {
+		var res claimResult
+		if next != nil {
+			res, next = <-next, nil
+			if res.err == nil && len(res.rows) == 0 {
+				res = rn.claim()
+			}
+		} else {
+			res = rn.claim()
+		}
+		if res.err != nil {
 			if rn.work.Err() != nil {
 				return
 			}
-			r.cycleFailed(err)
-			r.beat.Beat("the last relay cycle failed: " + redact.Error(err))
+			r.cycleFailed(res.err)
+			r.beat.Beat("the last relay cycle failed: " + redact.Error(res.err))
 			rn.sleep(ctx, pause, max(r.cfg.PollInterval, time.Second))
 			continue
 		}
+		rows := rn.claimed(res.rows)
+		if len(rows) > 0 && ctx.Err() == nil && !claimUntilPassed() {
+			// An error of the maintenance steps leaves the next claim to the top of the loop,
+			// which reports it.
+			next, _ = rn.startClaim()
+		}
+		rn.forward(rows)
 		r.beat.Beat(rn.stuck)
-		if claimed > 0 {
+		if len(rows) > 0 {
 			continue
 		}
 		if opts.StopWhenIdle {
@@ -459,33 +496,47 @@ func (rn *run) sleep(ctx context.Context, t *time.Timer, d time.Duration) {
 	t.Stop()
 }
 
-// cycle runs the maintenance steps that are due, claims a batch and forwards it row by row.
-// It returns the number of rows claimed. A cycle that forwarded a row wakes the outbox waker
-// once, after the last row of the batch.
-func (rn *run) cycle() (int, error) {
+// claimResult is what one claim returned.
+type claimResult struct {
+	rows []store.InboxMessage
+	err  error
+}
+
+// startClaim runs the maintenance steps that are due and starts a claim on its own
+// goroutine, whose result the returned channel delivers once. The claim sees every row
+// committed before it, so a pending wake is spent.
+func (rn *run) startClaim() (<-chan claimResult, error) {
 	r := rn.r
-	// The claim below sees every row committed before it, so a pending wake is spent.
 	select {
 	case <-r.wake:
 	default:
 	}
 	if err := rn.maybeReclaim(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	r.maybeRefreshGauges(rn.work)
-	rows, err := r.store.InboxRelayClaim(rn.work, store.InboxRelayClaimParams{Limit: r.cfg.BatchSize, Lease: r.cfg.ClaimTimeout})
-	if err != nil {
-		return 0, err
-	}
-	rn.sum.Claimed += len(rows)
-	before := rn.sum
-	defer func() {
-		if rn.sum.Forwarded > before.Forwarded {
-			r.outboxWaker.Wake()
-		}
-		rn.judge(before, len(rows))
+	out := make(chan claimResult, 1)
+	go func() {
+		rows, err := r.store.InboxRelayClaim(rn.work, store.InboxRelayClaimParams{Limit: r.cfg.BatchSize, Lease: r.cfg.ClaimTimeout})
+		out <- claimResult{rows: rows, err: err}
 	}()
-	if r.log.Enabled(rn.work, slog.LevelDebug) {
+	return out, nil
+}
+
+// claim runs the maintenance steps that are due and claims a batch.
+func (rn *run) claim() claimResult {
+	next, err := rn.startClaim()
+	if err != nil {
+		return claimResult{err: err}
+	}
+	return <-next
+}
+
+// claimed counts the claimed rows and holds them, so that the renewer renews their leases
+// until they are finished.
+func (rn *run) claimed(rows []store.InboxMessage) []store.InboxMessage {
+	rn.sum.Claimed += len(rows)
+	if rn.r.log.Enabled(rn.work, slog.LevelDebug) {
 		for _, row := range rows {
 			rn.rowLog(row).Debug("inbox row claimed by the relay")
 		}
@@ -495,12 +546,40 @@ func (rn *run) cycle() (int, error) {
 		rn.held[row.ID] = &heldRow{claim: row.Claim()}
 	}
 	rn.mu.Unlock()
+	return rows
+}
+
+// cycle claims a batch and forwards it. It returns the number of rows claimed.
+func (rn *run) cycle() (int, error) {
+	res := rn.claim()
+	if res.err != nil {
+		return 0, res.err
+	}
+	rows := rn.claimed(res.rows)
+	rn.forward(rows)
+	return len(rows), nil
+}
+
+// forward forwards the held rows of one claim, in one transaction where the store can (a
+// store.InboxBatchForwarder), else row by row. A batch that forwarded a row wakes the outbox
+// waker once, after its last row.
+func (rn *run) forward(rows []store.InboxMessage) {
+	if len(rows) == 0 {
+		return
+	}
+	r := rn.r
+	before := rn.sum
+	defer func() {
+		if rn.sum.Forwarded > before.Forwarded {
+			r.outboxWaker.Wake()
+		}
+		rn.judge(before, len(rows))
+	}()
 	if bf, ok := r.store.(store.InboxBatchForwarder); ok && len(rows) > 1 {
 		rn.handleBatch(bf, rows)
-		return len(rows), nil
+		return
 	}
 	rn.forwardEach(rows)
-	return len(rows), nil
 }
 
 // forwardEach forwards the claimed rows one by one, and leaves the rest to lease expiry when

@@ -509,8 +509,44 @@ func TestForwardErrorLeavesRowProcessing(t *testing.T) {
 	}
 }
 
+// cancelAfterNextClaim returns the hooks of a run that is cancelled in the forward of the row
+// first (any row when first is empty), once the run has begun the claim of its next batch,
+// which it starts before it forwards a batch; and the count of claims that began after the
+// cancel.
+func cancelAfterNextClaim(t *testing.T, h *hookStore, cancel context.CancelFunc, first string) *atomic.Int64 {
+	var late atomic.Int64
+	var cancelled atomic.Bool
+	var claims atomic.Int64
+	next := make(chan struct{})
+	h.beforeClaim = func() {
+		if cancelled.Load() {
+			late.Add(1)
+		}
+		if claims.Add(1) == 2 {
+			close(next)
+		}
+	}
+	var once sync.Once
+	h.beforeForward = func(_ context.Context, p store.InboxForwardParams) error {
+		if first != "" && p.Claim.ID != first {
+			return nil
+		}
+		once.Do(func() {
+			select {
+			case <-next:
+			case <-time.After(20 * time.Second):
+				t.Error("the run did not begin its next claim while it forwarded a batch")
+			}
+			cancelled.Store(true)
+			cancel()
+		})
+		return nil
+	}
+	return &late
+}
+
 // TestShutdownFinishesTheHeldBatch cancels the run while it forwards the first row of a batch:
-// the run claims nothing more but forwards the rows it holds.
+// the run begins no claim after the cancel but forwards the rows it holds.
 func TestShutdownFinishesTheHeldBatch(t *testing.T) {
 	t.Parallel()
 	fx := newFixture(t)
@@ -518,12 +554,8 @@ func TestShutdownFinishesTheHeldBatch(t *testing.T) {
 		insertInbox(t, fx.store, inboxRow{Source: "orders-queue", Key: fmt.Sprint(i), Aggregate: fmt.Sprint("order-", i)})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var once sync.Once
 	h := &hookStore{InboxStore: fx.store}
-	h.beforeForward = func(context.Context, store.InboxForwardParams) error {
-		once.Do(cancel)
-		return nil
-	}
+	late := cancelAfterNextClaim(t, h, cancel, "")
 	r := newRelay(t, h, relay.Config{PollInterval: time.Hour}, nil)
 
 	sum := await(t, runAsync(ctx, r, relay.RunOptions{}), 30*time.Second)
@@ -531,8 +563,39 @@ func TestShutdownFinishesTheHeldBatch(t *testing.T) {
 	if want := (relay.Summary{Claimed: 3, Forwarded: 3}); sum != want {
 		t.Errorf("summary = %+v, want %+v", sum, want)
 	}
-	if got := h.claims.Load(); got != 1 {
-		t.Errorf("claims = %d, want 1: no claim after the cancel", got)
+	if got := late.Load(); got != 0 {
+		t.Errorf("%d claims began after the cancel, want none", got)
+	}
+}
+
+// TestShutdownForwardsTheClaimUnderWay stops the run while it forwards one batch and has
+// already claimed the next (batches of one row, two aggregates): the next batch is forwarded
+// too, not left to its lease.
+func TestShutdownForwardsTheClaimUnderWay(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t)
+	first := insertInbox(t, fx.store, inboxRow{Source: "orders-queue", Key: "a", Aggregate: "order-a"})
+	second := insertInbox(t, fx.store, inboxRow{Source: "orders-queue", Key: "b", Aggregate: "order-b"})
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &hookStore{InboxStore: fx.store}
+	late := cancelAfterNextClaim(t, h, cancel, first)
+	r := newRelay(t, h, relay.Config{PollInterval: time.Hour, BatchSize: 1}, nil)
+
+	sum := await(t, runAsync(ctx, r, relay.RunOptions{}), 30*time.Second)
+
+	if want := (relay.Summary{Claimed: 2, Forwarded: 2}); sum != want {
+		t.Errorf("summary = %+v, want %+v", sum, want)
+	}
+	if got := late.Load(); got != 0 {
+		t.Errorf("%d claims began after the cancel, want none", got)
+	}
+	for _, id := range []string{first, second} {
+		if in := readInbox(t, fx.pool, id); in.State != store.InboxProcessed {
+			t.Errorf("row %s = %+v, want processed", id, in)
+		}
+		if n := len(outboxRowsOf(t, fx.pool, id)); n != 1 {
+			t.Errorf("row %s has %d outbox rows, want 1", id, n)
+		}
 	}
 }
 
