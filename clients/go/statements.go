@@ -92,9 +92,10 @@ func (s statement) withLiterals(literals map[string]string) (statement, error) {
 
 // render rewrites a contract statement for a dialect: each :name placeholder becomes $n
 // (PostgreSQL, numbered in order of first appearance, a repeated name keeping its number) or
-// @name (SQL Server), or the text that literals gives for that name; and each default table or column name that renames changes, where it
-// stands as a whole word outside string literals, quoted identifiers, comments, variables and
-// placeholders, becomes the new name quoted as an identifier. Everything else stays as written.
+// @name (SQL Server), or the text that literals gives for that name; and each default table
+// or column name that renames changes, where it stands as a whole word outside string
+// literals, quoted identifiers, comments, variables and placeholders, becomes the new name
+// quoted as an identifier. Everything else stays as written.
 // It returns the names of the parameters left as placeholders, in order of first appearance.
 func render(src string, dialect Dialect, renames, literals map[string]string) (string, []string, error) {
 	var b strings.Builder

@@ -430,10 +430,14 @@ func (rn *run) loop(ctx context.Context, opts RunOptions) {
 	pause.Stop()
 	var next <-chan claimResult // the claim started while the last batch was forwarded
 	defer func() {
-		if next != nil {
-			if res := <-next; res.err == nil {
-				rn.forward(rn.claimed(res.rows))
-			}
+		if next == nil {
+			return
+		}
+		switch res := <-next; {
+		case res.err == nil:
+			rn.forward(rn.claimed(res.rows))
+		case rn.work.Err() == nil:
+			r.cycleFailed(res.err)
 		}
 	}()
 	claimUntilPassed := func() bool {
