@@ -50,7 +50,9 @@ const (
 	whyMillis   = "fits a 32-bit signed integer of milliseconds (about 24.8 days), so no driver or time.Duration conversion overflows"
 	whyAttempts = "the max_attempts column is a 32-bit integer (int4)"
 	whyBatch    = "every row of a batch is held in memory"
-	whyDepth    = "each level of a transform evaluation is a nested call"
+	// whyRelayBatch: the relay claims its next batch while it forwards one (shared/relay).
+	whyRelayBatch = "every row of a batch is held in memory, and a relay holds up to two batches: the one it forwards and the next one, which it claims meanwhile"
+	whyDepth      = "each level of a transform evaluation is a nested call"
 )
 
 // bounds lists the largest value of every numeric key, in the order of
@@ -75,7 +77,7 @@ var bounds = []bound{
 	{"outbox.capture.connection.port", maxPort, whyPort},
 	{"inbox.maxBodyBytes", maxJSONB, "the body is stored as one jsonb value, at most 2^28-1 bytes, and held in memory"},
 	{"inbox.relay.pollIntervalMs", maxMillis, whyMillis},
-	{"inbox.relay.batchSize", maxBatch, whyBatch},
+	{"inbox.relay.batchSize", maxBatch, whyRelayBatch},
 	{"inbox.relay.claimTimeoutMs", maxMillis, whyMillis},
 	{"inbox.relay.pendingGaugeIntervalMs", maxMillis, whyMillis},
 	{"inbox.relay.maxAttempts", maxInt4, whyAttempts},
