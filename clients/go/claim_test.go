@@ -11,6 +11,20 @@ import (
 	"github.com/alternayte/queuebox/clients/go/internal/pgtest"
 )
 
+// testStatements loads the statements of the dialect for the default schema.
+func testStatements(t *testing.T, dialect Dialect) statements {
+	t.Helper()
+	schema, err := DefaultSchema().resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts, err := loadStatements(dialect, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stmts
+}
+
 // claimKeys runs the PostgreSQL claim on conn as one autocommit statement and returns the
 // idempotency keys of the rows that it claimed.
 func claimKeys(ctx context.Context, conn *sql.Conn, claim statement, batch int) ([]string, error) {
@@ -52,14 +66,7 @@ func TestClaimSkipsRowsThatAnotherClaimTookWhileItRan(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db, _ := pgtest.New(t)
-	schema, err := DefaultSchema().resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stmts, err := loadStatements(DialectPostgreSQL, schema)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stmts := testStatements(t, DialectPostgreSQL)
 	var want []string
 	for i := range 20 {
 		key := fmt.Sprintf("k%02d", i)

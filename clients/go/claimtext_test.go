@@ -13,14 +13,7 @@ import (
 // the other parameters stay placeholders numbered from 1, and past the bound, or on SQL Server,
 // the claim binds every parameter.
 func TestClaimTextsWriteTheLimitsIn(t *testing.T) {
-	schema, err := DefaultSchema().resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stmts, err := loadStatements(DialectPostgreSQL, schema)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stmts := testStatements(t, DialectPostgreSQL)
 	var c claimTexts
 	st := c.statement(stmts.claim, 40)
 	if got, want := strings.Join(st.params, ","), "source,lease_ms"; got != want {
@@ -47,10 +40,7 @@ func TestClaimTextsWriteTheLimitsIn(t *testing.T) {
 	if len(c.texts) != maxClaimTexts {
 		t.Errorf("%d texts kept, want the bound %d", len(c.texts), maxClaimTexts)
 	}
-	mssql, err := loadStatements(DialectSQLServer, schema)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mssql := testStatements(t, DialectSQLServer)
 	var m claimTexts
 	if got := m.statement(mssql.claim, 10); got.text != mssql.claim.text {
 		t.Error("the SQL Server claim was rewritten")
