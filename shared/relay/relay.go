@@ -423,7 +423,9 @@ func (rn *run) close() {
 // comes back empty ran before the forwarded rows were committed, which may have held back
 // the next rows of their aggregates: the loop claims again before it calls the relay idle.
 // The rows of a claim that is under way when the run stops are forwarded like the rows of the
-// batch it holds (within ShutdownTimeout), never left unclaimed.
+// batch it holds (within ShutdownTimeout), never left unclaimed. With a ClaimUntil the loop
+// claims ahead only while more time is left before it than the last forward took
+// (claimAhead).
 func (rn *run) loop(ctx context.Context, opts RunOptions) {
 	r := rn.r
 	pause := time.NewTimer(time.Hour)
@@ -443,6 +445,7 @@ func (rn *run) loop(ctx context.Context, opts RunOptions) {
 	claimUntilPassed := func() bool {
 		return !opts.ClaimUntil.IsZero() && !time.Now().Before(opts.ClaimUntil)
 	}
+	var lastForward time.Duration // how long the last forward of rows took
 	for ctx.Err() == nil {
 		if claimUntilPassed() {
 			return
@@ -466,12 +469,16 @@ func (rn *run) loop(ctx context.Context, opts RunOptions) {
 			continue
 		}
 		rows := rn.claimed(res.rows)
-		if len(rows) > 0 && ctx.Err() == nil && !claimUntilPassed() {
+		if len(rows) > 0 && ctx.Err() == nil && claimAhead(opts.ClaimUntil, lastForward) {
 			// An error of the maintenance steps leaves the next claim to the top of the loop,
 			// which reports it.
 			next, _ = rn.startClaim()
 		}
+		began := time.Now()
 		rn.forward(rows)
+		if len(rows) > 0 {
+			lastForward = time.Since(began)
+		}
 		r.beat.Beat(rn.stuck)
 		if len(rows) > 0 {
 			continue
@@ -498,6 +505,14 @@ func (rn *run) sleep(ctx context.Context, t *time.Timer, d time.Duration) {
 	case <-rn.r.wake:
 	}
 	t.Stop()
+}
+
+// claimAhead says whether the loop claims the next batch while it forwards one: always
+// without a ClaimUntil; with one, only while the time left before it exceeds the last
+// forward's, so that the next batch is forwarded from about ClaimUntil on at the latest, and a
+// run ends within one forward after ClaimUntil, as a run that claims in turn does.
+func claimAhead(claimUntil time.Time, lastForward time.Duration) bool {
+	return claimUntil.IsZero() || time.Until(claimUntil) > lastForward
 }
 
 // claimResult is what one claim returned.
