@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -361,20 +362,66 @@ WHERE i.{id} = f.id
   AND i.{lease_expires_at} > clock_timestamp()
 RETURNING i.{id}::text`
 
-// InboxRelayForwardBatch forwards the claimed rows in one transaction and one commit: the
-// fenced update of every claim in one statement, then the outbox inserts of the rows whose
-// fence held, in the order given, sent together in one round trip.
+// inboxRelayForwardBatchFence is the first half of the one-statement batch forward
+// (inboxRelayForwardBatchInsert): inboxRelayProcessedBatchSQL as a CTE, returning the ids
+// under a name that the outbox half can read whatever the inbox's column names are.
+const inboxRelayForwardBatchFence = `
+WITH qb_fenced AS (
+UPDATE {table} i
+SET {state} = 'processed',
+    {processed_at} = clock_timestamp(),
+    {claim_token} = NULL,
+    {lease_expires_at} = NULL
+FROM unnest($1::uuid[], $2::uuid[]) AS f(id, token)
+WHERE i.{id} = f.id
+  AND i.{state} IS NOT DISTINCT FROM 'processing'
+  AND i.{claim_token} = f.token
+  AND i.{lease_expires_at} > clock_timestamp()
+RETURNING i.{id} AS qb_inbox_id
+),`
+
+// inboxRelayForwardBatchInsert is the second half, rendered with the outbox's names: the
+// outbox rows of the claims whose fence held, one per element of the arrays $1 inbox ids,
+// $3 topics, $4 keys, $5 aggregate types, $6 payloads, $7 headers (text, empty for none) and $8
+// max_attempts, inserted in array order, and the ids of the fenced inbox rows. The insert is
+// a data-modifying CTE, so it runs to completion although the final SELECT does not read it;
+// the two halves are one statement, so one round trip and one commit, and all or nothing.
+const inboxRelayForwardBatchInsert = `
+qb_inserted AS (
+INSERT INTO {table} ({topic}, {key}, {aggregate_type}, {payload}, {headers}, {max_attempts})
+SELECT r.topic, NULLIF(r.msg_key, ''), NULLIF(r.aggregate_type, ''), r.payload::jsonb,
+    COALESCE(NULLIF(r.headers, '')::jsonb, '{}'::jsonb), r.max_attempts
+FROM unnest($1::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[])
+    WITH ORDINALITY AS r(inbox_id, topic, msg_key, aggregate_type, payload, headers, max_attempts, n)
+JOIN qb_fenced q ON q.qb_inbox_id = r.inbox_id
+ORDER BY r.n
+RETURNING 1
+)
+SELECT q.qb_inbox_id::text FROM qb_fenced q`
+
+// InboxRelayForwardBatch forwards the claimed rows atomically, the fenced update of every
+// claim and the outbox inserts of the rows whose fence held, in the order given. When every
+// row sets MaxAttempts and none sets an ID or a Delay (the relay's rows) that is one statement
+// (inboxRelayForwardBatchFence and inboxRelayForwardBatchInsert); otherwise one transaction:
+// the fenced update, then the single-row inserts sent together in one round trip.
 func (s *Store) InboxRelayForwardBatch(ctx context.Context, params []store.InboxForwardParams) ([]bool, error) {
 	out := make([]bool, len(params))
 	ids := make([]string, 0, len(params))
 	tokens := make([]string, 0, len(params))
+	oneStatement := true
 	for _, p := range params {
 		if isUUID(p.Claim.ID) && isUUID(p.Claim.Token) {
 			ids, tokens = append(ids, p.Claim.ID), append(tokens, p.Claim.Token)
+			if p.Outbox.ID != "" || p.Outbox.Delay > 0 || p.Outbox.MaxAttempts <= 0 {
+				oneStatement = false
+			}
 		}
 	}
 	if len(ids) == 0 {
 		return out, nil
+	}
+	if oneStatement {
+		return s.inboxRelayForwardOne(ctx, params, ids, tokens)
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -420,6 +467,44 @@ func (s *Store) InboxRelayForwardBatch(ctx context.Context, params []store.Inbox
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, wrapErr("forwarding inbox rows: committing", err)
+	}
+	return out, nil
+}
+
+// inboxRelayForwardOne is InboxRelayForwardBatch in one statement, for params of valid claims
+// ids and tokens (in params' order) whose outbox rows all set MaxAttempts and no ID or Delay.
+func (s *Store) inboxRelayForwardOne(ctx context.Context, params []store.InboxForwardParams, ids, tokens []string) ([]bool, error) {
+	n := len(ids)
+	topics, keys, types := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	payloads, headers := make([]string, 0, n), make([]string, 0, n)
+	attempts := make([]int32, 0, n)
+	for _, p := range params {
+		if !isUUID(p.Claim.ID) || !isUUID(p.Claim.Token) {
+			continue
+		}
+		o := p.Outbox
+		if o.MaxAttempts > math.MaxInt32 {
+			return nil, wrapErr("forwarding inbox rows", fmt.Errorf("%w: max_attempts %d is out of range", store.ErrInvalidValue, o.MaxAttempts))
+		}
+		topics, keys, types = append(topics, o.Topic), append(keys, o.Key), append(types, o.AggregateType)
+		payloads, headers = append(payloads, string(o.Payload)), append(headers, string(o.Headers))
+		attempts = append(attempts, int32(o.MaxAttempts))
+	}
+	rows, err := s.pool.Query(ctx, s.sql.inboxRelayForwardBatch, ids, tokens, topics, keys, types, payloads, headers, attempts)
+	if err != nil {
+		return nil, wrapErr("forwarding inbox rows", err)
+	}
+	held, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, wrapErr("forwarding inbox rows", err)
+	}
+	fenced := make(map[string]bool, len(held))
+	for _, id := range held {
+		fenced[id] = true
+	}
+	out := make([]bool, len(params))
+	for i, p := range params {
+		out[i] = fenced[strings.ToLower(p.Claim.ID)]
 	}
 	return out, nil
 }

@@ -58,6 +58,7 @@ type statements struct {
 	inboxRelayLock           string
 	inboxRelayClaim          string
 	inboxRelayForward        [insertVariants]string
+	inboxRelayForwardBatch   string
 	inboxRelayProcessedBatch string
 	inboxRelayDead           string
 	inboxRelayRenew          string
@@ -269,6 +270,11 @@ func buildStatements(n store.Names) (statements, error) {
 		outbox(&rendered, insert)
 		st.inboxRelayForward[v] = fence + "\n" + rendered
 	}
+	batchFence, err := render(inboxRelayForwardBatchFence, n.InboxTable, inboxColumns(n))
+	errs = append(errs, err)
+	var batchInsert string
+	outbox(&batchInsert, inboxRelayForwardBatchInsert)
+	st.inboxRelayForwardBatch = batchFence + "\n" + batchInsert
 	inbox(&st.inboxRelayDead, inboxRelayDeadSQL)
 	inbox(&st.inboxRelayRenew, inboxRelayRenewSQL)
 	inbox(&st.inboxRelayReclaim, inboxRelayReclaimSQL)

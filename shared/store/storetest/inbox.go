@@ -30,6 +30,7 @@ func inboxTests() []testCase {
 		{name: "InboxRelayClaimDeadAndRenew", run: testInboxRelayClaimDeadAndRenew},
 		{name: "InboxRelayForwardBatchFencesEachRow", custom: true, run: testInboxRelayForwardBatchFencesEachRow},
 		{name: "InboxRelayForwardBatchIsAllOrNothing", run: testInboxRelayForwardBatchIsAllOrNothing},
+		{name: "InboxRelayForwardBatchOfRowsWithIDs", custom: true, run: testInboxRelayForwardBatchOfRowsWithIDs},
 		{name: "InboxStats", run: testInboxStats},
 		{name: "InboxDeleteFinished", run: testInboxDeleteFinished},
 	}
@@ -671,6 +672,42 @@ func testInboxRelayForwardBatchFencesEachRow(t *testing.T, e *env) {
 	}
 	if rows := e.outboxRows(t); len(rows) != 2 {
 		t.Fatalf("outbox holds %d rows after a repeated batch, want 2", len(rows))
+	}
+}
+
+// testInboxRelayForwardBatchOfRowsWithIDs: outbox rows that carry their own ids and no
+// max_attempts (which a store may forward another way than the relay's rows) are fenced and
+// written as the relay's: the row of the lost claim is not written, the others are, in order,
+// with their ids and the column's default max_attempts.
+func testInboxRelayForwardBatchOfRowsWithIDs(t *testing.T, e *env) {
+	bf := batchForwarder(t, e)
+	for i := range 3 {
+		e.inboxInsert(t, store.InboxInsertParams{Source: "stripe", IdempotencyKey: fmt.Sprintf("evt_%d", i), AggregateID: fmt.Sprintf("cus_%d", i)})
+	}
+	claimed := e.relayClaim(t, 10)
+	if len(claimed) != 3 {
+		t.Fatalf("claimed %d rows, want 3", len(claimed))
+	}
+	e.changeInbox(t, claimed[2].ID, Change{ExpireLease: true})
+	ids := []string{"00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b", "00000000-0000-4000-8000-00000000000c"}
+	params := make([]store.InboxForwardParams, len(claimed))
+	for i, m := range claimed {
+		params[i] = forwardParams(m)
+		params[i].Outbox.ID, params[i].Outbox.MaxAttempts = ids[i], 0
+	}
+	got, err := bf.InboxRelayForwardBatch(e.ctx, params)
+	if err != nil || !slices.Equal(got, []bool{true, true, false}) {
+		t.Fatalf("forwarding the batch: %v, %v; want [true true false]", got, err)
+	}
+	rows := e.outboxRows(t)
+	if len(rows) != 2 || rows[0].ID != ids[0] || rows[1].ID != ids[1] || inboxIDOf(t, rows[1]) != claimed[1].ID {
+		t.Fatalf("outbox after the batch: %+v, want the rows %s and %s in that order", rows, ids[0], ids[1])
+	}
+	if rows[0].MaxAttempts != 5 {
+		t.Fatalf("max_attempts of a row that sets none: %d, want the column default 5", rows[0].MaxAttempts)
+	}
+	if r := e.inboxRow(t, claimed[2].ID); r.State != store.InboxProcessing || r.Token != claimed[2].ClaimToken {
+		t.Fatalf("the lost row after the batch: %+v, want it still processing with its token", r)
 	}
 }
 
