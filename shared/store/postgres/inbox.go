@@ -382,14 +382,16 @@ RETURNING i.{id} AS qb_inbox_id
 
 // inboxRelayForwardBatchInsert is the second half, rendered with the outbox's names: the
 // outbox rows of the claims whose fence held, one per element of the arrays $1 inbox ids,
-// $3 topics, $4 keys, $5 aggregate types, $6 payloads, $7 headers (text, empty for none) and $8
-// max_attempts, inserted in array order, and the ids of the fenced inbox rows. The insert is
+// $3 topics, $4 keys, $5 aggregate types, $6 payloads and $7 headers (as text: an empty
+// payload is NULL, which the column refuses as the single-row insert's does, and empty
+// headers are the empty object), $8 max_attempts, inserted in array order; and the ids of
+// the fenced inbox rows. The insert is
 // a data-modifying CTE, so it runs to completion although the final SELECT does not read it;
 // the two halves are one statement, so one round trip and one commit, and all or nothing.
 const inboxRelayForwardBatchInsert = `
 qb_inserted AS (
 INSERT INTO {table} ({topic}, {key}, {aggregate_type}, {payload}, {headers}, {max_attempts})
-SELECT r.topic, NULLIF(r.msg_key, ''), NULLIF(r.aggregate_type, ''), r.payload::jsonb,
+SELECT r.topic, NULLIF(r.msg_key, ''), NULLIF(r.aggregate_type, ''), NULLIF(r.payload, '')::jsonb,
     COALESCE(NULLIF(r.headers, '')::jsonb, '{}'::jsonb), r.max_attempts
 FROM unnest($1::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[])
     WITH ORDINALITY AS r(inbox_id, topic, msg_key, aggregate_type, payload, headers, max_attempts, n)
