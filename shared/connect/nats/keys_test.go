@@ -6,12 +6,14 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/alternayte/queuebox/shared/connect"
 	"github.com/alternayte/queuebox/shared/connect/consumetest"
 	qbnats "github.com/alternayte/queuebox/shared/connect/nats"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
@@ -39,29 +41,39 @@ func TestBatchSizeBoundsEachStoredBatch(t *testing.T) {
 // arguments, for the credential tests (the machine's server has no auth).
 func privateServer(t *testing.T, auth ...string) string {
 	t.Helper()
-	bin, err := exec.LookPath("nats-server")
-	if err != nil {
-		bin = "/usr/sbin/nats-server"
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	_ = ln.Close()
-	args := append([]string{"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", t.TempDir()}, auth...)
+	url, _ := privateServerAt(t, port, t.TempDir(), auth...)
+	return url
+}
+
+// privateServerAt starts nats-server with JetStream on port, keeping its store in dir, and
+// returns its URL and a function that kills it (also called at the test's end).
+func privateServerAt(t *testing.T, port int, dir string, auth ...string) (string, func()) {
+	t.Helper()
+	bin, err := exec.LookPath("nats-server")
+	if err != nil {
+		bin = "/usr/sbin/nats-server"
+	}
+	args := append([]string{"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", dir}, auth...)
 	cmd := exec.Command(bin, args...)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting a private nats-server (%s): %v; install the nats-server package", bin, err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var once sync.Once
+	stop := func() { once.Do(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) }
+	t.Cleanup(stop)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	deadline := time.Now().Add(waitLimit)
 	for {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			_ = c.Close()
-			return "nats://" + addr
+			return "nats://" + addr, stop
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the private nats-server did not listen on %s", addr)
@@ -120,14 +132,34 @@ func TestCredentials(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			runCtx, cancel := context.WithTimeout(ctx, waitLimit)
+			// The server refuses the credentials: the health check must say so (not only that
+			// the connection closed) while Run keeps retrying, until it is stopped.
+			runCtx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			runErr := bad.Run(runCtx, st)
+			ran := make(chan error, 1)
+			go func() { ran <- bad.Run(runCtx, st) }()
+			var refused error
+			for deadline := time.Now().Add(waitLimit); ; time.Sleep(20 * time.Millisecond) {
+				if err := bad.Check(ctx); err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+					refused = err
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the health of the source with wrong credentials never named the refusal within %s: %v", waitLimit, bad.Check(ctx))
+				}
+			}
+			cancel()
+			var runErr error
+			select {
+			case runErr = <-ran:
+			case <-time.After(waitLimit):
+				t.Fatalf("Run did not return within %s of its context's end", waitLimit)
+			}
 			cerr := bad.Check(ctx)
 			if runErr == nil || cerr == nil {
 				t.Fatalf("the source with wrong credentials: Run = %v, health = %v; want both errors", runErr, cerr)
 			}
-			for _, text := range []string{runErr.Error(), cerr.Error()} {
+			for _, text := range []string{runErr.Error(), cerr.Error(), refused.Error()} {
 				if strings.Contains(text, tc.secret) {
 					t.Errorf("an error shows the credential: %s", text)
 				}
@@ -137,4 +169,57 @@ func TestCredentials(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRefusedCredentialsAreTriedAgainOnANewConnection: the NATS client closes its connection
+// for good after the server refused the credentials twice; the source then connects anew at
+// its next attempt, so once the server accepts the credentials (here: restarted on the same
+// port and store with them) the source consumes without a restart of its own.
+func TestRefusedCredentialsAreTriedAgainOnANewConnection(t *testing.T) {
+	pool, st := dbstore.New(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	dir := t.TempDir()
+	url, stop := privateServerAt(t, port, dir, "--auth", "tok-old")
+
+	cfg := qbnats.SourceConfig{Token: "tok-new", Stream: "AUTH", Durable: "qb-" + unique(t),
+		Backoff: connect.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond}}
+	cfg.Servers, cfg.Intake.Name = []string{url}, "nats-auth-"+unique(t)
+	src, err := qbnats.NewSource(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumetest.Start(t, src, st)
+	for deadline := time.Now().Add(waitLimit); ; time.Sleep(20 * time.Millisecond) {
+		if err := src.Check(context.Background()); err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the source was never refused within %s: %v", waitLimit, src.Check(context.Background()))
+		}
+	}
+
+	stop()
+	url, _ = privateServerAt(t, port, dir, "--auth", "tok-new")
+	nc, err := natsgo.Connect(url, natsgo.Token("tok-new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "AUTH", Subjects: []string{"auth.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "auth.x", []byte(`{"id":"auth-after-fix"}`)); err != nil {
+		t.Fatal(err)
+	}
+	dbtest.WaitInboxRows(t, pool, src.Name(), 1, waitLimit)
 }

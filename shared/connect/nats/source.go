@@ -171,20 +171,42 @@ func (s *Source) Run(ctx context.Context, sink inbox.Inserter) error {
 	if s.cfg.Token != "" {
 		opts = append(opts, natsgo.Token(s.cfg.Token))
 	}
-	nc, err := natsgo.Connect(strings.Join(s.cfg.Servers, ","), opts...)
+	servers := strings.Join(s.cfg.Servers, ",")
+	nc, err := natsgo.Connect(servers, opts...)
 	if err != nil {
 		err = fmt.Errorf("source %s: connecting to NATS: %s", s.Name(), s.scrub(err))
 		s.state.Down("the source cannot connect to NATS", err)
 		return err
 	}
-	defer nc.Close()
+	defer func() { nc.Close() }()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("source %s: %s", s.Name(), s.scrub(err))
 	}
 	backoff := s.cfg.Backoff
 	return connect.Reconnect(ctx, &s.state, &backoff, log, "nats", "the consumer is reconnecting to NATS", s.scrub,
-		func(ctx context.Context) error { return s.consume(ctx, js, intake, &backoff, log) })
+		func(ctx context.Context) error {
+			// The client reconnects by itself, but it closes the connection for good when the
+			// server refuses the credentials twice in a row: then the session starts on a new
+			// connection, so that credentials fixed on the server are taken up without a restart.
+			if nc.IsClosed() {
+				fresh, err := natsgo.Connect(servers, opts...)
+				if err != nil {
+					return fmt.Errorf("source %s: connecting to NATS: %s", s.Name(), s.scrub(err))
+				}
+				if js, err = jetstream.New(fresh); err != nil {
+					fresh.Close()
+					return fmt.Errorf("source %s: %s", s.Name(), s.scrub(err))
+				}
+				nc = fresh
+			}
+			err := s.consume(ctx, js, intake, &backoff, log)
+			if err != nil && nc.IsClosed() && nc.LastError() != nil {
+				// Say why the connection closed (a refused credential, say), not only that it did.
+				err = fmt.Errorf("%w; the connection to NATS closed: %s", err, s.scrub(nc.LastError()))
+			}
+			return err
+		})
 }
 
 // consume sets up the durable consumer and fetches, stores and acknowledges batches until
