@@ -244,10 +244,10 @@ type Summary struct {
 	Abandoned int `json:"abandoned"`
 }
 
-// Run claims and forwards rows until ctx is done or the options end the run. A claim that took
-// rows is followed at once by the next claim, because forwarding a row can free the next row of
-// its aggregate; a claim that found nothing waits for PollInterval or a Wake. When ctx is done,
-// the run stops claiming and keeps forwarding the batch it holds for up to ShutdownTimeout
+// Run claims and forwards rows until ctx is done or the options end the run. While it forwards
+// a batch it claims the next one (see run.loop); a claim that found nothing waits for
+// PollInterval or a Wake. When ctx is done, the run stops claiming and keeps forwarding the
+// rows it holds (the batch being forwarded and a claim under way) for up to ShutdownTimeout
 // (never past ctx's deadline); a row left after that stays processing until its lease expires.
 // Database errors are logged and counted, and the claim is retried after a pause; a run never
 // ends because of them.
