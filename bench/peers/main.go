@@ -61,7 +61,7 @@ func parseArgs(args []string, errOut io.Writer) (opts Options, sink bool, err er
 	rows := fs.String("rows", "20000,100000", "messages of each run, comma separated (one comparison per size)")
 	keys := fs.Int("keys", 1000, "distinct keys of the keyed mode (0 runs no keys only)")
 	systems := fs.String("systems", "queuebox,river,watermill", "systems to run, comma separated")
-	tuned := fs.String("tuned", "500x16,500x64", "QueueBox tuned candidates, BATCHxCONCURRENCY, comma separated")
+	tuned := fs.String("tuned", "200x16,500x16,500x64", "QueueBox tuned candidates, BATCHxCONCURRENCY, comma separated")
 	exploreRows := fs.Int("explore-rows", 10000, "messages of the runs that choose the tuned candidate, per key mode (0 takes the first)")
 	poolSize := fs.Int("pool-size", 10, "QueueBox's and River's database pool size")
 	riverWorkers := fs.Int("river-workers", 64, "River MaxWorkers of the default queue")

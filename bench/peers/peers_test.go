@@ -26,8 +26,8 @@ func TestParseArgsDefaults(t *testing.T) {
 	if got := strings.Join(opts.Systems, ","); got != "queuebox,river,watermill" {
 		t.Errorf("Systems = %s", got)
 	}
-	if len(opts.Tuned) != 2 || opts.Tuned[0].BatchSize != 500 || opts.Tuned[0].Concurrency != 16 {
-		t.Errorf("Tuned = %+v, want 500x16 first", opts.Tuned)
+	if len(opts.Tuned) != 3 || opts.Tuned[0].BatchSize != 200 || opts.Tuned[0].Concurrency != 16 {
+		t.Errorf("Tuned = %+v, want 200x16, 500x16, 500x64", opts.Tuned)
 	}
 	if opts.River != (RiverSettings{MaxWorkers: 64, FetchCooldown: time.Millisecond, FetchPollInterval: 5 * time.Millisecond}) {
 		t.Errorf("River = %+v", opts.River)
