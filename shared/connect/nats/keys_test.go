@@ -185,6 +185,21 @@ func TestRefusedCredentialsAreTriedAgainOnANewConnection(t *testing.T) {
 	_ = ln.Close()
 	dir := t.TempDir()
 	url, stop := privateServerAt(t, port, dir, "--auth", "tok-old")
+	// The stream exists before the source runs (kept in dir across the restart below): a
+	// source that finds no stream stops for good, by design.
+	ctx := context.Background()
+	old, err := natsgo.Connect(url, natsgo.Token("tok-old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldJS, err := jetstream.New(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := oldJS.CreateStream(ctx, jetstream.StreamConfig{Name: "AUTH", Subjects: []string{"auth.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
 
 	cfg := qbnats.SourceConfig{Token: "tok-new", Stream: "AUTH", Durable: "qb-" + unique(t),
 		Backoff: connect.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond}}
@@ -195,11 +210,11 @@ func TestRefusedCredentialsAreTriedAgainOnANewConnection(t *testing.T) {
 	}
 	consumetest.Start(t, src, st)
 	for deadline := time.Now().Add(waitLimit); ; time.Sleep(20 * time.Millisecond) {
-		if err := src.Check(context.Background()); err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+		if err := src.Check(ctx); err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the source was never refused within %s: %v", waitLimit, src.Check(context.Background()))
+			t.Fatalf("the source was never refused within %s: %v", waitLimit, src.Check(ctx))
 		}
 	}
 
@@ -212,10 +227,6 @@ func TestRefusedCredentialsAreTriedAgainOnANewConnection(t *testing.T) {
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "AUTH", Subjects: []string{"auth.>"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := js.Publish(ctx, "auth.x", []byte(`{"id":"auth-after-fix"}`)); err != nil {
