@@ -41,14 +41,50 @@ func TestBatchSizeBoundsEachStoredBatch(t *testing.T) {
 // arguments, for the credential tests (the machine's server has no auth).
 func privateServer(t *testing.T, auth ...string) string {
 	t.Helper()
+	url, _ := privateServerAt(t, freePort(t), t.TempDir(), auth...)
+	return url
+}
+
+// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	url, _ := privateServerAt(t, port, t.TempDir(), auth...)
-	return url
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// authClient connects to url with the credential option and returns its JetStream; the
+// connection closes at the test's end.
+func authClient(t *testing.T, url string, credential natsgo.Option) jetstream.JetStream {
+	t.Helper()
+	nc, err := natsgo.Connect(url, credential)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// waitRefused waits until the health check of src names the server's refusal of its
+// credentials, and returns that error.
+func waitRefused(t *testing.T, src *qbnats.Source) error {
+	t.Helper()
+	for deadline := time.Now().Add(waitLimit); ; time.Sleep(20 * time.Millisecond) {
+		err := src.Check(context.Background())
+		if err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+			return err
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the health of the source with wrong credentials never named the refusal within %s: %v", waitLimit, err)
+		}
+	}
 }
 
 // privateServerAt starts nats-server with JetStream on port, keeping its store in dir, and
@@ -101,15 +137,7 @@ func TestCredentials(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pool, st := dbstore.New(t)
 			url := privateServer(t, tc.auth...)
-			nc, err := natsgo.Connect(url, tc.client)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(nc.Close)
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			js := authClient(t, url, tc.client)
 			ctx := context.Background()
 			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "AUTH", Subjects: []string{"auth.>"}}); err != nil {
 				t.Fatal(err)
@@ -138,16 +166,7 @@ func TestCredentials(t *testing.T) {
 			defer cancel()
 			ran := make(chan error, 1)
 			go func() { ran <- bad.Run(runCtx, st) }()
-			var refused error
-			for deadline := time.Now().Add(waitLimit); ; time.Sleep(20 * time.Millisecond) {
-				if err := bad.Check(ctx); err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
-					refused = err
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the health of the source with wrong credentials never named the refusal within %s: %v", waitLimit, bad.Check(ctx))
-				}
-			}
+			refused := waitRefused(t, bad)
 			cancel()
 			var runErr error
 			select {
@@ -177,29 +196,14 @@ func TestCredentials(t *testing.T) {
 // port and store with them) the source consumes without a restart of its own.
 func TestRefusedCredentialsAreTriedAgainOnANewConnection(t *testing.T) {
 	pool, st := dbstore.New(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	dir := t.TempDir()
+	port, dir := freePort(t), t.TempDir()
 	url, stop := privateServerAt(t, port, dir, "--auth", "tok-old")
 	// The stream exists before the source runs (kept in dir across the restart below): a
 	// source that finds no stream stops for good, by design.
 	ctx := context.Background()
-	old, err := natsgo.Connect(url, natsgo.Token("tok-old"))
-	if err != nil {
+	if _, err := authClient(t, url, natsgo.Token("tok-old")).CreateStream(ctx, jetstream.StreamConfig{Name: "AUTH", Subjects: []string{"auth.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	oldJS, err := jetstream.New(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := oldJS.CreateStream(ctx, jetstream.StreamConfig{Name: "AUTH", Subjects: []string{"auth.>"}}); err != nil {
-		t.Fatal(err)
-	}
-	old.Close()
 
 	cfg := qbnats.SourceConfig{Token: "tok-new", Stream: "AUTH", Durable: "qb-" + unique(t),
 		Backoff: connect.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond}}
@@ -209,27 +213,11 @@ func TestRefusedCredentialsAreTriedAgainOnANewConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	consumetest.Start(t, src, st)
-	for deadline := time.Now().Add(waitLimit); ; time.Sleep(20 * time.Millisecond) {
-		if err := src.Check(ctx); err != nil && strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the source was never refused within %s: %v", waitLimit, src.Check(ctx))
-		}
-	}
+	waitRefused(t, src)
 
 	stop()
 	url, _ = privateServerAt(t, port, dir, "--auth", "tok-new")
-	nc, err := natsgo.Connect(url, natsgo.Token("tok-new"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := js.Publish(ctx, "auth.x", []byte(`{"id":"auth-after-fix"}`)); err != nil {
+	if _, err := authClient(t, url, natsgo.Token("tok-new")).Publish(ctx, "auth.x", []byte(`{"id":"auth-after-fix"}`)); err != nil {
 		t.Fatal(err)
 	}
 	dbtest.WaitInboxRows(t, pool, src.Name(), 1, waitLimit)

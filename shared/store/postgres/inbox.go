@@ -345,11 +345,11 @@ func inboxRelayForwardInsertSQL(v insertVariant) (string, error) {
 // placeholderNumber matches a positional parameter.
 var placeholderNumber = regexp.MustCompile(`\$[0-9]+`)
 
-// inboxRelayProcessedBatchSQL marks processed, each through its fence, the claimed rows of
-// the arrays $1 ids and $2 tokens, and returns the ids of the rows it changed. Its state test
-// is written as the outbox fence's is, so that the plan looks each claim up by primary key
-// instead of reading the partial index of processing rows (the comment on fence says why).
-const inboxRelayProcessedBatchSQL = `
+// inboxRelayProcessedUpdate marks processed, each through its fence, the claimed rows of the
+// arrays $1 ids and $2 tokens. Its state test is written as the outbox fence's is, so that the
+// plan looks each claim up by primary key instead of reading the partial index of processing
+// rows (the comment on fence says why).
+const inboxRelayProcessedUpdate = `
 UPDATE {table} i
 SET {state} = 'processed',
     {processed_at} = clock_timestamp(),
@@ -359,24 +359,18 @@ FROM unnest($1::uuid[], $2::uuid[]) AS f(id, token)
 WHERE i.{id} = f.id
   AND i.{state} IS NOT DISTINCT FROM 'processing'
   AND i.{claim_token} = f.token
-  AND i.{lease_expires_at} > clock_timestamp()
+  AND i.{lease_expires_at} > clock_timestamp()`
+
+// inboxRelayProcessedBatchSQL is inboxRelayProcessedUpdate returning the ids of the rows it
+// changed.
+const inboxRelayProcessedBatchSQL = inboxRelayProcessedUpdate + `
 RETURNING i.{id}::text`
 
 // inboxRelayForwardBatchFence is the first half of the one-statement batch forward
-// (inboxRelayForwardBatchInsert): inboxRelayProcessedBatchSQL as a CTE, returning the ids
-// under a name that the outbox half can read whatever the inbox's column names are.
+// (inboxRelayForwardBatchInsert): inboxRelayProcessedUpdate as a CTE, returning the ids under
+// a name that the outbox half can read whatever the inbox's column names are.
 const inboxRelayForwardBatchFence = `
-WITH qb_fenced AS (
-UPDATE {table} i
-SET {state} = 'processed',
-    {processed_at} = clock_timestamp(),
-    {claim_token} = NULL,
-    {lease_expires_at} = NULL
-FROM unnest($1::uuid[], $2::uuid[]) AS f(id, token)
-WHERE i.{id} = f.id
-  AND i.{state} IS NOT DISTINCT FROM 'processing'
-  AND i.{claim_token} = f.token
-  AND i.{lease_expires_at} > clock_timestamp()
+WITH qb_fenced AS (` + inboxRelayProcessedUpdate + `
 RETURNING i.{id} AS qb_inbox_id
 ),`
 

@@ -635,18 +635,26 @@ func batchForwarder(t *testing.T, e *env) store.InboxBatchForwarder {
 	return bf
 }
 
+// claimPushRows stores n push rows of source stripe, each of its own aggregate, and claims them
+// all for the relay.
+func claimPushRows(t *testing.T, e *env, n int) []store.InboxMessage {
+	t.Helper()
+	for i := range n {
+		e.inboxInsert(t, store.InboxInsertParams{Source: "stripe", IdempotencyKey: fmt.Sprintf("evt_%d", i), AggregateID: fmt.Sprintf("cus_%d", i)})
+	}
+	claimed := e.relayClaim(t, 10)
+	if len(claimed) != n {
+		t.Fatalf("claimed %d rows, want %d", len(claimed), n)
+	}
+	return claimed
+}
+
 // testInboxRelayForwardBatchFencesEachRow: a batch of three claims of which one lost its
 // lease forwards the other two, in one call: their rows are processed and have exactly one
 // outbox row each, in the order given; the lost one writes nothing and stays as it was.
 func testInboxRelayForwardBatchFencesEachRow(t *testing.T, e *env) {
 	bf := batchForwarder(t, e)
-	for i := range 3 {
-		e.inboxInsert(t, store.InboxInsertParams{Source: "stripe", IdempotencyKey: fmt.Sprintf("evt_%d", i), AggregateID: fmt.Sprintf("cus_%d", i)})
-	}
-	claimed := e.relayClaim(t, 10)
-	if len(claimed) != 3 {
-		t.Fatalf("claimed %d rows, want 3", len(claimed))
-	}
+	claimed := claimPushRows(t, e, 3)
 	e.changeInbox(t, claimed[1].ID, Change{ExpireLease: true})
 	params := []store.InboxForwardParams{forwardParams(claimed[0]), forwardParams(claimed[1]), forwardParams(claimed[2])}
 	got, err := bf.InboxRelayForwardBatch(e.ctx, params)
@@ -681,13 +689,7 @@ func testInboxRelayForwardBatchFencesEachRow(t *testing.T, e *env) {
 // with their ids and the column's default max_attempts.
 func testInboxRelayForwardBatchOfRowsWithIDs(t *testing.T, e *env) {
 	bf := batchForwarder(t, e)
-	for i := range 3 {
-		e.inboxInsert(t, store.InboxInsertParams{Source: "stripe", IdempotencyKey: fmt.Sprintf("evt_%d", i), AggregateID: fmt.Sprintf("cus_%d", i)})
-	}
-	claimed := e.relayClaim(t, 10)
-	if len(claimed) != 3 {
-		t.Fatalf("claimed %d rows, want 3", len(claimed))
-	}
+	claimed := claimPushRows(t, e, 3)
 	e.changeInbox(t, claimed[2].ID, Change{ExpireLease: true})
 	ids := []string{"00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b", "00000000-0000-4000-8000-00000000000c"}
 	params := make([]store.InboxForwardParams, len(claimed))
@@ -716,13 +718,7 @@ func testInboxRelayForwardBatchOfRowsWithIDs(t *testing.T, e *env) {
 // is written: no outbox row, every inbox row still processing.
 func testInboxRelayForwardBatchIsAllOrNothing(t *testing.T, e *env) {
 	bf := batchForwarder(t, e)
-	for i := range 2 {
-		e.inboxInsert(t, store.InboxInsertParams{Source: "stripe", IdempotencyKey: fmt.Sprintf("evt_%d", i), AggregateID: fmt.Sprintf("cus_%d", i)})
-	}
-	claimed := e.relayClaim(t, 10)
-	if len(claimed) != 2 {
-		t.Fatalf("claimed %d rows, want 2", len(claimed))
-	}
+	claimed := claimPushRows(t, e, 2)
 	bad := forwardParams(claimed[1])
 	bad.Outbox.Topic = strings.Repeat("t", 300)
 	_, err := bf.InboxRelayForwardBatch(e.ctx, []store.InboxForwardParams{forwardParams(claimed[0]), bad})
