@@ -404,10 +404,12 @@ func (s *Store) InboxRelayForwardBatch(ctx context.Context, params []store.Inbox
 	out := make([]bool, len(params))
 	ids := make([]string, 0, len(params))
 	tokens := make([]string, 0, len(params))
+	valid := make([]store.OutboxInsertParams, 0, len(params))
 	oneStatement := true
 	for _, p := range params {
 		if isUUID(p.Claim.ID) && isUUID(p.Claim.Token) {
 			ids, tokens = append(ids, p.Claim.ID), append(tokens, p.Claim.Token)
+			valid = append(valid, p.Outbox)
 			if p.Outbox.ID != "" || p.Outbox.Delay > 0 || p.Outbox.MaxAttempts <= 0 {
 				oneStatement = false
 			}
@@ -417,7 +419,7 @@ func (s *Store) InboxRelayForwardBatch(ctx context.Context, params []store.Inbox
 		return out, nil
 	}
 	if oneStatement {
-		return s.inboxRelayForwardOne(ctx, params, ids, tokens)
+		return s.inboxRelayForwardOne(ctx, params, ids, tokens, valid)
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -467,18 +469,15 @@ func (s *Store) InboxRelayForwardBatch(ctx context.Context, params []store.Inbox
 	return out, nil
 }
 
-// inboxRelayForwardOne is InboxRelayForwardBatch in one statement, for params of valid claims
-// ids and tokens (in params' order) whose outbox rows all set MaxAttempts and no ID or Delay.
-func (s *Store) inboxRelayForwardOne(ctx context.Context, params []store.InboxForwardParams, ids, tokens []string) ([]bool, error) {
-	n := len(ids)
+// inboxRelayForwardOne is InboxRelayForwardBatch in one statement, for params whose valid
+// claims are ids and tokens, with their outbox rows in rows (in params' order), each setting
+// MaxAttempts and no ID or Delay.
+func (s *Store) inboxRelayForwardOne(ctx context.Context, params []store.InboxForwardParams, ids, tokens []string, rows []store.OutboxInsertParams) ([]bool, error) {
+	n := len(rows)
 	topics, keys, types := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
 	payloads, headers := make([]string, 0, n), make([]string, 0, n)
 	attempts := make([]int32, 0, n)
-	for _, p := range params {
-		if !isUUID(p.Claim.ID) || !isUUID(p.Claim.Token) {
-			continue
-		}
-		o := p.Outbox
+	for _, o := range rows {
 		if o.MaxAttempts > math.MaxInt32 {
 			return nil, wrapErr("forwarding inbox rows", fmt.Errorf("%w: max_attempts %d is out of range", store.ErrInvalidValue, o.MaxAttempts))
 		}
@@ -486,11 +485,11 @@ func (s *Store) inboxRelayForwardOne(ctx context.Context, params []store.InboxFo
 		payloads, headers = append(payloads, string(o.Payload)), append(headers, string(o.Headers))
 		attempts = append(attempts, int32(o.MaxAttempts))
 	}
-	rows, err := s.pool.Query(ctx, s.sql.inboxRelayForwardBatch, ids, tokens, topics, keys, types, payloads, headers, attempts)
+	result, err := s.pool.Query(ctx, s.sql.inboxRelayForwardBatch, ids, tokens, topics, keys, types, payloads, headers, attempts)
 	if err != nil {
 		return nil, wrapErr("forwarding inbox rows", err)
 	}
-	held, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	held, err := pgx.CollectRows(result, pgx.RowTo[string])
 	if err != nil {
 		return nil, wrapErr("forwarding inbox rows", err)
 	}
