@@ -3,10 +3,16 @@ package lambdazip_test
 import (
 	"archive/zip"
 	"bytes"
+	"context"
+	"debug/elf"
 	"io"
 	"os"
+	"os/exec"
+	"path"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -116,4 +122,60 @@ func TestWriteTable(t *testing.T) {
 	assert.Contains(t, buf.String(), "poll")
 	assert.Contains(t, buf.String(), "12845218 ( 12.8 MB)")
 	assert.Contains(t, buf.String(), "4631162 (  4.6 MB)")
+}
+
+// TestEveryFunctionBuildsForLambdaWithoutRPC builds every function of functions/ as `make
+// lambda` deploys it (BuildEnv and BuildFlags: linux/arm64, no cgo, -tags lambda.norpc), in
+// one go command, and checks that each binary is an arm64 executable and that the tag leaves
+// net/rpc out of each function while the same function without the tag links it (so the
+// check can fail). The Runtime Interface Emulator tests (functions/rietest) run the
+// functions built for this machine.
+func TestEveryFunctionBuildsForLambdaWithoutRPC(t *testing.T) {
+	t.Parallel()
+	goTool, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command is needed to build the functions")
+	root := filepath.Join("..", "..")
+	names, err := lambdazip.Functions(root)
+	require.NoError(t, err)
+	for _, want := range []string{"admin", "inbox", "poll", "relay", "retention"} {
+		require.Contains(t, names, want, "functions/%s/main.go", want)
+	}
+
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	require.NoError(t, lambdazip.BuildAll(ctx, root, names, dir, lambdazip.BuildEnv))
+	for _, name := range names {
+		f, err := elf.Open(filepath.Join(dir, name))
+		require.NoError(t, err, "the binary of %s", name)
+		assert.Equal(t, elf.EM_AARCH64, f.Machine, "the machine of %s", name)
+		assert.Equal(t, elf.ET_EXEC, f.Type, "%s is a static executable", name)
+		require.NoError(t, f.Close())
+	}
+
+	// deps maps each function's import path to its dependencies, with the tags.
+	deps := func(tags ...string) map[string][]string {
+		args := append([]string{"list"}, tags...)
+		args = append(args, "-f", "{{.ImportPath}}{{range .Deps}} {{.}}{{end}}")
+		for _, name := range names {
+			args = append(args, "./functions/"+name)
+		}
+		cmd := exec.Command(goTool, args...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), lambdazip.BuildEnv...)
+		out, err := cmd.Output()
+		require.NoError(t, err, "go list %v", tags)
+		m := map[string][]string{}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			fields := strings.Fields(line)
+			m[path.Base(fields[0])] = fields[1:]
+		}
+		require.Len(t, m, len(names), "go list %v: a line per function", tags)
+		return m
+	}
+	tagged, untagged := deps("-tags", "lambda.norpc"), deps()
+	for _, name := range names {
+		assert.NotContains(t, tagged[name], "net/rpc", "functions/%s links net/rpc although it is built with -tags lambda.norpc", name)
+		assert.Contains(t, untagged[name], "net/rpc", "without the tag functions/%s does not link net/rpc: the check above proves nothing", name)
+	}
 }

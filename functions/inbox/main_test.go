@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -307,38 +306,4 @@ func inboxRows(t *testing.T, pool *pgxpool.Pool) map[string]map[string]any {
 	}
 	require.NoError(t, rows.Err())
 	return out
-}
-
-// TestBuildsForArm64WithoutRPC builds the function as it is deployed (linux/arm64,
-// -tags lambda.norpc, no cgo) and checks that the tag leaves net/rpc out. The Runtime
-// Interface Emulator tests run the binary itself.
-func TestBuildsForArm64WithoutRPC(t *testing.T) {
-	t.Parallel()
-	buildWithoutRPC(t)
-}
-
-func buildWithoutRPC(t *testing.T) {
-	t.Helper()
-	goTool, err := exec.LookPath("go")
-	require.NoError(t, err, "the go command is needed to build the function")
-	bin := filepath.Join(t.TempDir(), "bootstrap")
-	crossEnv := append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64")
-	build := exec.Command(goTool, "build", "-tags", "lambda.norpc", "-trimpath", "-o", bin, ".")
-	build.Env = crossEnv
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build -tags lambda.norpc:\n%s", out)
-	fi, err := os.Stat(bin)
-	require.NoError(t, err)
-	require.NotZero(t, fi.Size())
-
-	deps := func(tags ...string) []string {
-		args := append([]string{"list", "-deps"}, tags...)
-		cmd := exec.Command(goTool, append(args, ".")...)
-		cmd.Env = crossEnv
-		out, err := cmd.Output()
-		require.NoError(t, err, "go list -deps %v", tags)
-		return strings.Fields(string(out))
-	}
-	assert.NotContains(t, deps("-tags", "lambda.norpc"), "net/rpc", "the function links net/rpc although it is built with -tags lambda.norpc")
-	assert.Contains(t, deps(), "net/rpc", "without the tag the function does not link net/rpc: the check above proves nothing")
 }

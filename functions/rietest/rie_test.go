@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alternayte/queuebox/deploy/lambdazip"
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
@@ -49,7 +50,7 @@ func TestMain(m *testing.M) {
 }
 
 func setupAndRun(m *testing.M) int {
-	// The emulator's install and four static builds: minutes on a loaded machine with a cold
+	// The emulator's install and the static build of four functions: minutes on a loaded machine with a cold
 	// build cache (go test's own -timeout still bounds the whole run).
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -68,13 +69,14 @@ func setupAndRun(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(work)
-	for _, name := range []string{"inbox", "poll", "relay", "admin"} {
-		out := filepath.Join(work, name, "bootstrap")
-		if err := Build(ctx, "../..", name, out); err != nil {
-			fmt.Fprintln(os.Stderr, "rietest:", err)
-			return 1
-		}
-		bootstraps[name] = out
+	// One go command builds the four: the packages they share compile once.
+	names := []string{"inbox", "poll", "relay", "admin"}
+	if err := lambdazip.BuildAll(ctx, "../..", names, work, BuildEnv()); err != nil {
+		fmt.Fprintln(os.Stderr, "rietest:", err)
+		return 1
+	}
+	for _, name := range names {
+		bootstraps[name] = filepath.Join(work, name)
 	}
 	return m.Run()
 }

@@ -42,10 +42,12 @@ type StartError struct {
 	Err  error
 }
 
+// Error prints the step and the redacted reason.
 func (e *StartError) Error() string {
 	return "QueueBox could not " + e.Step + ". Reason: " + redact.Error(e.Err)
 }
 
+// Unwrap returns the failure of the step.
 func (e *StartError) Unwrap() error { return e.Err }
 
 // NewStartError returns the *StartError of a failed start step: the one constructor of
