@@ -91,8 +91,12 @@ func BuildAll(ctx context.Context, root string, names []string, dir string, env 
 		return fmt.Errorf("building functions %v: %w\n%s", names, err, output)
 	}
 	for _, name := range names {
-		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Size() == 0 {
-			return fmt.Errorf("building functions: no binary of %s in %s (%v)", name, dir, err)
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			return fmt.Errorf("building functions: the binary of %s: %w", name, err)
+		}
+		if fi.Size() == 0 {
+			return fmt.Errorf("building functions: the binary of %s in %s is empty", name, dir)
 		}
 	}
 	return nil

@@ -50,8 +50,8 @@ func TestMain(m *testing.M) {
 }
 
 func setupAndRun(m *testing.M) int {
-	// The emulator's install and the static build of four functions: minutes on a loaded machine with a cold
-	// build cache (go test's own -timeout still bounds the whole run).
+	// The emulator's install and the static build of four functions: minutes on a loaded
+	// machine with a cold build cache (go test's own -timeout still bounds the whole run).
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	dir, err := DefaultEmulatorDir()
