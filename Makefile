@@ -46,8 +46,11 @@ test: services
 
 ## test-go: the Go tests of the service module (every package, -race), then the tracing and
 ## function-runtime packages again with the Lambda functions' build tag (lambda.norpc: the
-## small OTLP/HTTP exporter, no gRPC)
+## small OTLP/HTTP exporter, no gRPC). The commands that tests build and run (queuebox, the
+## receiver, the capture node) are compiled first in one go command, so that tests running
+## side by side do not each compile the packages they share.
 test-go:
+	$(GO) build ./local ./local/receiver ./capturenode
 	$(GO) test $(TESTFLAGS) $(PKGS)
 	$(GO) test $(TESTFLAGS) -tags lambda.norpc ./shared/tracing ./shared/lambdafn
 
