@@ -437,13 +437,10 @@ func (s *Store) InboxRelayForwardBatch(ctx context.Context, params []store.Inbox
 	if len(held) == 0 {
 		return out, nil
 	}
-	fenced := make(map[string]bool, len(held))
-	for _, id := range held {
-		fenced[id] = true
-	}
+	fenced := heldClaims(held)
 	batch := &pgx.Batch{}
 	for i, p := range params {
-		if !fenced[p.Claim.ID] {
+		if !fenced[strings.ToLower(p.Claim.ID)] {
 			continue
 		}
 		v, args, err := insertArgs(p.Outbox, nil)
@@ -493,15 +490,22 @@ func (s *Store) inboxRelayForwardOne(ctx context.Context, params []store.InboxFo
 	if err != nil {
 		return nil, wrapErr("forwarding inbox rows", err)
 	}
-	fenced := make(map[string]bool, len(held))
-	for _, id := range held {
-		fenced[id] = true
-	}
+	fenced := heldClaims(held)
 	out := make([]bool, len(params))
 	for i, p := range params {
 		out[i] = fenced[strings.ToLower(p.Claim.ID)]
 	}
 	return out, nil
+}
+
+// heldClaims is the set of the inbox ids whose fence held, as the database prints them
+// (lower case): a caller's claim id is looked up in lower case, as isUUID takes either.
+func heldClaims(held []string) map[string]bool {
+	fenced := make(map[string]bool, len(held))
+	for _, id := range held {
+		fenced[id] = true
+	}
+	return fenced
 }
 
 var _ store.InboxBatchForwarder = (*Store)(nil)

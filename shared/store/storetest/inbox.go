@@ -31,6 +31,7 @@ func inboxTests() []testCase {
 		{name: "InboxRelayForwardBatchFencesEachRow", custom: true, run: testInboxRelayForwardBatchFencesEachRow},
 		{name: "InboxRelayForwardBatchIsAllOrNothing", run: testInboxRelayForwardBatchIsAllOrNothing},
 		{name: "InboxRelayForwardBatchOfRowsWithIDs", custom: true, run: testInboxRelayForwardBatchOfRowsWithIDs},
+		{name: "InboxRelayForwardBatchTakesUpperCaseClaimIDs", run: testInboxRelayForwardBatchTakesUpperCaseClaimIDs},
 		{name: "InboxStats", run: testInboxStats},
 		{name: "InboxDeleteFinished", run: testInboxDeleteFinished},
 	}
@@ -710,6 +711,36 @@ func testInboxRelayForwardBatchOfRowsWithIDs(t *testing.T, e *env) {
 	}
 	if r := e.inboxRow(t, claimed[2].ID); r.State != store.InboxProcessing || r.Token != claimed[2].ClaimToken {
 		t.Fatalf("the lost row after the batch: %+v, want it still processing with its token", r)
+	}
+}
+
+// testInboxRelayForwardBatchTakesUpperCaseClaimIDs: a claim id in upper case is the same
+// claim. Each batch, of the relay's rows and of rows with their own ids (which a store may
+// forward another way), reports both rows forwarded and writes an outbox row for each row
+// that it marked processed.
+func testInboxRelayForwardBatchTakesUpperCaseClaimIDs(t *testing.T, e *env) {
+	bf := batchForwarder(t, e)
+	claimed := claimPushRows(t, e, 4)
+	params := make([]store.InboxForwardParams, len(claimed))
+	for i, m := range claimed {
+		params[i] = forwardParams(m)
+		params[i].Claim.ID = strings.ToUpper(m.ID)
+	}
+	params[2].Outbox.ID, params[3].Outbox.ID = "00000000-0000-4000-8000-00000000000a", "00000000-0000-4000-8000-00000000000b"
+	for _, batch := range [][]store.InboxForwardParams{params[:2], params[2:]} {
+		got, err := bf.InboxRelayForwardBatch(e.ctx, batch)
+		if err != nil || !slices.Equal(got, []bool{true, true}) {
+			t.Fatalf("forwarding a batch with upper-case claim ids: %v, %v; want [true true]", got, err)
+		}
+	}
+	rows := e.outboxRows(t)
+	if len(rows) != 4 {
+		t.Fatalf("%d outbox rows after the batches, want 4 (one per processed inbox row)", len(rows))
+	}
+	for i, r := range rows {
+		if inboxIDOf(t, r) != claimed[i].ID {
+			t.Fatalf("outbox row %d is of inbox row %s, want %s", i, inboxIDOf(t, r), claimed[i].ID)
+		}
 	}
 }
 
