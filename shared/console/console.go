@@ -105,15 +105,21 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05.000Z")
 	},
-	"query": func(kv ...string) string {
-		v := url.Values{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			if kv[i+1] != "" {
-				v.Set(kv[i], kv[i+1])
-			}
+	"replayURL": replayURL,
+}
+
+// replayURL is the address of a replay preview for the pairs of names and values kv (an empty
+// value is left out). The templates use it as a whole href: html/template then only normalizes
+// the address, whereas a query string written after a literal "?" in the template would be
+// escaped a second time, and the server would see no filter at all.
+func replayURL(kv ...string) string {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			v.Set(kv[i], kv[i+1])
 		}
-		return v.Encode()
-	},
+	}
+	return "/console/replay?" + v.Encode()
 }
 
 func parsePages() (map[string]*template.Template, error) {
