@@ -427,6 +427,17 @@ func selection(v url.Values) (Selection, error) {
 	return sel, nil
 }
 
+// NoFilterText is the answer to a replay without a filter: a replay from the console needs
+// a row, a destination or source, or an error fingerprint, never all the dead rows of a
+// table (the words of the admin route's answer).
+const NoFilterText = "A replay needs at least one filter."
+
+// hasFilter reports whether sel narrows the dead rows of its table: the table alone is not a
+// filter.
+func (sel Selection) hasFilter() bool {
+	return len(sel.IDs) > 0 || sel.Target != "" || sel.Fingerprint != ""
+}
+
 type replayData struct {
 	Selection
 	Preview Preview
@@ -434,9 +445,13 @@ type replayData struct {
 
 func (c *Console) serveReplayPreview(w http.ResponseWriter, r *http.Request, nonce []byte) {
 	sel, err := selection(r.URL.Query())
+	refusal := NoFilterText
 	if err != nil {
+		refusal = err.Error()
+	}
+	if err != nil || !sel.hasFilter() {
 		c.render(w, http.StatusBadRequest, "message", view{Title: "Invalid replay", CSRF: c.sessions.csrf(nonce),
-			Data: messageData{Heading: "Invalid replay", Text: err.Error()}})
+			Data: messageData{Heading: "Invalid replay", Text: refusal, Link: "Dead letters", LinkTo: "/console/dead"}})
 		return
 	}
 	p, err := c.opts.Backend.Preview(r.Context(), sel)
@@ -451,6 +466,10 @@ func (c *Console) serveReplay(w http.ResponseWriter, r *http.Request, nonce []by
 	sel, err := selection(r.PostForm)
 	if err != nil {
 		http.Error(w, "Invalid replay: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if !sel.hasFilter() {
+		http.Error(w, NoFilterText, http.StatusBadRequest)
 		return
 	}
 	moved, err := c.opts.Backend.Replay(r.Context(), sel)

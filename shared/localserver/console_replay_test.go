@@ -3,9 +3,11 @@ package localserver
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alternayte/queuebox/shared/console"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
@@ -67,44 +70,7 @@ type deadGroup struct {
 // group, and each Replay moves exactly those rows, checked in the database after every click.
 func TestTheConsoleReplaysExactlyTheRowsOfEachLink(t *testing.T) {
 	t.Parallel()
-	receiver := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	defer receiver.Close()
-	dbURL := dbtest.NewDatabase(t)
-	u, err := url.Parse(dbURL)
-	require.NoError(t, err)
-	cfg := loadYAML(t, fmt.Sprintf(`
-database:
-  url: jdbc:postgresql://%s%s
-  username: postgres
-  password: trust-auth
-  migrate: true
-outbox:
-  pollIntervalMs: 20
-admin:
-  enabled: true
-  auth:
-    type: bearer
-    token: %s
-destinations:
-  orders-api:
-    type: http
-    baseUrl: %s
-    path: /orders
-  audit:
-    type: http
-    baseUrl: %[4]s
-    path: /audit
-routes:
-  - topicPattern: "order.*"
-    destination: orders-api
-  - topicPattern: "**"
-    destination: audit
-`, u.Host, u.Path, consoleToken, receiver.URL))
-	cfg.Server.HTTPPort = 0
-	l, err := New(context.Background(), cfg, quietLog())
-	require.NoError(t, err)
-	base := runLocal(t, l)
-	pool := dbtest.NewPool(t, dbURL)
+	base, pool := startConsoleProcess(t)
 	ctx := context.Background()
 
 	groups := []*deadGroup{
@@ -233,6 +199,51 @@ routes:
 	))
 }
 
+// startConsoleProcess runs the local process with the console (admin token consoleToken) on
+// a new database, with an HTTP receiver that accepts every delivery behind the destinations
+// orders-api (topics order.*) and audit (every other topic). It returns the base URL of the
+// process and a pool on its database.
+func startConsoleProcess(t *testing.T) (string, *pgxpool.Pool) {
+	t.Helper()
+	receiver := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(receiver.Close)
+	dbURL := dbtest.NewDatabase(t)
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	cfg := loadYAML(t, fmt.Sprintf(`
+database:
+  url: jdbc:postgresql://%s%s
+  username: postgres
+  password: trust-auth
+  migrate: true
+outbox:
+  pollIntervalMs: 20
+admin:
+  enabled: true
+  auth:
+    type: bearer
+    token: %s
+destinations:
+  orders-api:
+    type: http
+    baseUrl: %s
+    path: /orders
+  audit:
+    type: http
+    baseUrl: %[4]s
+    path: /audit
+routes:
+  - topicPattern: "order.*"
+    destination: orders-api
+  - topicPattern: "**"
+    destination: audit
+`, u.Host, u.Path, consoleToken, receiver.URL))
+	cfg.Server.HTTPPort = 0
+	l, err := New(context.Background(), cfg, quietLog())
+	require.NoError(t, err)
+	return runLocal(t, l), dbtest.NewPool(t, dbURL)
+}
+
 // idsWhere returns the first column of query's rows.
 func idsWhere(t *testing.T, pool *pgxpool.Pool, query string, args ...any) []string {
 	t.Helper()
@@ -247,4 +258,89 @@ func idsWhere(t *testing.T, pool *pgxpool.Pool, query string, args ...any) []str
 	}
 	require.NoError(t, rows.Err())
 	return out
+}
+
+// consoleLogin logs in to the console over HTTP with the admin token and returns the session
+// cookie's value and the session's CSRF token, read from the overview page.
+func consoleLogin(t *testing.T, base string) (cookie, csrf string) {
+	t.Helper()
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.PostForm(base+"/console/login", url.Values{"token": {consoleToken}})
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the login")
+	for _, c := range resp.Cookies() {
+		if c.Name == console.CookieName {
+			cookie = c.Value
+		}
+	}
+	require.NotEmpty(t, cookie, "the login sets the session cookie")
+	status, body := consoleGet(t, base, "/console/", cookie)
+	require.Equal(t, http.StatusOK, status)
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)
+	require.NotNil(t, m, "the overview carries the CSRF token: %s", body)
+	return cookie, m[1]
+}
+
+// consoleGet reads a console page with the session cookie and returns the status and body.
+func consoleGet(t *testing.T, base, path, cookie string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
+	require.NoError(t, err)
+	req.AddCookie(&http.Cookie{Name: console.CookieName, Value: cookie})
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// TestTheConsoleRefusesAReplayWithoutAFilter sends previews and replays that name a table but
+// no row, destination, source or fingerprint, as the escaped links did: each answers 400 with
+// "A replay needs at least one filter." and no dead row moves. A filtered preview still
+// answers 200.
+func TestTheConsoleRefusesAReplayWithoutAFilter(t *testing.T) {
+	t.Parallel()
+	base, pool := startConsoleProcess(t)
+	dbtest.Exec(t, pool, `INSERT INTO outbox (topic, payload, state, attempt, last_error)
+		SELECT 'order.created', '{}', 'dead', 5, 'HTTP 503' FROM generate_series(1, 3)`)
+	dbtest.Exec(t, pool, `INSERT INTO inbox (source, idempotency_key, payload, state, consumption, last_error, processed_at)
+		SELECT 'stripe', 'k' || g, '{}', 'dead', 'pull', 'Invalid JSON', now() FROM generate_series(1, 2) g`)
+	deadRows := func() (outbox, inbox int) {
+		t.Helper()
+		require.NoError(t, pool.QueryRow(context.Background(),
+			`SELECT (SELECT count(*) FROM outbox WHERE state = 'dead'), (SELECT count(*) FROM inbox WHERE state = 'dead')`).Scan(&outbox, &inbox))
+		return outbox, inbox
+	}
+	cookie, csrf := consoleLogin(t, base)
+
+	for _, query := range []string{"", "?table=outbox", "?table=inbox", "?table=outbox&target=&fingerprint=&id=", "?id%3dx%26table%3doutbox"} {
+		status, body := consoleGet(t, base, "/console/replay"+query, cookie)
+		assert.Equal(t, http.StatusBadRequest, status, "GET /console/replay%s", query)
+		assert.True(t, strings.Contains(body, console.NoFilterText), "GET /console/replay%s does not say %q", query, console.NoFilterText)
+	}
+	for _, form := range []url.Values{
+		{"csrf": {csrf}},
+		{"csrf": {csrf}, "table": {"outbox"}, "target": {""}, "fingerprint": {""}},
+		{"csrf": {csrf}, "table": {"inbox"}, "target": {""}, "fingerprint": {""}},
+	} {
+		req, err := http.NewRequest(http.MethodPost, base+"/console/replay", strings.NewReader(form.Encode()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.AddCookie(&http.Cookie{Name: console.CookieName, Value: cookie})
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "POST /console/replay %v", form)
+		assert.Equal(t, console.NoFilterText, strings.TrimSpace(string(b)), "POST /console/replay %v", form)
+	}
+	outbox, inbox := deadRows()
+	assert.Equal(t, 3, outbox, "dead outbox rows after the refused replays")
+	assert.Equal(t, 2, inbox, "dead inbox rows after the refused replays")
+
+	status, body := consoleGet(t, base, "/console/replay?table=outbox&target=orders-api", cookie)
+	assert.Equal(t, http.StatusOK, status, "a filtered preview: %s", body)
+	assert.Contains(t, body, `<strong id="preview-count">3</strong>`)
 }
