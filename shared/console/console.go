@@ -44,6 +44,8 @@ type Options struct {
 	// sent", ...); the overview shows their rates between two of its views. Nil shows none (the
 	// Lambda functions have no long-lived registry).
 	Counters func() map[string]float64
+	// Metrics, when set, counts the logins by outcome (queuebox_console_logins_total).
+	Metrics Metrics
 	// SessionTTL is how long a login lasts; zero means DefaultSessionTTL.
 	SessionTTL time.Duration
 	Logger     *slog.Logger
@@ -56,6 +58,7 @@ type Console struct {
 	opts     Options
 	log      *slog.Logger
 	sessions *sessions
+	logins   *loginLimiter
 	pages    map[string]*template.Template
 
 	mu       sync.Mutex
@@ -89,7 +92,8 @@ func New(opts Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Console{opts: opts, log: opts.Logger.With("component", "console"), sessions: s, pages: pages}, nil
+	return &Console{opts: opts, log: opts.Logger.With("component", "console"), sessions: s,
+		logins: newLoginLimiter(opts.Now), pages: pages}, nil
 }
 
 var funcs = template.FuncMap{
@@ -301,7 +305,34 @@ func (c *Console) serveLogin(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Invalid form", http.StatusBadRequest)
 		return
 	}
-	if c.opts.Login == nil || !c.opts.Login(r.PostFormValue("token")) {
+	client := clientKey(r.RemoteAddr)
+	token := r.PostFormValue("token")
+	d := c.logins.attempt(client, func() bool { return c.opts.Login != nil && c.opts.Login(token) })
+	if c.opts.Metrics != nil {
+		c.opts.Metrics.ConsoleLogin(d.Outcome)
+	}
+	switch d.Outcome {
+	case LoginLimitedClient, LoginLimitedOverall:
+		retry := retryAfterSeconds(d.RetryAfter)
+		text := "Too many failed logins from your address. Try again in " + retry + " seconds."
+		if d.Outcome == LoginLimitedOverall {
+			text = "Too many failed logins to the console. Try again in " + retry + " seconds."
+		}
+		w.Header().Set("Retry-After", retry)
+		c.render(w, http.StatusTooManyRequests, "login", view{Title: "Log in", Data: text})
+		return
+	case LoginRefused:
+		c.log.Info("console: a login with a wrong token", "client", client)
+		for _, limit := range d.Reached {
+			c.log.Warn("console: failed logins reached a limit; further logins answer 429", "limit", limit,
+				"client", client, "client_failures", LoginClientFailures, "overall_failures", LoginOverallFailures, "window", LoginWindow)
+		}
+		t := time.NewTimer(LoginFailureDelay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+		}
 		c.render(w, http.StatusUnauthorized, "login", view{Title: "Log in", Data: "The token is not the admin token."})
 		return
 	}

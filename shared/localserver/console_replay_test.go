@@ -70,7 +70,7 @@ type deadGroup struct {
 // group, and each Replay moves exactly those rows, checked in the database after every click.
 func TestTheConsoleReplaysExactlyTheRowsOfEachLink(t *testing.T) {
 	t.Parallel()
-	base, pool := startConsoleProcess(t)
+	_, base, pool := startConsoleProcess(t)
 	ctx := context.Background()
 
 	groups := []*deadGroup{
@@ -202,8 +202,8 @@ func TestTheConsoleReplaysExactlyTheRowsOfEachLink(t *testing.T) {
 // startConsoleProcess runs the local process with the console (admin token consoleToken) on
 // a new database, with an HTTP receiver that accepts every delivery behind the destinations
 // orders-api (topics order.*) and audit (every other topic). It returns the base URL of the
-// process and a pool on its database.
-func startConsoleProcess(t *testing.T) (string, *pgxpool.Pool) {
+// process with its base URL and a pool on its database.
+func startConsoleProcess(t *testing.T) (*Local, string, *pgxpool.Pool) {
 	t.Helper()
 	receiver := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	t.Cleanup(receiver.Close)
@@ -241,7 +241,7 @@ routes:
 	cfg.Server.HTTPPort = 0
 	l, err := New(context.Background(), cfg, quietLog())
 	require.NoError(t, err)
-	return runLocal(t, l), dbtest.NewPool(t, dbURL)
+	return l, runLocal(t, l), dbtest.NewPool(t, dbURL)
 }
 
 // idsWhere returns the first column of query's rows.
@@ -302,7 +302,7 @@ func consoleGet(t *testing.T, base, path, cookie string) (int, string) {
 // answers 200.
 func TestTheConsoleRefusesAReplayWithoutAFilter(t *testing.T) {
 	t.Parallel()
-	base, pool := startConsoleProcess(t)
+	_, base, pool := startConsoleProcess(t)
 	dbtest.Exec(t, pool, `INSERT INTO outbox (topic, payload, state, attempt, last_error)
 		SELECT 'order.created', '{}', 'dead', 5, 'HTTP 503' FROM generate_series(1, 3)`)
 	dbtest.Exec(t, pool, `INSERT INTO inbox (source, idempotency_key, payload, state, consumption, last_error, processed_at)
