@@ -44,6 +44,8 @@ type Options struct {
 	// sent", ...); the overview shows their rates between two of its views. Nil shows none (the
 	// Lambda functions have no long-lived registry).
 	Counters func() map[string]float64
+	// Metrics, when set, counts the logins by outcome (queuebox_console_logins_total).
+	Metrics Metrics
 	// SessionTTL is how long a login lasts; zero means DefaultSessionTTL.
 	SessionTTL time.Duration
 	Logger     *slog.Logger
@@ -56,6 +58,7 @@ type Console struct {
 	opts     Options
 	log      *slog.Logger
 	sessions *sessions
+	logins   *loginLimiter
 	pages    map[string]*template.Template
 
 	mu       sync.Mutex
@@ -89,7 +92,8 @@ func New(opts Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Console{opts: opts, log: opts.Logger.With("component", "console"), sessions: s, pages: pages}, nil
+	return &Console{opts: opts, log: opts.Logger.With("component", "console"), sessions: s,
+		logins: newLoginLimiter(opts.Now), pages: pages}, nil
 }
 
 var funcs = template.FuncMap{
@@ -105,15 +109,21 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05.000Z")
 	},
-	"query": func(kv ...string) string {
-		v := url.Values{}
-		for i := 0; i+1 < len(kv); i += 2 {
-			if kv[i+1] != "" {
-				v.Set(kv[i], kv[i+1])
-			}
+	"replayURL": replayURL,
+}
+
+// replayURL is the address of a replay preview for the pairs of names and values kv (an empty
+// value is left out). The templates use it as a whole href: html/template then only normalizes
+// the address, whereas a query string written after a literal "?" in the template would be
+// escaped a second time, and the server would see no filter at all.
+func replayURL(kv ...string) string {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			v.Set(kv[i], kv[i+1])
 		}
-		return v.Encode()
-	},
+	}
+	return "/console/replay?" + v.Encode()
 }
 
 func parsePages() (map[string]*template.Template, error) {
@@ -295,7 +305,34 @@ func (c *Console) serveLogin(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Invalid form", http.StatusBadRequest)
 		return
 	}
-	if c.opts.Login == nil || !c.opts.Login(r.PostFormValue("token")) {
+	client := clientKey(r.RemoteAddr)
+	token := r.PostFormValue("token")
+	d := c.logins.attempt(client, func() bool { return c.opts.Login != nil && c.opts.Login(token) })
+	if c.opts.Metrics != nil {
+		c.opts.Metrics.ConsoleLogin(d.Outcome)
+	}
+	switch d.Outcome {
+	case LoginLimitedClient, LoginLimitedOverall:
+		retry := retryAfterSeconds(d.RetryAfter)
+		text := "Too many failed logins from your address. Try again in " + retry + " seconds."
+		if d.Outcome == LoginLimitedOverall {
+			text = "Too many failed logins to the console. Try again in " + retry + " seconds."
+		}
+		w.Header().Set("Retry-After", retry)
+		c.render(w, http.StatusTooManyRequests, "login", view{Title: "Log in", Data: text})
+		return
+	case LoginRefused:
+		c.log.Info("console: a login with a wrong token", "client", client)
+		for _, limit := range d.Reached {
+			c.log.Warn("console: failed logins reached a limit; further logins answer 429", "limit", limit,
+				"client", client, "client_failures", LoginClientFailures, "overall_failures", LoginOverallFailures, "window", LoginWindow)
+		}
+		t := time.NewTimer(LoginFailureDelay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+		}
 		c.render(w, http.StatusUnauthorized, "login", view{Title: "Log in", Data: "The token is not the admin token."})
 		return
 	}
@@ -421,6 +458,17 @@ func selection(v url.Values) (Selection, error) {
 	return sel, nil
 }
 
+// NoFilterText is the answer to a replay without a filter: a replay from the console needs
+// a row, a destination or source, or an error fingerprint, never all the dead rows of a
+// table (the words of the admin route's answer).
+const NoFilterText = "A replay needs at least one filter."
+
+// hasFilter reports whether sel narrows the dead rows of its table: the table alone is not a
+// filter.
+func (sel Selection) hasFilter() bool {
+	return len(sel.IDs) > 0 || sel.Target != "" || sel.Fingerprint != ""
+}
+
 type replayData struct {
 	Selection
 	Preview Preview
@@ -428,9 +476,13 @@ type replayData struct {
 
 func (c *Console) serveReplayPreview(w http.ResponseWriter, r *http.Request, nonce []byte) {
 	sel, err := selection(r.URL.Query())
+	refusal := NoFilterText
 	if err != nil {
+		refusal = err.Error()
+	}
+	if err != nil || !sel.hasFilter() {
 		c.render(w, http.StatusBadRequest, "message", view{Title: "Invalid replay", CSRF: c.sessions.csrf(nonce),
-			Data: messageData{Heading: "Invalid replay", Text: err.Error()}})
+			Data: messageData{Heading: "Invalid replay", Text: refusal, Link: "Dead letters", LinkTo: "/console/dead"}})
 		return
 	}
 	p, err := c.opts.Backend.Preview(r.Context(), sel)
@@ -445,6 +497,10 @@ func (c *Console) serveReplay(w http.ResponseWriter, r *http.Request, nonce []by
 	sel, err := selection(r.PostForm)
 	if err != nil {
 		http.Error(w, "Invalid replay: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if !sel.hasFilter() {
+		http.Error(w, NoFilterText, http.StatusBadRequest)
 		return
 	}
 	moved, err := c.opts.Backend.Replay(r.Context(), sel)

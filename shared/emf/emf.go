@@ -2,7 +2,8 @@
 // them as CloudWatch Embedded Metric Format (EMF) log lines, since nothing scrapes a Lambda
 // function. A Recorder implements the metrics interfaces of the outbox cycle
 // (outbox.Metrics), the HTTP publisher (webhook.Metrics), the HTTP inbox (inbox.Metrics), the
-// inbox relay (relay.Metrics) and the retention cleanup (retention.Metrics). It accumulates
+// inbox relay (relay.Metrics), the retention cleanup (retention.Metrics) and the web console's
+// logins (console.Metrics, an extension: queuebox_console_logins_total). It accumulates
 // during an invocation, and Flush, called once at the end of the invocation, writes one JSON
 // line per set of dimension values:
 //
@@ -208,6 +209,12 @@ func (r *Recorder) DestinationState(destination string, paused, circuitOpen bool
 	}
 	r.set("queuebox_destination_paused", Count, p, dim{"destination", destination})
 	r.set("queuebox_destination_circuit_open", Count, o, dim{"destination", destination})
+}
+
+// ConsoleLogin counts queuebox_console_logins_total{outcome}, the logins to the web console of
+// the admin function (console.Metrics; docs/console.md).
+func (r *Recorder) ConsoleLogin(outcome string) {
+	r.add("queuebox_console_logins_total", 1, dim{"outcome", outcome})
 }
 
 // HTTPResponse counts queuebox_http_publish_responses_total{status_class}.

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/shared/connect/webhook"
+	"github.com/alternayte/queuebox/shared/console"
 	"github.com/alternayte/queuebox/shared/emf"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/outbox"
@@ -443,4 +444,25 @@ func TestFlushReportsAWriteError(t *testing.T) {
 	err := r.Flush(failingWriter{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "writing metrics line")
+}
+
+// The console of the admin function counts its logins through the Recorder.
+var _ console.Metrics = (*emf.Recorder)(nil)
+
+// TestConsoleLoginsAreWritten: the console's login counter, an extension beyond the metrics
+// page, is written with its outcome as the dimension, as the scrape labels it.
+func TestConsoleLoginsAreWritten(t *testing.T) {
+	t.Parallel()
+	r := newRecorder()
+	r.ConsoleLogin("refused")
+	r.ConsoleLogin("refused")
+	r.ConsoleLogin("limited_client")
+	lines := decodeLines(t, flush(t, r))
+	got := map[string]any{}
+	for _, l := range lines {
+		assert.Equal(t, []string{"outcome"}, l.DimNames)
+		assert.Equal(t, "Count", l.Metrics["queuebox_console_logins_total"])
+		got[l.DimValues["outcome"]] = l.Root["queuebox_console_logins_total"]
+	}
+	assert.Equal(t, map[string]any{"refused": 2.0, "limited_client": 1.0}, got)
 }

@@ -58,6 +58,8 @@ type Registry struct {
 	outboxDeferred     *prometheus.CounterVec
 	destinationPaused  *prometheus.GaugeVec
 	destinationCircuit *prometheus.GaugeVec
+	// The console's logins, an extension (docs/console.md).
+	consoleLogins *prometheus.CounterVec
 
 	poolOnce sync.Once
 	pool     *poolFamilies // the hikaricp_connections_* families; see pool.go
@@ -97,8 +99,12 @@ func New(version string) *Registry {
 	r.outboxDeferred = f.counterVec("queuebox_outbox_deferred_total", "The outbox messages returned to pending unattempted, per destination and reason (paused, circuit_open, rate_limited).", "destination", "reason")
 	r.destinationPaused = f.gaugeVec("queuebox_destination_paused", "1 while an operator has paused the destination, else 0.", "destination")
 	r.destinationCircuit = f.gaugeVec("queuebox_destination_circuit_open", "1 while the circuit breaker of the destination is open, else 0.", "destination")
+	r.consoleLogins = f.counterVec("queuebox_console_logins_total", "The logins to the web console, per outcome (accepted, refused, limited_client, limited_overall).", "outcome")
 	return r
 }
+
+// ConsoleLogin counts queuebox_console_logins_total{outcome} (console.Metrics).
+func (r *Registry) ConsoleLogin(outcome string) { r.consoleLogins.WithLabelValues(outcome).Inc() }
 
 // Deferred counts queuebox_outbox_deferred_total{destination,reason} (outbox.ControlMetrics).
 func (r *Registry) Deferred(destination, reason string) {

@@ -6,7 +6,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/alternayte/queuebox/shared/console"
 )
+
+// The console of queuebox serve counts its logins in the registry.
+var _ console.Metrics = (*Registry)(nil)
 
 func scrape(t *testing.T, r *Registry) string {
 	t.Helper()

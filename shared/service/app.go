@@ -398,7 +398,7 @@ func (a *App) build(ctx context.Context) error {
 		if a.Admin, err = newAdmin(cfg, st, a.engine, log); err != nil {
 			return err
 		}
-		if a.Console, err = newConsole(cfg, st, st, o.Counters, log); err != nil {
+		if a.Console, err = newConsole(cfg, st, st, o.Metrics, o.Counters, log); err != nil {
 			return err
 		}
 	}

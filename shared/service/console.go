@@ -32,7 +32,7 @@ const (
 // store has the replay statements. The login takes the bearer token or the api-key key of
 // admin.auth; with an hmac admin.auth no secret can be typed, so the console is not built and
 // the start logs why. admin.insecure opens it without a login.
-func newConsole(cfg *Config, st store.Store, states store.DestinationStateStore, counters func() map[string]float64, log *slog.Logger) (*console.Console, error) {
+func newConsole(cfg *Config, st store.Store, states store.DestinationStateStore, m Recorder, counters func() map[string]float64, log *slog.Logger) (*console.Console, error) {
 	var secret string
 	if !cfg.Admin.Insecure {
 		a := cfg.Admin.Auth
@@ -59,8 +59,10 @@ func newConsole(cfg *Config, st store.Store, states store.DestinationStateStore,
 			return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 		}
 	}
+	// The login counts reach the scrape (queuebox serve) or the EMF lines (the admin function).
+	cm, _ := m.(console.Metrics)
 	c, err := console.New(console.Options{Login: login, SessionSecret: secret, Insecure: cfg.Admin.Insecure,
-		Backend: b, Counters: counters, Logger: log})
+		Backend: b, Counters: counters, Metrics: cm, Logger: log})
 	if err != nil {
 		return nil, startError("build the console", err)
 	}
