@@ -58,6 +58,8 @@ type Registry struct {
 	outboxDeferred     *prometheus.CounterVec
 	destinationPaused  *prometheus.GaugeVec
 	destinationCircuit *prometheus.GaugeVec
+	// The row headers that a destination cannot carry, an extension (docs/headers.md).
+	headersNotCarried *prometheus.CounterVec
 
 	poolOnce sync.Once
 	pool     *poolFamilies // the hikaricp_connections_* families; see pool.go
@@ -97,7 +99,14 @@ func New(version string) *Registry {
 	r.outboxDeferred = f.counterVec("queuebox_outbox_deferred_total", "The outbox messages returned to pending unattempted, per destination and reason (paused, circuit_open, rate_limited).", "destination", "reason")
 	r.destinationPaused = f.gaugeVec("queuebox_destination_paused", "1 while an operator has paused the destination, else 0.", "destination")
 	r.destinationCircuit = f.gaugeVec("queuebox_destination_circuit_open", "1 while the circuit breaker of the destination is open, else 0.", "destination")
+	r.headersNotCarried = f.counterVec("queuebox_outbox_headers_not_carried_total", "The row headers that a destination cannot carry, per destination and action (dropped, encoded, refused).", "destination", "action")
 	return r
+}
+
+// HeaderNotCarried counts queuebox_outbox_headers_not_carried_total{destination,action}
+// (outbox.HeaderMetrics).
+func (r *Registry) HeaderNotCarried(destination, action string) {
+	r.headersNotCarried.WithLabelValues(destination, action).Inc()
 }
 
 // Deferred counts queuebox_outbox_deferred_total{destination,reason} (outbox.ControlMetrics).
