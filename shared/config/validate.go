@@ -342,9 +342,20 @@ func (v *validator) transform(p keyPath, t *Transform) {
 }
 
 func (v *validator) destination(p keyPath, d *Destination) {
+	names := make([]string, 0, len(d.Headers))
 	for name := range d.Headers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
 		if strings.TrimSpace(name) == "" {
 			v.add(p.child("headers"), "has a header without a name")
+			continue
+		}
+		// Every publish would fail on it (docs/headers.md); the value is never shown, since it
+		// may come from a secret.
+		if f := forwarded.Check(string(d.Kind), name, d.Headers[name]); f != forwarded.Carried {
+			v.add(p.child("headers"), "has the header %q, which a destination of type %s cannot send: %s", name, d.Kind, forwarded.Reason(string(d.Kind), f))
 		}
 	}
 	v.transform(p.child("transform"), d.Transform)

@@ -336,6 +336,19 @@ func TestValidationRules(t *testing.T) {
 		}},
 		{name: "header without a name", yaml: "destinations:\n  a:\n    baseUrl: https://a.example.com\n    headers:\n      \"\": x\n",
 			wantErr: []string{"destinations.a.headers (QUEUEBOX_DESTINATIONS_A_HEADERS) has a header without a name"}},
+		{name: "static headers that the destination cannot send", yaml: "destinations:\n" +
+			"  a:\n    servers: nats://n:4222\n    subject: s\n    headers:\n      \"X Team\": x\n      x-lf: \"a\\nb\"\n      x-ctl: \"a\\u0001b\"\n" +
+			"  b:\n    url: amqp://r\n    exchange: e\n    headers:\n      " + strings.Repeat("n", 256) + ": x\n      \"with space\": x\n" +
+			"  c:\n    baseUrl: https://c.example.com\n    headers:\n      \"a:b\": x\n      \"x(y)\": x\n      x-ctl: \"a\\u0001b\"\n" +
+			"  d:\n    bootstrapServers: k:9092\n    topic: t\n    headers:\n      \"any name\": \"a\\u0001b\"\n",
+			wantErr: []string{
+				"destinations.a.headers (QUEUEBOX_DESTINATIONS_A_HEADERS) has the header \"X Team\", which a destination of type nats cannot send: its name is not a header name (one or more letters, digits and !#$%&'*+-.^_`|~)",
+				"destinations.a.headers (QUEUEBOX_DESTINATIONS_A_HEADERS) has the header \"x-lf\", which a destination of type nats cannot send: its value holds a CR or LF character, which a NATS header value cannot hold",
+				"destinations.b.headers (QUEUEBOX_DESTINATIONS_B_HEADERS) has the header \"" + strings.Repeat("n", 256) + "\", which a destination of type rabbitmq cannot send: its name is longer than 255 bytes, the most that an AMQP header name holds",
+				"destinations.c.headers (QUEUEBOX_DESTINATIONS_C_HEADERS) has the header \"a:b\", which a destination of type http cannot send: its name is not a header name (one or more letters, digits and !#$%&'*+-.^_`|~)",
+				"destinations.c.headers (QUEUEBOX_DESTINATIONS_C_HEADERS) has the header \"x(y)\", which a destination of type http cannot send: its name is not a header name (one or more letters, digits and !#$%&'*+-.^_`|~)",
+				"destinations.c.headers (QUEUEBOX_DESTINATIONS_C_HEADERS) has the header \"x-ctl\", which a destination of type http cannot send: its value holds a control character, which an HTTP header value cannot hold (only tab is allowed)",
+			}},
 		{name: "transform rules", yaml: `destinations:
   a:
     baseUrl: https://a.example.com

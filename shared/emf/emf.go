@@ -197,6 +197,12 @@ func (r *Recorder) Deferred(destination, reason string) {
 	r.add("queuebox_outbox_deferred_total", 1, dim{"destination", destination}, dim{"reason", reason})
 }
 
+// HeaderNotCarried counts queuebox_outbox_headers_not_carried_total{destination,action}
+// (outbox.HeaderMetrics).
+func (r *Recorder) HeaderNotCarried(destination, action string) {
+	r.add("queuebox_outbox_headers_not_carried_total", 1, dim{"destination", destination}, dim{"action", action})
+}
+
 // DestinationState sets queuebox_destination_paused and queuebox_destination_circuit_open of a
 // destination (outbox.ControlMetrics).
 func (r *Recorder) DestinationState(destination string, paused, circuitOpen bool) {

@@ -466,3 +466,23 @@ func TestConsoleLoginsAreWritten(t *testing.T) {
 	}
 	assert.Equal(t, map[string]any{"refused": 2.0, "limited_client": 1.0}, got)
 }
+
+// TestHeaderNotCarried writes the extension metric of docs/headers.md: a count per
+// destination and action, as the Prometheus registry counts it.
+func TestHeaderNotCarried(t *testing.T) {
+	t.Parallel()
+	var _ outbox.HeaderMetrics = (*emf.Recorder)(nil)
+	r := newRecorder()
+	r.HeaderNotCarried("hooks", outbox.HeaderDropped)
+	r.HeaderNotCarried("hooks", outbox.HeaderDropped)
+	r.HeaderNotCarried("hooks", outbox.HeaderRefused)
+	got := map[string]float64{}
+	for _, l := range decodeLines(t, flush(t, r)) {
+		require.Equal(t, "Count", l.Metrics["queuebox_outbox_headers_not_carried_total"])
+		dims := slices.Clone(l.DimNames)
+		slices.Sort(dims)
+		require.Equal(t, []string{"action", "destination"}, dims)
+		got[l.DimValues["destination"]+"/"+l.DimValues["action"]] += l.Root["queuebox_outbox_headers_not_carried_total"].(float64)
+	}
+	assert.Equal(t, map[string]float64{"hooks/dropped": 2, "hooks/refused": 1}, got)
+}

@@ -17,6 +17,11 @@
 // x-inbox-id and x-source headers, which the relay writes on every row and which replace a
 // received header of the same name (so a sender cannot remove them). An application row that
 // sets both headers itself gets the stricter treatment too.
+//
+// The package also holds what each destination kind's protocol can carry in a header (Check,
+// Fit; carry.go): before every publish, the poller leaves out a header of a relayed row whose
+// name cannot travel and sends one whose value cannot travel in the base64: form, and makes an
+// application row with such a header dead at once (docs/headers.md).
 package forwarded
 
 import "strings"

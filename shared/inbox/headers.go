@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -27,9 +28,10 @@ var alwaysExcluded = []string{"authorization", "proxy-authorization", "cookie"}
 
 // requestHeaders returns the request headers as one value per name: the name in lower case,
 // the last value of a repeated name. The Host header, which net/http keeps apart from the
-// other headers, is included as host. A NUL character is removed from a name and a value,
-// because PostgreSQL refuses it in a JSON document (net/http refuses such a name, but a Lambda
-// event is not parsed by net/http).
+// other headers, is included as host. A NUL character is removed from a name, because
+// PostgreSQL refuses it in a JSON document (net/http refuses such a name, but a Lambda event is
+// not parsed by net/http); a value keeps its bytes, and encodeHeaders stores one that holds a
+// NUL character in its base64: form.
 func requestHeaders(r *http.Request) map[string]string {
 	m := make(map[string]string, len(r.Header)+1)
 	if r.Host != "" {
@@ -40,9 +42,6 @@ func requestHeaders(r *http.Request) map[string]string {
 			continue
 		}
 		v := values[len(values)-1]
-		if strings.IndexByte(v, 0) >= 0 {
-			v = strings.ReplaceAll(v, "\x00", "")
-		}
 		if strings.IndexByte(name, 0) >= 0 {
 			name = strings.ReplaceAll(name, "\x00", "")
 		}
@@ -52,7 +51,7 @@ func requestHeaders(r *http.Request) map[string]string {
 }
 
 // encodeHeaders encodes the headers as a JSON object without HTML escapes (the object of the
-// headers column).
+// headers column). A value is stored as StoredHeaderValue makes it.
 func encodeHeaders(m map[string]string) (json.RawMessage, error) {
 	names := make([]string, 0, len(m))
 	size := 2
@@ -69,9 +68,27 @@ func encodeHeaders(m map[string]string) (json.RawMessage, error) {
 		}
 		out = appendJSONString(out, name)
 		out = append(out, ':')
-		out = appendJSONString(out, m[name])
+		out = appendJSONString(out, StoredHeaderValue(m[name]))
 	}
 	return append(out, '}'), nil
+}
+
+// BinaryPrefix starts a header value that is stored as the Base64 text of its bytes
+// (spec/27-inbox-table.md).
+const BinaryPrefix = "base64:"
+
+// StoredHeaderValue returns a received header value as the headers column holds it: the value
+// itself when it is UTF-8 text without a NUL character, and otherwise BinaryPrefix and the
+// standard Base64 text of its bytes. A JSON document of the database cannot hold U+0000, and
+// removing it would lose the value and make different values equal (the big-endian int 42,
+// 00 00 00 2a, would read "*"); a value that is not UTF-8 would lose its bytes to U+FFFD. Other
+// control characters stay text; what a destination receives of them is the delivery's rule
+// (docs/headers.md).
+func StoredHeaderValue(v string) string {
+	if strings.IndexByte(v, 0) < 0 && utf8.ValidString(v) {
+		return v
+	}
+	return BinaryPrefix + base64.StdEncoding.EncodeToString([]byte(v))
 }
 
 // CleanCorrelationID returns a received correlation identifier as QueueBox keeps it: control

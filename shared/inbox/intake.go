@@ -408,12 +408,13 @@ func cleanText(s string) string {
 	return s
 }
 
-// cleanHeaders returns the headers with names and values as cleanText makes them, copying
-// only when one needs it.
+// cleanHeaders returns the headers with names as cleanText makes them, copying only when one
+// needs it. The values keep their bytes: encodeHeaders stores one that cleanText would change
+// in its base64: form (StoredHeaderValue).
 func cleanHeaders(h map[string]string) map[string]string {
 	dirty := false
-	for k, v := range h {
-		if cleanText(k) != k || cleanText(v) != v {
+	for k := range h {
+		if cleanText(k) != k {
 			dirty = true
 			break
 		}
@@ -423,7 +424,7 @@ func cleanHeaders(h map[string]string) map[string]string {
 	}
 	out := make(map[string]string, len(h))
 	for k, v := range h {
-		out[cleanText(k)] = cleanText(v)
+		out[cleanText(k)] = v
 	}
 	return out
 }

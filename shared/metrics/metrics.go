@@ -60,6 +60,8 @@ type Registry struct {
 	destinationCircuit *prometheus.GaugeVec
 	// The console's logins, an extension (docs/console.md).
 	consoleLogins *prometheus.CounterVec
+	// The row headers that a destination cannot carry, an extension (docs/headers.md).
+	headersNotCarried *prometheus.CounterVec
 
 	poolOnce sync.Once
 	pool     *poolFamilies // the hikaricp_connections_* families; see pool.go
@@ -100,7 +102,14 @@ func New(version string) *Registry {
 	r.destinationPaused = f.gaugeVec("queuebox_destination_paused", "1 while an operator has paused the destination, else 0.", "destination")
 	r.destinationCircuit = f.gaugeVec("queuebox_destination_circuit_open", "1 while the circuit breaker of the destination is open, else 0.", "destination")
 	r.consoleLogins = f.counterVec("queuebox_console_logins_total", "The logins to the web console, per outcome (accepted, refused, limited_client, limited_overall).", "outcome")
+	r.headersNotCarried = f.counterVec("queuebox_outbox_headers_not_carried_total", "The row headers that a destination cannot carry, per destination and action (dropped, encoded, refused).", "destination", "action")
 	return r
+}
+
+// HeaderNotCarried counts queuebox_outbox_headers_not_carried_total{destination,action}
+// (outbox.HeaderMetrics).
+func (r *Registry) HeaderNotCarried(destination, action string) {
+	r.headersNotCarried.WithLabelValues(destination, action).Inc()
 }
 
 // ConsoleLogin counts queuebox_console_logins_total{outcome} (console.Metrics).

@@ -68,6 +68,8 @@ type Poller struct {
 
 	mu        sync.Mutex
 	depthSeen map[string]bool
+
+	headerNotes headerNotes // the uncarried headers already logged at warn level (headers.go)
 }
 
 // New returns a Poller.
@@ -583,6 +585,9 @@ func (p *Poller) deliverRow(ctx context.Context, f *flight, span trace.Span) res
 		return result{f: f, err: fmt.Errorf("no publisher supports destination %s", rt.Destination), dead: true}
 	}
 	pl := p.plans[dest.Name]
+	if res, stop := p.fitHeaders(ctx, f, dest, pl, &msg, span); stop {
+		return res // an application row with a header that dest cannot carry (headers.go)
+	}
 	adm := p.ctl.admit(ctx, pl)
 	if adm.deferBy > 0 {
 		return result{f: f, plan: pl, deferBy: adm.deferBy, reason: adm.reason}

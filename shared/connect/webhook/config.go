@@ -370,13 +370,5 @@ func joinURL(base, path string) string {
 }
 
 // validHeaderValue reports whether value can travel as a header value: no CR, LF or NUL and
-// no other control character except tab.
-func validHeaderValue(value string) bool {
-	for i := 0; i < len(value); i++ {
-		c := value[i]
-		if (c < 0x20 && c != '\t') || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
+// no other control character except tab (forwarded.ValidHTTPValue).
+func validHeaderValue(value string) bool { return forwarded.ValidHTTPValue(value) }
