@@ -16,15 +16,23 @@ func candidateLimit(batch int) int {
 	return min(max(3*batch, 50), 500)
 }
 
-// claimed is one row that the worker holds: the message, its claim token, and the context and
-// renewal that belong to it.
+// claimed is one row that the worker holds: the message, its claim token, and the context,
+// local deadline and renewal that belong to it.
 type claimed struct {
 	msg     Message
 	token   string
 	readErr error // the row could not be read into a Message; it fails without a handler
 
-	ctx    context.Context // the handler's context; cancelled on a lost lease or after the grace
+	// ctx is the handler's context. It is cancelled on a lost lease, at the local deadline and
+	// after the shutdown grace.
+	ctx    context.Context
 	cancel context.CancelCauseFunc
+
+	span     time.Duration // the lease minus its margin: how long a claim or renewal counts from its sending
+	dmu      sync.Mutex
+	deadline time.Time   // the local deadline; guarded by dmu
+	timer    *time.Timer // cancels ctx at the deadline; guarded by dmu
+	released bool        // the row is finished or given up; guarded by dmu
 
 	ren      *renewals  // the renewals of the Run that holds the row; nil until it is registered
 	renewing sync.Mutex // held while a renewal of the row runs
@@ -35,7 +43,8 @@ type claimed struct {
 // claim claims up to batch rows. It runs the claim statement alone, as one autocommit
 // statement (PostgreSQL) or as the batch that opens and commits its own transaction (SQL
 // Server), and reads every row and the end of the response. Each row gets its handler's
-// context; the caller registers the rows for renewal.
+// context, which ends at the row's local deadline: the time the claim was sent plus the lease
+// minus its margin. The caller registers the rows for renewal.
 func (w *InboxWorker) claim(ctx, hard context.Context, batch int) ([]*claimed, error) {
 	parent := ctx
 	if w.opts.Dialect == DialectSQLServer {
@@ -55,6 +64,9 @@ func (w *InboxWorker) claim(ctx, hard context.Context, batch int) ([]*claimed, e
 	if err != nil {
 		return nil, err
 	}
+	// The lease runs on the database's clock from when the claim runs there, which is after
+	// this moment: a deadline counted from here comes first.
+	sent := time.Now()
 	rows, err := w.db.QueryContext(cctx, claim.text, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claiming inbox rows: %w", err)
@@ -76,7 +88,7 @@ func (w *InboxWorker) claim(ctx, hard context.Context, batch int) ([]*claimed, e
 		return nil, fmt.Errorf("claiming inbox rows: %w", err)
 	}
 	for _, c := range out {
-		c.ctx, c.cancel = context.WithCancelCause(hard)
+		c.hold(hard, sent, w.leaseSpan)
 	}
 	return out, nil
 }

@@ -24,9 +24,10 @@ func (c *claimed) fields(err error) map[string]any {
 }
 
 // handle runs the handler for c in a new transaction and completes the row in it, or fails the
-// row through the retry policy.
+// row through the retry policy. Nothing of it goes on past the row's local deadline: the
+// handler does not start, its context ends, and the transaction is not committed.
 func (w *InboxWorker) handle(c *claimed, handler Handler) {
-	defer c.cancel(nil)
+	defer c.release()
 	if c.readErr != nil {
 		c.stopRenewal()
 		w.fail(c, c.readErr)
@@ -35,13 +36,17 @@ func (w *InboxWorker) handle(c *claimed, handler Handler) {
 	// The handler's context carries its span; it ends when c.ctx ends.
 	hctx, span := w.startHandlerSpan(c.ctx, c.msg)
 	// The transaction is bound to the handler's context: database/sql rolls it back when the
-	// lease is lost or the grace runs out.
+	// lease is lost, the local deadline passes or the grace runs out.
 	tx, err := w.db.BeginTx(hctx, nil)
+	if err == nil && !c.live() {
+		_ = tx.Rollback()
+		err = context.Cause(c.ctx)
+	}
 	if err != nil {
 		c.stopRenewal()
 		if c.ctx.Err() != nil {
 			span.end(resultCancelled, context.Cause(c.ctx))
-			w.log.warn("handler cancelled before it started; the row is not completed and its lease expires", c.fields(context.Cause(c.ctx)))
+			w.log.warn("handler cancelled before it started; the row is not completed, spends no attempt, and its lease expires", c.fields(context.Cause(c.ctx)))
 			return
 		}
 		span.end(resultError, err)
@@ -49,11 +54,8 @@ func (w *InboxWorker) handle(c *claimed, handler Handler) {
 		return
 	}
 	herr := callHandler(hctx, handler, c.msg, tx)
-	if c.ctx.Err() != nil {
-		_ = tx.Rollback()
-		c.stopRenewal()
-		span.end(resultCancelled, context.Cause(c.ctx))
-		w.log.warn("handler cancelled; its writes are rolled back, the row is not completed and its lease expires", c.fields(context.Cause(c.ctx)))
+	if !c.live() {
+		w.cancelled(c, tx, span, "handler cancelled; its writes are rolled back, the row is not completed, spends no attempt, and its lease expires")
 		return
 	}
 	if herr != nil {
@@ -73,12 +75,11 @@ func (w *InboxWorker) handle(c *claimed, handler Handler) {
 	}
 	res, err := tx.ExecContext(hctx, w.stmts.complete.text, args...)
 	if err != nil {
-		_ = tx.Rollback()
-		if c.ctx.Err() != nil {
-			span.end(resultCancelled, context.Cause(c.ctx))
-			w.log.warn("handler cancelled during the completion; its writes are rolled back, the row is not completed and its lease expires", c.fields(context.Cause(c.ctx)))
+		if !c.live() {
+			w.cancelled(c, tx, span, "handler cancelled during the completion; its writes are rolled back, the row is not completed and its lease expires")
 			return
 		}
+		_ = tx.Rollback()
 		span.end(resultError, err)
 		w.log.error("completing a row; its writes are rolled back and its lease expires", c.fields(err))
 		return
@@ -89,12 +90,26 @@ func (w *InboxWorker) handle(c *claimed, handler Handler) {
 		w.log.warn("lost the lease before the completion: another worker owns the row; the handler's writes are rolled back", c.fields(err))
 		return
 	}
+	// The last moment to stop: the commit is sent only before the local deadline.
+	if !c.live() {
+		w.cancelled(c, tx, span, "the lease's local deadline passed before the commit; the handler's writes and the completion are rolled back, and the row runs again after its lease")
+		return
+	}
 	if err := tx.Commit(); err != nil {
 		span.end(resultError, err)
 		w.log.error("committing a completed row; if the commit did not reach the database, the row runs again after its lease", c.fields(err))
 		return
 	}
 	span.end(resultCompleted, nil)
+}
+
+// cancelled ends the run of a handler whose context ended: it rolls the transaction back and
+// writes nothing to the row, so no attempt is spent and the lease expires.
+func (w *InboxWorker) cancelled(c *claimed, tx *sql.Tx, span handlerSpan, msg string) {
+	_ = tx.Rollback()
+	c.stopRenewal()
+	span.end(resultCancelled, context.Cause(c.ctx))
+	w.log.warn(msg, c.fields(context.Cause(c.ctx)))
 }
 
 // callHandler runs the handler and turns a panic into an error.
@@ -124,12 +139,19 @@ func (w *InboxWorker) fail(c *claimed, failure error) {
 	if !action.IsDeadLetter() {
 		fields["retry_in_ms"] = values["delay_ms"]
 	}
+	// The statement runs only before the local deadline: after it, another worker may own the
+	// row, and the failure spends no attempt.
 	ctx, cancel := context.WithTimeout(c.ctx, statementTimeout)
 	defer cancel()
-	err := w.fenced(ctx, stmt, values)
+	err := context.Cause(c.ctx)
+	if c.live() {
+		err = w.fenced(ctx, stmt, values)
+	}
 	switch {
 	case errors.Is(err, errLeaseLost), err != nil && errors.Is(context.Cause(c.ctx), errLeaseLost):
 		w.log.warn("handler failed, and the lease was lost before "+verb+" the row; another worker owns it", fields)
+	case err != nil && errors.Is(context.Cause(c.ctx), errLeaseDeadline):
+		w.log.warn("handler failed, and the lease's local deadline passed before "+verb+" the row; it spends no attempt, and its lease expires", fields)
 	case err != nil && c.ctx.Err() != nil:
 		w.log.warn("handler failed, and the shutdown grace ran out before "+verb+" the row; its lease expires", fields)
 	case err != nil:

@@ -22,7 +22,9 @@ type Options struct {
 	// BatchSize is the largest number of rows in one claim. Default 10.
 	BatchSize int
 	// LeaseMS is the lease duration in milliseconds, from 3 to 2^31-1. The worker renews the
-	// lease of every row it holds every LeaseMS/3 milliseconds. Default 30000.
+	// lease of every row it holds every LeaseMS/3 milliseconds. A handler's context ends at the
+	// row's local deadline: the time the claim or the last successful renewal was sent, plus
+	// LeaseMS, minus a fifth of LeaseMS (at most 10 seconds). Default 30000.
 	LeaseMS int
 	// MaxConcurrency is the largest number of handlers that run at one time. Default 1.
 	MaxConcurrency int
@@ -144,13 +146,16 @@ func (o Options) validate() error {
 // workers, in one process or many, can share a source: the claim never gives two of them rows
 // of one aggregate at the same time.
 type InboxWorker struct {
-	db      *sql.DB
-	opts    Options
-	stmts   statements
-	claims  claimTexts // the claim with its limits in the text, per batch size
-	log     safeLogger
-	tracer  trace.Tracer
-	running atomic.Bool
+	db     *sql.DB
+	opts   Options
+	stmts  statements
+	claims claimTexts // the claim with its limits in the text, per batch size
+	// leaseSpan is the lease minus its margin: a claim or a renewal counts for this long from
+	// when it was sent.
+	leaseSpan time.Duration
+	log       safeLogger
+	tracer    trace.Tracer
+	running   atomic.Bool
 }
 
 // NewInboxWorker builds a worker on db, whose driver the application has registered (pgx for
@@ -178,7 +183,11 @@ func NewInboxWorker(db *sql.DB, options Options) (*InboxWorker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queuebox: %w", err)
 	}
-	return &InboxWorker{db: db, opts: opts, stmts: stmts, log: safeLogger{opts.Logger}, tracer: newTracer(opts.TracerProvider)}, nil
+	lease := time.Duration(opts.LeaseMS) * time.Millisecond
+	return &InboxWorker{
+		db: db, opts: opts, stmts: stmts, log: safeLogger{opts.Logger}, tracer: newTracer(opts.TracerProvider),
+		leaseSpan: lease - leaseMargin(lease),
+	}, nil
 }
 
 // Run claims rows of the source and handles them until ctx is cancelled, then stops: it
@@ -189,8 +198,11 @@ func NewInboxWorker(db *sql.DB, options Options) (*InboxWorker, error) {
 // stop, once every handler has returned.
 //
 // Database errors while claiming are logged and retried with a growing wait, so Run keeps
-// going while the database is away. Run returns an error only for a nil handler, or when the
-// worker is already running. One worker runs one Run at a time.
+// going while the database is away. Only what cannot recover by waiting ends Run: when
+// PostgreSQL refuses the login (SQLSTATE 28000, 28P01) or does not know the database (3D000),
+// Run stops as it does for a cancelled ctx and returns that error, which wraps the driver's
+// (pgx's *pgconn.PgError, for example). Run also returns an error for a nil
+// handler, or when the worker is already running. One worker runs one Run at a time.
 func (w *InboxWorker) Run(ctx context.Context, handler Handler) error {
 	if handler == nil {
 		return errors.New("queuebox: Run needs a handler")
@@ -200,9 +212,13 @@ func (w *InboxWorker) Run(ctx context.Context, handler Handler) error {
 	}
 	defer w.running.Store(false)
 
-	// Handlers and renewals outlive ctx by the shutdown grace; hard ends them.
+	// Handlers and renewals outlive ctx by the shutdown grace; hard ends them. The claims and
+	// the start of handlers end with run: with ctx, or when a claim finds an error that cannot
+	// recover.
 	hard, endHard := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer endHard(nil)
+	ctx, endRun := context.WithCancel(ctx)
+	defer endRun()
 	// The grace runs from the stop, even when a SQL Server claim in flight delays the claimer.
 	var stoppedAt atomic.Int64
 	defer context.AfterFunc(ctx, func() { stoppedAt.Store(time.Now().UnixNano()) })()
@@ -249,7 +265,8 @@ func (w *InboxWorker) Run(ctx context.Context, handler Handler) error {
 		runners.Wait()
 		close(done)
 	}()
-	w.claimLoop(ctx, hard, t)
+	fatal := w.claimLoop(ctx, hard, t)
+	endRun()
 	close(t.queue)
 	// The rows that wait have not started and never will: leave them to their leases.
 	var dropped []*claimed
@@ -279,7 +296,7 @@ func (w *InboxWorker) Run(ctx context.Context, handler Handler) error {
 		}
 	}
 	w.log.info("inbox pull worker stopped", map[string]any{"source": w.opts.Source})
-	return nil
+	return fatal
 }
 
 // tracker holds the state that the claimer and the runners of a Run share.
@@ -299,8 +316,9 @@ func (t *tracker) signal() {
 }
 
 // claimLoop claims rows and queues them until ctx ends. It returns at once when ctx ends,
-// dropping the rows of a claim that returns after that.
-func (w *InboxWorker) claimLoop(ctx, hard context.Context, t *tracker) {
+// dropping the rows of a claim that returns after that. It returns an error only for a claim
+// error that cannot recover by waiting (refusedConnection).
+func (w *InboxWorker) claimLoop(ctx, hard context.Context, t *tracker) error {
 	limit := w.opts.BatchSize + w.opts.MaxConcurrency - 1
 	failures := 0
 	for ctx.Err() == nil {
@@ -315,7 +333,11 @@ func (w *InboxWorker) claimLoop(ctx, hard context.Context, t *tracker) {
 		batch, err := w.claim(ctx, hard, min(room, w.opts.BatchSize))
 		if err != nil {
 			if ctx.Err() != nil {
-				return
+				return nil
+			}
+			if refusedConnection(err) {
+				w.log.error("the database refused the worker's login, or has no such database; stopping: check the address, the database name and the credentials", map[string]any{"source": w.opts.Source, "error": err})
+				return fmt.Errorf("queuebox: the database refused the worker; waiting cannot fix this: %w", err)
 			}
 			failures++
 			wait := backoff(w.opts.PollInterval, failures)
@@ -331,7 +353,7 @@ func (w *InboxWorker) claimLoop(ctx, hard context.Context, t *tracker) {
 		failures = 0
 		if ctx.Err() != nil {
 			w.drop(batch)
-			return
+			return nil
 		}
 		if len(batch) == 0 {
 			sleep(ctx, w.opts.PollInterval)
@@ -343,6 +365,20 @@ func (w *InboxWorker) claimLoop(ctx, hard context.Context, t *tracker) {
 			t.queue <- c // never blocks: held rows never exceed the capacity
 		}
 	}
+	return nil
+}
+
+// refusedSQLStates are the SQLSTATEs of a connection that PostgreSQL refuses for a reason that
+// waiting cannot fix: an invalid authorization (28000: no such role, or pg_hba.conf has no
+// entry), a wrong password (28P01), no such database (3D000).
+var refusedSQLStates = map[string]bool{"28000": true, "28P01": true, "3D000": true}
+
+// refusedConnection reports whether err carries one of refusedSQLStates. The driver's error is
+// recognised by its SQLState method (pgx's *pgconn.PgError, lib/pq's *pq.Error), never by its
+// text.
+func refusedConnection(err error) bool {
+	var coded interface{ SQLState() string }
+	return errors.As(err, &coded) && refusedSQLStates[coded.SQLState()]
 }
 
 // runHandlers takes queued rows one at a time and runs a handler for each, until the queue
@@ -365,10 +401,11 @@ func (w *InboxWorker) runHandlers(ctx context.Context, t *tracker, handler Handl
 			w.drop([]*claimed{c})
 			return
 		}
-		if c.ctx.Err() != nil {
-			// The lease was lost while the row waited for a runner.
+		if !c.live() {
+			// The lease was lost, or its local deadline passed, while the row waited for a
+			// runner: it is not handed to the handler.
 			c.stopRenewal()
-			c.cancel(nil)
+			c.release()
 			t.held.Add(-1)
 			t.signal()
 			w.log.warn("lost the lease of a row before its handler started", c.fields(nil))
@@ -406,7 +443,7 @@ func backoff(poll time.Duration, n int) time.Duration {
 func (w *InboxWorker) drop(batch []*claimed) {
 	for _, c := range batch {
 		c.stopRenewal()
-		c.cancel(nil)
+		c.release()
 	}
 	if len(batch) > 0 {
 		w.log.info("stopping: leaving claimed rows that did not start to their leases", map[string]any{
