@@ -290,3 +290,52 @@ func TestClaimAnsweredAfterTheDeadlineIsNotHandled(t *testing.T) {
 	}
 	f.check(key)
 }
+
+// TestNothingCommitsAfterTheDeadline: the completion reaches the database in time, but its
+// answer reaches the worker only after the lease has run out on the database's clock (the proxy
+// holds it back). The worker must not send COMMIT then: that run's write and completion roll
+// back, and the row runs again and is completed once, at attempt 0.
+func TestNothingCommitsAfterTheDeadline(t *testing.T) {
+	t.Parallel()
+	f := newPartitionFixture(t)
+	key := "late/commit-4b9e21"
+	f.seed(key)
+	var id string
+	if err := f.db.QueryRow(`SELECT CAST(id AS TEXT) FROM inbox WHERE idempotency_key = $1`, key).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	// The first statement that sends the row's id is the completion (the handler returns well
+	// before the first renewal).
+	f.proxy.FreezeAfterRequest([]byte(id))
+
+	// One row held at a time: the worker claims the row again only once the first run is over.
+	w, err := queuebox.NewInboxWorker(f.openViaProxy(), queuebox.Options{Source: "orders", LeaseMS: 3000, BatchSize: 1, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	stop := running(t, w, func(ctx context.Context, m queuebox.Message, tx *sql.Tx) error {
+		return f.deliver(ctx, fmt.Sprintf("A#%d", runs.Add(1)), m, tx)
+	})
+	waitUntil(t, "the proxy holds the answer of the completion", 30*time.Second, f.proxy.Frozen)
+	waitUntil(t, "the lease runs out on the database's clock", 30*time.Second, func() bool {
+		var expired bool
+		if err := f.db.QueryRow(`SELECT lease_expires_at <= clock_timestamp() FROM inbox WHERE idempotency_key = $1`, key).Scan(&expired); err != nil {
+			t.Fatal(err)
+		}
+		return expired
+	})
+	f.proxy.Thaw()
+	waitUntil(t, "the row is processed", 30*time.Second, f.processed)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	var first int
+	if err := f.db.QueryRow(`SELECT count(*) FROM writes WHERE worker = 'A#1'`).Scan(&first); err != nil {
+		t.Fatal(err)
+	}
+	if first != 0 {
+		t.Error("the first run committed after its lease had run out")
+	}
+	f.check(key)
+}

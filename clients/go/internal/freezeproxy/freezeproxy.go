@@ -2,8 +2,9 @@
 // network partition between a worker and its database: when frozen it stops passing bytes in
 // both directions, on every connection, without closing any of them, and holds new
 // connections unanswered; when thawed it passes everything it held, in order. It can also
-// freeze itself at an exact point: when the server sends bytes that hold a marker, so a test
-// can hold back the answer of one statement that the server has already run and committed.
+// freeze itself at an exact point: when the server sends bytes that hold a marker, or just
+// after the client sent bytes that hold one, so a test can hold back the answer of one
+// statement that the server runs.
 // It is internal: the library does not import it.
 package freezeproxy
 
@@ -22,6 +23,7 @@ type Proxy struct {
 	mu     sync.Mutex
 	thawed chan struct{} // nil while the proxy passes bytes; closed by Thaw
 	marker []byte        // freeze when the server sends these bytes; nil for none
+	after  []byte        // freeze once the client has sent these bytes; nil for none
 	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
@@ -64,6 +66,15 @@ func (p *Proxy) FreezeOnReply(marker []byte) {
 	p.marker = bytes.Clone(marker)
 }
 
+// FreezeAfterRequest makes the proxy freeze once the client has sent bytes that contain marker
+// (at most 256 bytes): the chunk that holds it reaches the server, and the server's answer, like
+// everything else, waits for Thaw.
+func (p *Proxy) FreezeAfterRequest(marker []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.after = bytes.Clone(marker)
+}
+
 // Frozen reports whether the proxy holds the bytes back.
 func (p *Proxy) Frozen() bool {
 	p.mu.Lock()
@@ -71,12 +82,12 @@ func (p *Proxy) Frozen() bool {
 	return p.thawed != nil
 }
 
-// Thaw passes the bytes that the proxy held and everything after them, and forgets a marker
-// of FreezeOnReply.
+// Thaw passes the bytes that the proxy held and everything after them, and forgets the
+// markers of FreezeOnReply and FreezeAfterRequest.
 func (p *Proxy) Thaw() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.marker = nil
+	p.marker, p.after = nil, nil
 	if p.thawed != nil {
 		close(p.thawed)
 		p.thawed = nil
@@ -112,6 +123,17 @@ func (p *Proxy) gate(chunk []byte, fromServer bool) bool {
 		<-wait
 	}
 	return !closed
+}
+
+// sent freezes the proxy when the bytes that the client has just sent hold the marker of
+// FreezeAfterRequest.
+func (p *Proxy) sent(chunk []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.after != nil && bytes.Contains(chunk, p.after) {
+		p.after = nil
+		p.freezeLocked()
+	}
 }
 
 // track remembers c so that Close can close it; it reports false when the proxy is closed.
@@ -183,6 +205,9 @@ func (p *Proxy) pipe(dst, src net.Conn, fromServer bool) {
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
+			}
+			if !fromServer {
+				p.sent(seen)
 			}
 			if keep := 256; len(seen) > keep {
 				seen = append(seen[:0], seen[len(seen)-keep:]...)
