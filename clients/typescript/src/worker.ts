@@ -7,6 +7,8 @@
  */
 
 import type { InboxConnection, InboxTransaction } from "./connection.js";
+import { decodeMessage, fallbackMessage } from "./decode.js";
+import { leaseSpanMs } from "./lease.js";
 import type { InboxMessage } from "./message.js";
 import { resolveOptions, type InboxLogger, type InboxOptions, type ResolvedInboxOptions } from "./options.js";
 import { defaultRetryPolicy, retryAfter, type InboxFailureAction, type InboxRetryPolicy } from "./policy.js";
@@ -59,19 +61,6 @@ const ABANDON_AFTER_MS = 1000;
 
 /** The longest wait between two claims that failed. */
 const MAX_BACKOFF_MS = 30_000;
-
-/** The largest margin between a row's local deadline and the end of its lease. */
-const MAX_LEASE_MARGIN_MS = 10_000;
-
-/**
- * How long a claim or a renewal counts, from the moment it was sent: the lease minus a margin of
- * a fifth of it, at most 10 seconds. The database counts the lease from when the statement ran
- * there, which is later, so the local deadline comes first; the margin absorbs a timer that
- * fires late, an event loop that was busy, and clocks that run at slightly different rates.
- */
-export function leaseSpanMs(leaseMs: number): number {
-  return leaseMs - Math.min(leaseMs / 5, MAX_LEASE_MARGIN_MS);
-}
 
 /**
  * A worker for one `consumption: pull` source. It claims up to `batchSize` rows at a time and
@@ -699,62 +688,4 @@ function isAction(value: unknown): value is InboxFailureAction {
   }
   const { kind, delayMs } = value as { kind?: unknown; delayMs?: unknown };
   return kind === "dead" || (kind === "retry" && typeof delayMs === "number" && !Number.isNaN(delayMs));
-}
-
-/**
- * Builds the message from a claimed row, read by position: id, source, idempotency_key,
- * aggregate_id, event_type, payload, headers, attempt, correlation_id, claim_token. The claim
- * token stays out of it.
- */
-function decodeMessage(row: readonly unknown[], dialect: string): InboxMessage {
-  const [id, source, idempotencyKey, aggregateId, eventType, payload, headers, attempt, correlationId] = row;
-  const json = (value: unknown): unknown => (dialect === "sqlserver" && typeof value === "string" ? JSON.parse(value) : value);
-  return Object.freeze({
-    id: String(id),
-    source: String(source),
-    idempotencyKey: String(idempotencyKey),
-    aggregateId: nullableString(aggregateId),
-    eventType: nullableString(eventType),
-    payload: json(payload),
-    headers: decodeHeaders(typeof headers === "string" ? JSON.parse(headers) : headers),
-    attempt: Number(attempt),
-    correlationId: nullableString(correlationId),
-  });
-}
-
-/** A message for a row that does not decode, for the retry policy: the payload is its raw value. */
-function fallbackMessage(row: readonly unknown[]): InboxMessage {
-  const [id, source, idempotencyKey, aggregateId, eventType, payload, , attempt, correlationId] = row;
-  return Object.freeze({
-    id: String(id),
-    source: String(source),
-    idempotencyKey: String(idempotencyKey),
-    aggregateId: nullableString(aggregateId),
-    eventType: nullableString(eventType),
-    payload,
-    headers: Object.freeze({}),
-    attempt: Number(attempt),
-    correlationId: nullableString(correlationId),
-  });
-}
-
-function nullableString(value: unknown): string | null {
-  return value === null || value === undefined ? null : String(value);
-}
-
-/** The stored headers as one string value per name. */
-function decodeHeaders(value: unknown): Readonly<Record<string, string>> {
-  const out: Record<string, string> = {};
-  if (typeof value === "object" && value !== null && !Array.isArray(value)) {
-    for (const [name, v] of Object.entries(value)) {
-      if (typeof v === "string") {
-        out[name] = v;
-      } else if (Array.isArray(v)) {
-        out[name] = v.map(String).join(", ");
-      } else if (v !== null && v !== undefined) {
-        out[name] = typeof v === "object" ? JSON.stringify(v) : String(v);
-      }
-    }
-  }
-  return Object.freeze(out);
 }
