@@ -9,7 +9,12 @@
 // completion in the same transaction and commits, so the handler's writes and the completion
 // commit together or not at all. A completion that changes no row means that another worker
 // owns the row: the writes roll back. A lost renewal cancels the handler's context, which rolls
-// its writes back. A handler error rolls back, and the RetryPolicy then retries the row after a
+// its writes back. The handler's context also ends at the row's local deadline: the time the
+// worker sent the claim or the last renewal that succeeded, plus the lease, minus a fifth of the
+// lease (at most 10 seconds). That comes before the lease can end on the database's clock, so a
+// worker cut off from the database stops its handler before another worker can take the row;
+// a row whose deadline has passed is not handed to a handler, nothing is committed after it,
+// and no attempt is spent. A handler error rolls back, and the RetryPolicy then retries the row after a
 // delay or moves it to dead, in a transaction of its own. Every log line and every last_error
 // passes through the redaction of QueueBox (Sanitize, SanitizeError). The handler never sees
 // the claim token.

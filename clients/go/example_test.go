@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -20,7 +21,8 @@ import (
 // The worker of the tutorial "Receive a webhook": it takes the messages of the pull source
 // orders and writes each order through the transaction that it receives. The order row and the
 // completion of the message commit together. Ctrl+C stops the worker: it claims nothing more
-// and lets a running handler finish.
+// and lets a running handler finish. The worker logs through log/slog, so a database that it
+// cannot reach shows; a refused login or an unknown database ends Run with the reason.
 func ExampleNewInboxWorker() {
 	db, err := sql.Open("pgx", "postgres://queuebox:queuebox@localhost:5432/queuebox?sslmode=disable")
 	if err != nil {
@@ -28,7 +30,11 @@ func ExampleNewInboxWorker() {
 	}
 	defer db.Close()
 
-	worker, err := queuebox.NewInboxWorker(db, queuebox.Options{Source: "orders"})
+	worker, err := queuebox.NewInboxWorker(db, queuebox.Options{
+		Source: "orders",
+		// Without a Logger the worker prints nothing, not even a database it cannot reach.
+		Logger: queuebox.SlogLogger(slog.Default()),
+	})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package queuebox
 import (
 	"context"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -23,7 +22,9 @@ type Options struct {
 	// BatchSize is the largest number of rows in one claim. Default 10.
 	BatchSize int
 	// LeaseMS is the lease duration in milliseconds, from 3 to 2^31-1. The worker renews the
-	// lease of every row it holds every LeaseMS/3 milliseconds. Default 30000.
+	// lease of every row it holds every LeaseMS/3 milliseconds. A handler's context ends at the
+	// row's local deadline: the time the claim or the last successful renewal was sent, plus
+	// LeaseMS, minus a fifth of LeaseMS (at most 10 seconds). Default 30000.
 	LeaseMS int
 	// MaxConcurrency is the largest number of handlers that run at one time. Default 1.
 	MaxConcurrency int
@@ -145,13 +146,16 @@ func (o Options) validate() error {
 // workers, in one process or many, can share a source: the claim never gives two of them rows
 // of one aggregate at the same time.
 type InboxWorker struct {
-	db      *sql.DB
-	opts    Options
-	stmts   statements
-	claims  claimTexts // the claim with its limits in the text, per batch size
-	log     safeLogger
-	tracer  trace.Tracer
-	running atomic.Bool
+	db     *sql.DB
+	opts   Options
+	stmts  statements
+	claims claimTexts // the claim with its limits in the text, per batch size
+	// leaseSpan is the lease minus its margin: a claim or a renewal counts for this long from
+	// when it was sent.
+	leaseSpan time.Duration
+	log       safeLogger
+	tracer    trace.Tracer
+	running   atomic.Bool
 }
 
 // NewInboxWorker builds a worker on db, whose driver the application has registered (pgx for
@@ -179,28 +183,11 @@ func NewInboxWorker(db *sql.DB, options Options) (*InboxWorker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queuebox: %w", err)
 	}
-	return &InboxWorker{db: db, opts: opts, stmts: stmts, log: safeLogger{opts.Logger}, tracer: newTracer(opts.TracerProvider)}, nil
-}
-
-// candidateLimit is cand_limit of the claim: LEAST(GREATEST(3 * batch, 50), 500).
-func candidateLimit(batch int) int {
-	return min(max(3*batch, 50), 500)
-}
-
-// claimed is one row that the worker holds: the message, its claim token, and the context and
-// renewal that belong to it.
-type claimed struct {
-	msg     Message
-	token   string
-	readErr error // the row could not be read into a Message; it fails without a handler
-
-	ctx    context.Context // the handler's context; cancelled on a lost lease or after the grace
-	cancel context.CancelCauseFunc
-
-	ren      *renewals  // the renewals of the Run that holds the row; nil until it is registered
-	renewing sync.Mutex // held while a renewal of the row runs
-	next     time.Time  // when the row is due for renewal; guarded by ren.mu
-	stopped  bool       // the row is no longer renewed; guarded by ren.mu
+	lease := time.Duration(opts.LeaseMS) * time.Millisecond
+	return &InboxWorker{
+		db: db, opts: opts, stmts: stmts, log: safeLogger{opts.Logger}, tracer: newTracer(opts.TracerProvider),
+		leaseSpan: lease - leaseMargin(lease),
+	}, nil
 }
 
 // Run claims rows of the source and handles them until ctx is cancelled, then stops: it
@@ -211,8 +198,11 @@ type claimed struct {
 // stop, once every handler has returned.
 //
 // Database errors while claiming are logged and retried with a growing wait, so Run keeps
-// going while the database is away. Run returns an error only for a nil handler, or when the
-// worker is already running. One worker runs one Run at a time.
+// going while the database is away. Only what cannot recover by waiting ends Run: when
+// PostgreSQL refuses the login (SQLSTATE 28000, 28P01) or does not know the database (3D000),
+// Run stops as it does for a cancelled ctx and returns that error, which wraps the driver's
+// (pgx's *pgconn.PgError, for example). Run also returns an error for a nil
+// handler, or when the worker is already running. One worker runs one Run at a time.
 func (w *InboxWorker) Run(ctx context.Context, handler Handler) error {
 	if handler == nil {
 		return errors.New("queuebox: Run needs a handler")
@@ -222,9 +212,13 @@ func (w *InboxWorker) Run(ctx context.Context, handler Handler) error {
 	}
 	defer w.running.Store(false)
 
-	// Handlers and renewals outlive ctx by the shutdown grace; hard ends them.
+	// Handlers and renewals outlive ctx by the shutdown grace; hard ends them. The claims and
+	// the start of handlers end with run: with ctx, or when a claim finds an error that cannot
+	// recover.
 	hard, endHard := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer endHard(nil)
+	ctx, endRun := context.WithCancel(ctx)
+	defer endRun()
 	// The grace runs from the stop, even when a SQL Server claim in flight delays the claimer.
 	var stoppedAt atomic.Int64
 	defer context.AfterFunc(ctx, func() { stoppedAt.Store(time.Now().UnixNano()) })()
@@ -271,7 +265,8 @@ func (w *InboxWorker) Run(ctx context.Context, handler Handler) error {
 		runners.Wait()
 		close(done)
 	}()
-	w.claimLoop(ctx, hard, t)
+	fatal := w.claimLoop(ctx, hard, t)
+	endRun()
 	close(t.queue)
 	// The rows that wait have not started and never will: leave them to their leases.
 	var dropped []*claimed
@@ -301,7 +296,7 @@ func (w *InboxWorker) Run(ctx context.Context, handler Handler) error {
 		}
 	}
 	w.log.info("inbox pull worker stopped", map[string]any{"source": w.opts.Source})
-	return nil
+	return fatal
 }
 
 // tracker holds the state that the claimer and the runners of a Run share.
@@ -321,8 +316,9 @@ func (t *tracker) signal() {
 }
 
 // claimLoop claims rows and queues them until ctx ends. It returns at once when ctx ends,
-// dropping the rows of a claim that returns after that.
-func (w *InboxWorker) claimLoop(ctx, hard context.Context, t *tracker) {
+// dropping the rows of a claim that returns after that. It returns an error only for a claim
+// error that cannot recover by waiting (refusedConnection).
+func (w *InboxWorker) claimLoop(ctx, hard context.Context, t *tracker) error {
 	limit := w.opts.BatchSize + w.opts.MaxConcurrency - 1
 	failures := 0
 	for ctx.Err() == nil {
@@ -337,7 +333,11 @@ func (w *InboxWorker) claimLoop(ctx, hard context.Context, t *tracker) {
 		batch, err := w.claim(ctx, hard, min(room, w.opts.BatchSize))
 		if err != nil {
 			if ctx.Err() != nil {
-				return
+				return nil
+			}
+			if refusedConnection(err) {
+				w.log.error("the database refused the worker's login, or has no such database; stopping: check the address, the database name and the credentials", map[string]any{"source": w.opts.Source, "error": err})
+				return fmt.Errorf("queuebox: the database refused the worker; waiting cannot fix this: %w", err)
 			}
 			failures++
 			wait := backoff(w.opts.PollInterval, failures)
@@ -353,7 +353,7 @@ func (w *InboxWorker) claimLoop(ctx, hard context.Context, t *tracker) {
 		failures = 0
 		if ctx.Err() != nil {
 			w.drop(batch)
-			return
+			return nil
 		}
 		if len(batch) == 0 {
 			sleep(ctx, w.opts.PollInterval)
@@ -365,6 +365,20 @@ func (w *InboxWorker) claimLoop(ctx, hard context.Context, t *tracker) {
 			t.queue <- c // never blocks: held rows never exceed the capacity
 		}
 	}
+	return nil
+}
+
+// refusedSQLStates are the SQLSTATEs of a connection that PostgreSQL refuses for a reason that
+// waiting cannot fix: an invalid authorization (28000: no such role, or pg_hba.conf has no
+// entry), a wrong password (28P01), no such database (3D000).
+var refusedSQLStates = map[string]bool{"28000": true, "28P01": true, "3D000": true}
+
+// refusedConnection reports whether err carries one of refusedSQLStates. The driver's error is
+// recognised by its SQLState method (pgx's *pgconn.PgError, lib/pq's *pq.Error), never by its
+// text.
+func refusedConnection(err error) bool {
+	var coded interface{ SQLState() string }
+	return errors.As(err, &coded) && refusedSQLStates[coded.SQLState()]
 }
 
 // runHandlers takes queued rows one at a time and runs a handler for each, until the queue
@@ -387,10 +401,11 @@ func (w *InboxWorker) runHandlers(ctx context.Context, t *tracker, handler Handl
 			w.drop([]*claimed{c})
 			return
 		}
-		if c.ctx.Err() != nil {
-			// The lease was lost while the row waited for a runner.
+		if !c.live() {
+			// The lease was lost, or its local deadline passed, while the row waited for a
+			// runner: it is not handed to the handler.
 			c.stopRenewal()
-			c.cancel(nil)
+			c.release()
 			t.held.Add(-1)
 			t.signal()
 			w.log.warn("lost the lease of a row before its handler started", c.fields(nil))
@@ -428,461 +443,11 @@ func backoff(poll time.Duration, n int) time.Duration {
 func (w *InboxWorker) drop(batch []*claimed) {
 	for _, c := range batch {
 		c.stopRenewal()
-		c.cancel(nil)
+		c.release()
 	}
 	if len(batch) > 0 {
 		w.log.info("stopping: leaving claimed rows that did not start to their leases", map[string]any{
 			"source": w.opts.Source, "rows": len(batch),
 		})
 	}
-}
-
-// claim claims up to batch rows. It runs the claim statement alone, as one autocommit
-// statement (PostgreSQL) or as the batch that opens and commits its own transaction (SQL
-// Server), and reads every row and the end of the response. Each row gets its handler's
-// context; the caller registers the rows for renewal.
-func (w *InboxWorker) claim(ctx, hard context.Context, batch int) ([]*claimed, error) {
-	parent := ctx
-	if w.opts.Dialect == DialectSQLServer {
-		// Never abandon a SQL Server claim halfway: the per-source lock would stay held until
-		// the connection resets. The server itself gives up after 10 seconds (Msg 51000).
-		parent = context.WithoutCancel(ctx)
-	}
-	cctx, cancel := context.WithTimeout(parent, claimTimeout)
-	defer cancel()
-	claim := w.claims.statement(w.stmts.claim, batch)
-	args, err := claim.args(map[string]any{
-		"source":     w.opts.Source,
-		"batch":      int64(batch),
-		"lease_ms":   int64(w.opts.LeaseMS),
-		"cand_limit": int64(candidateLimit(batch)),
-	})
-	if err != nil {
-		return nil, err
-	}
-	rows, err := w.db.QueryContext(cctx, claim.text, args...)
-	if err != nil {
-		return nil, fmt.Errorf("claiming inbox rows: %w", err)
-	}
-	defer rows.Close()
-	var out []*claimed
-	for rows.Next() {
-		c, err := w.scanClaim(rows)
-		if err != nil {
-			return nil, fmt.Errorf("claiming inbox rows: %w", err)
-		}
-		out = append(out, c)
-	}
-	// An error after the rows means that the claim did not commit: drop the rows.
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claiming inbox rows: %w", err)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, fmt.Errorf("claiming inbox rows: %w", err)
-	}
-	for _, c := range out {
-		c.ctx, c.cancel = context.WithCancelCause(hard)
-	}
-	return out, nil
-}
-
-// scanClaim reads one row of the claim. The columns come in the order of the contract:
-// id, source, idempotency_key, aggregate_id, event_type, payload, headers, attempt,
-// correlation_id, claim_token.
-func (w *InboxWorker) scanClaim(rows *sql.Rows) (*claimed, error) {
-	var (
-		id, token                         any
-		source, key                       string
-		aggregate, eventType, correlation sql.NullString
-		payload, headers                  []byte
-		attempt                           int64
-	)
-	if err := rows.Scan(&id, &source, &key, &aggregate, &eventType, &payload, &headers, &attempt, &correlation, &token); err != nil {
-		return nil, fmt.Errorf("reading a claimed row: %w", err)
-	}
-	idText, err := uuidText(id, w.opts.Dialect)
-	if err != nil {
-		return nil, fmt.Errorf("reading the id of a claimed row: %w", err)
-	}
-	tokenText, err := uuidText(token, w.opts.Dialect)
-	if err != nil {
-		return nil, fmt.Errorf("reading the claim token of row %s: %w", idText, err)
-	}
-	c := &claimed{
-		token: tokenText,
-		msg: Message{
-			ID:             idText,
-			Source:         source,
-			IdempotencyKey: key,
-			AggregateID:    aggregate.String,
-			EventType:      eventType.String,
-			Payload:        payload,
-			Attempt:        int(attempt),
-			CorrelationID:  correlation.String,
-		},
-	}
-	if c.msg.Headers, err = parseHeaders(headers); err != nil {
-		c.msg.Headers = map[string]string{}
-		c.readErr = fmt.Errorf("reading the claimed row: %w", err)
-	}
-	return c, nil
-}
-
-// uuidText returns a UUID that the driver returned in its canonical lower-case text form.
-// go-mssqldb returns a UNIQUEIDENTIFIER as 16 bytes in SQL Server's order, whose first three
-// groups are little-endian.
-func uuidText(v any, dialect Dialect) (string, error) {
-	switch x := v.(type) {
-	case string:
-		return strings.ToLower(x), nil
-	case []byte:
-		if len(x) != 16 {
-			return strings.ToLower(string(x)), nil
-		}
-		b := make([]byte, 16)
-		copy(b, x)
-		if dialect == DialectSQLServer {
-			b[0], b[1], b[2], b[3] = b[3], b[2], b[1], b[0]
-			b[4], b[5] = b[5], b[4]
-			b[6], b[7] = b[7], b[6]
-		}
-		h := hex.EncodeToString(b)
-		return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
-	case [16]byte:
-		return uuidText(x[:], DialectPostgreSQL)
-	case nil:
-		return "", errors.New("the value is NULL")
-	default:
-		return "", fmt.Errorf("unexpected type %T", v)
-	}
-}
-
-// renewals holds the rows that a Run renews. One goroutine, renewLoop, extends the lease of
-// each row every third of the lease duration, so a row whose handler finishes sooner costs no
-// goroutine, timer or statement for its renewal.
-type renewals struct {
-	mu       sync.Mutex
-	rows     map[*claimed]struct{}
-	interval time.Duration // a third of the lease
-}
-
-// newRenewals returns an empty set of renewals, each row renewed every interval.
-func newRenewals(interval time.Duration) *renewals {
-	return &renewals{rows: map[*claimed]struct{}{}, interval: interval}
-}
-
-// renewInterval is the time between two renewals of a row: a third of the lease.
-func (w *InboxWorker) renewInterval() time.Duration {
-	return time.Duration(w.opts.LeaseMS) * time.Millisecond / 3
-}
-
-// add starts renewing the rows of a claim: the first renewal of each is due a third of the
-// lease from now. It need not wake renewLoop, which never sleeps past the interval.
-func (r *renewals) add(batch []*claimed) {
-	if len(batch) == 0 {
-		return
-	}
-	next := time.Now().Add(r.interval)
-	r.mu.Lock()
-	for _, c := range batch {
-		c.ren = r
-		c.next = next
-		r.rows[c] = struct{}{}
-	}
-	r.mu.Unlock()
-}
-
-// renewLoop renews every row that is due, each on its own connection and all at once, and
-// then sleeps until the next row is due. It returns when quit closes or hard ends. A renewal
-// in flight is never cancelled by a stop; it is bounded by its own timeout.
-func (w *InboxWorker) renewLoop(hard context.Context, r *renewals, quit <-chan struct{}) {
-	interval := r.interval
-	timer := time.NewTimer(interval)
-	defer timer.Stop()
-	var due []*claimed
-	var renewing sync.WaitGroup
-	for {
-		now := time.Now()
-		next := now.Add(interval)
-		due = due[:0]
-		r.mu.Lock()
-		for c := range r.rows {
-			if c.ctx.Err() != nil {
-				delete(r.rows, c)
-				continue
-			}
-			if !c.next.After(now) {
-				due = append(due, c)
-				c.next = now.Add(interval)
-			}
-			if c.next.Before(next) {
-				next = c.next
-			}
-		}
-		r.mu.Unlock()
-		for _, c := range due {
-			renewing.Add(1)
-			go func() {
-				defer renewing.Done()
-				w.renew(hard, c, interval)
-			}()
-		}
-		renewing.Wait()
-		if len(due) > 0 {
-			continue // the renewals took time: look again
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(time.Until(next))
-		select {
-		case <-quit:
-			return
-		case <-hard.Done():
-			return
-		case <-timer.C:
-		}
-	}
-}
-
-// renew extends the lease of c once. A renewal that changes no row means that the lease is
-// lost: it cancels the handler's context, so that the handler stops and its transaction rolls
-// back, and renews the row no more.
-func (w *InboxWorker) renew(hard context.Context, c *claimed, interval time.Duration) {
-	c.renewing.Lock()
-	defer c.renewing.Unlock()
-	c.ren.mu.Lock()
-	stopped := c.stopped
-	c.ren.mu.Unlock()
-	if stopped || c.ctx.Err() != nil || hard.Err() != nil {
-		return
-	}
-	args, err := w.stmts.renew.args(map[string]any{"id": c.msg.ID, "token": c.token, "lease_ms": int64(w.opts.LeaseMS)})
-	if err != nil {
-		w.log.error("renewing a lease", c.fields(err))
-		return
-	}
-	rctx, cancel := context.WithTimeout(hard, max(interval, time.Second))
-	res, err := w.db.ExecContext(rctx, w.stmts.renew.text, args...)
-	cancel()
-	if err != nil {
-		if hard.Err() == nil {
-			// The next renewal tries again; once the lease has run out it finds no row.
-			w.log.warn("renewing a lease", c.fields(err))
-		}
-		return
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		c.ren.mu.Lock()
-		c.stopped = true
-		delete(c.ren.rows, c)
-		c.ren.mu.Unlock()
-		c.cancel(errLeaseLost)
-		w.log.warn("lost the lease: another worker owns the row, or the lease ran out; cancelling its handler", c.fields(nil))
-	}
-}
-
-// stopRenewal stops the renewal of c and waits for a renewal of c in flight to return, so that
-// no renewal runs beside the completion, retry or dead letter of the row.
-func (c *claimed) stopRenewal() {
-	if c.ren == nil {
-		return
-	}
-	c.ren.mu.Lock()
-	c.stopped = true
-	delete(c.ren.rows, c)
-	c.ren.mu.Unlock()
-	c.renewing.Lock() // waits for the renewal in flight, if any
-	c.renewing.Unlock()
-}
-
-// fields returns the log fields of c, with err when it is not nil.
-func (c *claimed) fields(err error) map[string]any {
-	f := map[string]any{
-		"source": c.msg.Source, "id": c.msg.ID, "idempotency_key": c.msg.IdempotencyKey,
-		"attempt": c.msg.Attempt,
-	}
-	if c.msg.CorrelationID != "" {
-		f["correlation_id"] = c.msg.CorrelationID
-	}
-	if err != nil {
-		f["error"] = err
-	}
-	return f
-}
-
-// handle runs the handler for c in a new transaction and completes the row in it, or fails the
-// row through the retry policy.
-func (w *InboxWorker) handle(c *claimed, handler Handler) {
-	defer c.cancel(nil)
-	if c.readErr != nil {
-		c.stopRenewal()
-		w.fail(c, c.readErr)
-		return
-	}
-	// The handler's context carries its span; it ends when c.ctx ends.
-	hctx, span := w.startHandlerSpan(c.ctx, c.msg)
-	// The transaction is bound to the handler's context: database/sql rolls it back when the
-	// lease is lost or the grace runs out.
-	tx, err := w.db.BeginTx(hctx, nil)
-	if err != nil {
-		c.stopRenewal()
-		if c.ctx.Err() != nil {
-			span.end(resultCancelled, context.Cause(c.ctx))
-			w.log.warn("handler cancelled before it started; the row is not completed and its lease expires", c.fields(context.Cause(c.ctx)))
-			return
-		}
-		span.end(resultError, err)
-		w.log.error("beginning the handler transaction; the row is not completed and its lease expires", c.fields(err))
-		return
-	}
-	herr := callHandler(hctx, handler, c.msg, tx)
-	if c.ctx.Err() != nil {
-		_ = tx.Rollback()
-		c.stopRenewal()
-		span.end(resultCancelled, context.Cause(c.ctx))
-		w.log.warn("handler cancelled; its writes are rolled back, the row is not completed and its lease expires", c.fields(context.Cause(c.ctx)))
-		return
-	}
-	if herr != nil {
-		_ = tx.Rollback()
-		c.stopRenewal()
-		span.end(resultFailed, herr)
-		w.fail(c, herr)
-		return
-	}
-	c.stopRenewal()
-	args, err := w.stmts.complete.args(map[string]any{"id": c.msg.ID, "token": c.token})
-	if err != nil {
-		_ = tx.Rollback()
-		span.end(resultError, err)
-		w.log.error("completing a row", c.fields(err))
-		return
-	}
-	res, err := tx.ExecContext(hctx, w.stmts.complete.text, args...)
-	if err != nil {
-		_ = tx.Rollback()
-		if c.ctx.Err() != nil {
-			span.end(resultCancelled, context.Cause(c.ctx))
-			w.log.warn("handler cancelled during the completion; its writes are rolled back, the row is not completed and its lease expires", c.fields(context.Cause(c.ctx)))
-			return
-		}
-		span.end(resultError, err)
-		w.log.error("completing a row; its writes are rolled back and its lease expires", c.fields(err))
-		return
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		_ = tx.Rollback()
-		span.end(resultLost, errLeaseLost)
-		w.log.warn("lost the lease before the completion: another worker owns the row; the handler's writes are rolled back", c.fields(err))
-		return
-	}
-	if err := tx.Commit(); err != nil {
-		span.end(resultError, err)
-		w.log.error("committing a completed row; if the commit did not reach the database, the row runs again after its lease", c.fields(err))
-		return
-	}
-	span.end(resultCompleted, nil)
-}
-
-// callHandler runs the handler and turns a panic into an error.
-func callHandler(ctx context.Context, handler Handler, msg Message, tx *sql.Tx) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panicked: %v", r)
-		}
-	}()
-	return handler(ctx, msg, tx)
-}
-
-// fail asks the retry policy about a failed row and runs the retry or dead statement in a
-// transaction of its own, fenced on the claim token.
-func (w *InboxWorker) fail(c *claimed, failure error) {
-	action := w.decide(c, failure)
-	text := SanitizeError(failure)
-	stmt := w.stmts.retry
-	values := map[string]any{"id": c.msg.ID, "token": c.token, "error": text}
-	verb := "retrying"
-	if action.IsDeadLetter() {
-		stmt, verb = w.stmts.dead, "dead-lettering"
-	} else {
-		values["delay_ms"] = delayMS(action.Delay())
-	}
-	fields := c.fields(failure)
-	if !action.IsDeadLetter() {
-		fields["retry_in_ms"] = values["delay_ms"]
-	}
-	ctx, cancel := context.WithTimeout(c.ctx, statementTimeout)
-	defer cancel()
-	err := w.fenced(ctx, stmt, values)
-	switch {
-	case errors.Is(err, errLeaseLost), err != nil && errors.Is(context.Cause(c.ctx), errLeaseLost):
-		w.log.warn("handler failed, and the lease was lost before "+verb+" the row; another worker owns it", fields)
-	case err != nil && c.ctx.Err() != nil:
-		w.log.warn("handler failed, and the shutdown grace ran out before "+verb+" the row; its lease expires", fields)
-	case err != nil:
-		fields["statement_error"] = err
-		w.log.error("handler failed; "+verb+" the row did not reach the database, and its lease expires", fields)
-	case action.IsDeadLetter():
-		w.log.error("handler failed; the row is dead", fields)
-	default:
-		w.log.warn("handler failed; the row will be retried", fields)
-	}
-}
-
-// decide asks the retry policy, and falls back to the default policy when it panics.
-func (w *InboxWorker) decide(c *claimed, failure error) (action FailureAction) {
-	defer func() {
-		if r := recover(); r != nil {
-			w.log.error("the retry policy panicked; using the default policy", c.fields(fmt.Errorf("retry policy panicked: %v", r)))
-			action = NewDefaultRetryPolicy(defaultMaxAttempts, defaultBaseDelay, defaultMaxDelay, defaultJitter).Decide(c.msg, failure)
-		}
-	}()
-	return w.opts.RetryPolicy.Decide(c.msg, failure)
-}
-
-// delayMS returns a retry delay in whole milliseconds, within [0, 2^31-1].
-func delayMS(d time.Duration) int64 {
-	ms := d.Milliseconds()
-	if d > 0 && d%time.Millisecond != 0 {
-		ms++ // round up, so that a retry never comes early
-	}
-	return min(max(ms, 0), maxDelayMS)
-}
-
-// fenced runs a retry or dead statement in a transaction of its own and commits it only when
-// it changed exactly one row. Zero rows returns errLeaseLost.
-func (w *InboxWorker) fenced(ctx context.Context, stmt statement, values map[string]any) error {
-	args, err := stmt.args(values)
-	if err != nil {
-		return err
-	}
-	tx, err := w.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("beginning the %s transaction: %w", stmt.name, err)
-	}
-	res, err := tx.ExecContext(ctx, stmt.text, args...)
-	if err != nil {
-		_ = tx.Rollback()
-		return fmt.Errorf("running the %s statement: %w", stmt.name, err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		_ = tx.Rollback()
-		return errLeaseLost
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("committing the %s statement: %w", stmt.name, err)
-	}
-	return nil
-}
-
-// isClaimLockBusy reports whether err is Msg 51000 of the SQL Server claim: the per-source
-// application lock was not acquired within 10 seconds. The driver's error is recognised by its
-// error number (go-mssqldb's mssql.Error has SQLErrorNumber), never by its text.
-func isClaimLockBusy(err error) bool {
-	var numbered interface{ SQLErrorNumber() int32 }
-	return errors.As(err, &numbered) && numbered.SQLErrorNumber() == claimLockBusy
 }

@@ -24,7 +24,7 @@
 
 export { InboxWorker, InboxCancelledError, type InboxHandler, type InboxCancelReason } from "./worker.js";
 export type { InboxMessage } from "./message.js";
-export { resolveOptions, type InboxOptions, type ResolvedInboxOptions, type InboxLogger } from "./options.js";
+export { resolveOptions, type InboxOptions, type ResolvedInboxOptions, type InboxLogger, type InboxTracerProvider } from "./options.js";
 export {
   defaultRetryPolicy,
   retryAfter,

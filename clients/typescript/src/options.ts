@@ -4,8 +4,6 @@
  * @module
  */
 
-import type { TracerProvider } from "@opentelemetry/api";
-
 import { defaultRetryPolicy, type InboxRetryPolicy } from "./policy.js";
 import { checkSchema, defaultSchema, dialects, type InboxDialect, type InboxSchema } from "./sql.js";
 
@@ -18,6 +16,15 @@ export interface InboxLogger {
   info(message: string, fields?: Readonly<Record<string, unknown>>): void;
   warn(message: string, fields?: Readonly<Record<string, unknown>>): void;
   error(message: string, fields?: Readonly<Record<string, unknown>>): void;
+}
+
+/**
+ * The part of an OpenTelemetry `TracerProvider` that the worker calls: the provider of
+ * `@opentelemetry/api` and those of its SDKs fit. It is declared here, not imported, so that the
+ * package's types compile without `@opentelemetry/api`, which is an optional peer dependency.
+ */
+export interface InboxTracerProvider {
+  getTracer(name: string, version?: string, options?: { schemaUrl?: string }): unknown;
 }
 
 /** The settings of an {@link InboxWorker}. Only `source` is required. */
@@ -48,7 +55,7 @@ export interface InboxOptions {
    * when the application has that package (an optional peer dependency); without an SDK it
    * records nothing. See the README's "Tracing".
    */
-  readonly tracerProvider?: TracerProvider;
+  readonly tracerProvider?: InboxTracerProvider;
 }
 
 /** The settings with every default filled in. */
@@ -63,7 +70,7 @@ export interface ResolvedInboxOptions {
   readonly schema: InboxSchema;
   readonly retryPolicy: InboxRetryPolicy;
   readonly logger: InboxLogger | undefined;
-  readonly tracerProvider: TracerProvider | undefined;
+  readonly tracerProvider: InboxTracerProvider | undefined;
 }
 
 /** The largest number of milliseconds that a timer or an INT parameter takes. */

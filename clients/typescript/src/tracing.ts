@@ -6,6 +6,7 @@
 import type * as OtelApi from "@opentelemetry/api";
 
 import type { InboxMessage } from "./message.js";
+import type { InboxTracerProvider } from "./options.js";
 import { sanitizeError } from "./redact.js";
 
 /** The instrumentation scope of the worker's spans. */
@@ -71,11 +72,13 @@ const noSpan: HandlerSpan = { run: (work) => work(), end: () => undefined };
  */
 export function startHandlerSpan(
   otel: typeof OtelApi | undefined,
-  provider: OtelApi.TracerProvider | undefined,
+  provider: InboxTracerProvider | undefined,
   message: InboxMessage,
 ): HandlerSpan {
   if (otel === undefined) return noSpan;
-  const tracer = (provider ?? otel.trace.getTracerProvider()).getTracer(TRACER_NAME);
+  // The option's type is structural (the package's types do not import the API); the provider
+  // itself is one of the API's, which resolveOptions has checked for a getTracer method.
+  const tracer = ((provider as OtelApi.TracerProvider | undefined) ?? otel.trace.getTracerProvider()).getTracer(TRACER_NAME);
   const remote = parentOf(otel, message.headers);
   const parent = remote ? otel.trace.setSpanContext(otel.ROOT_CONTEXT, remote) : otel.ROOT_CONTEXT;
   const attributes: OtelApi.Attributes = {

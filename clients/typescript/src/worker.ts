@@ -7,6 +7,8 @@
  */
 
 import type { InboxConnection, InboxTransaction } from "./connection.js";
+import { decodeMessage, fallbackMessage } from "./decode.js";
+import { leaseSpanMs } from "./lease.js";
 import type { InboxMessage } from "./message.js";
 import { resolveOptions, type InboxLogger, type InboxOptions, type ResolvedInboxOptions } from "./options.js";
 import { defaultRetryPolicy, retryAfter, type InboxFailureAction, type InboxRetryPolicy } from "./policy.js";
@@ -17,8 +19,11 @@ import { loadOtelApi, startHandlerSpan, type HandlerResult } from "./tracing.js"
 /**
  * Handles one message. Write every change through `tx`, the open transaction that the library
  * commits together with the completion; do not commit or roll it back. Throw (or reject) to fail
- * the message. `signal` aborts when the lease is lost and when a shutdown runs out of grace: stop
- * then, because nothing that the handler writes afterwards can commit.
+ * the message. `signal` aborts when the lease is lost, when the lease's local deadline passes
+ * (the time the claim or the last renewal that succeeded was sent, plus `leaseMs`, minus a fifth
+ * of `leaseMs`, at most 10 seconds: before another worker can take the message), and when a
+ * shutdown runs out of grace. Stop then, and pass `signal` to every call that leaves the process,
+ * because nothing that the handler writes afterwards can commit.
  */
 export type InboxHandler<Tx> = (message: InboxMessage, tx: Tx, signal: AbortSignal) => Promise<void> | void;
 
@@ -30,13 +35,17 @@ export type InboxCancelReason = "lease-lost" | "shutdown";
  * for `fetch` and the timers of Node.
  */
 export class InboxCancelledError extends Error {
-  /** `"lease-lost"` when another worker may own the message, `"shutdown"` when the grace ran out. */
+  /**
+   * `"lease-lost"` when another worker may own the message (a renewal changed no row, or the
+   * lease's local deadline passed before a renewal succeeded), `"shutdown"` when the grace ran
+   * out.
+   */
   readonly cancelReason: InboxCancelReason;
 
   constructor(cancelReason: InboxCancelReason) {
     super(
       cancelReason === "lease-lost"
-        ? "queuebox-inbox: the lease on the message was lost; the handler's writes roll back"
+        ? "queuebox-inbox: the lease on the message was lost, or its local deadline passed; the handler's writes roll back"
         : "queuebox-inbox: the worker stopped and the shutdown grace ran out; the handler's writes roll back",
     );
     this.name = "AbortError";
@@ -287,10 +296,11 @@ class Run<Tx> {
     const { maxConcurrency } = this.options;
     while (!this.#stopping && this.#jobs.size < maxConcurrency && this.#waiting.length > 0) {
       const job = this.#waiting.shift()!;
-      if (job.cancelled) {
-        // The lease was lost while the row waited for a slot.
+      if (!job.live()) {
+        // The lease was lost, or its local deadline passed, while the row waited for a slot
+        // (or before the claim's answer came): the row is not handed to the handler.
         void job.release();
-        this.log("warn", "the lease of a claimed row was lost before its handler started", { message_id: job.id });
+        this.log("warn", "the lease of a claimed row was lost, or its local deadline passed, before its handler started; it spends no attempt", { message_id: job.id });
         continue;
       }
       this.#start(job);
@@ -391,9 +401,25 @@ class Job<Tx> {
     this.#run.log(level, message, { message_id: this.id, ...fields });
   }
 
-  /** Whether the handler's signal has aborted, or would have (the lease was lost). */
-  get cancelled(): boolean {
-    return this.#cancelReason !== undefined;
+  /** The local deadline of the lease, on the clock of `performance.now()`. */
+  #deadline(): number {
+    return this.#leaseConfirmedAt + leaseSpanMs(this.#run.options.leaseMs);
+  }
+
+  /**
+   * Whether the work on the row may go on: not cancelled, and its local deadline has not
+   * passed. It does not trust the deadline's timer alone, which fires late when the event loop
+   * is busy: a deadline found passed here cancels the handler at once.
+   */
+  live(): boolean {
+    if (this.#cancelReason !== undefined) {
+      return false;
+    }
+    if (performance.now() >= this.#deadline()) {
+      this.#leaseLost("its local deadline passed before a renewal succeeded");
+      return false;
+    }
+    return true;
   }
 
   /** Starts the renewals and the local lease deadline: the row is held from its claim on. */
@@ -432,7 +458,7 @@ class Job<Tx> {
     }
     this.#tx = tx;
     let failure: { error: unknown } | undefined;
-    if (this.#cancelReason === undefined) {
+    if (this.live()) {
       try {
         await span.run(() => handler(message, tx.handle, this.#controller.signal));
       } catch (error) {
@@ -440,6 +466,7 @@ class Job<Tx> {
       }
     }
     this.#handlerSettled = true;
+    this.live(); // a deadline that passed while the handler ran cancels it, whatever it returned
     if (this.#destroyed) {
       await this.#stopRenewal();
       span.end("cancelled", failure?.error ?? "the transaction was closed");
@@ -456,7 +483,7 @@ class Job<Tx> {
     if (this.#cancelReason !== undefined) {
       span.end(this.#cancelReason === "lease-lost" ? "lease_lost" : "cancelled", this.#cancelReason);
       this.#log(this.#cancelReason === "lease-lost" ? "warn" : "info", this.#cancelReason === "lease-lost"
-        ? "the lease was lost while the handler ran; its writes rolled back"
+        ? "the lease was lost, or its local deadline passed, while the handler ran; its writes rolled back and no attempt was spent"
         : "the handler was cancelled by the shutdown; its writes rolled back and no attempt was spent");
       return;
     }
@@ -470,9 +497,9 @@ class Job<Tx> {
    */
   async #complete(tx: InboxTransaction<Tx>): Promise<HandlerResult> {
     await this.#stopRenewal();
-    if (this.#cancelReason !== undefined) {
+    if (!this.live()) {
       await this.#rollback(tx);
-      this.#log("warn", "the lease was lost before the completion; the handler's writes rolled back");
+      this.#log("warn", "the lease was lost, or its local deadline passed, before the completion; the handler's writes rolled back and no attempt was spent");
       return "lease_lost";
     }
     let changed: number;
@@ -486,6 +513,12 @@ class Job<Tx> {
     if (changed !== 1) {
       await this.#rollback(tx);
       this.#log("warn", "the lease was lost: the completion changed no row; the handler's writes rolled back");
+      return "lease_lost";
+    }
+    // The last moment to stop: COMMIT is sent only before the local deadline.
+    if (!this.live()) {
+      await this.#rollback(tx);
+      this.#log("warn", "the lease's local deadline passed before the commit; the handler's writes and the completion rolled back, and the message runs again after its lease");
       return "lease_lost";
     }
     try {
@@ -502,6 +535,11 @@ class Job<Tx> {
     const { connection, options, sql } = this.#run;
     const action = await this.#decide(options.retryPolicy, message, failure);
     const error = sanitizeError(failure);
+    if (!this.live()) {
+      // After the local deadline another worker may own the row: write nothing to it.
+      this.#log("warn", "the handler failed, and the lease's local deadline passed before the failure was recorded; no attempt was spent, and the lease will expire", { attempt: message.attempt, error });
+      return;
+    }
     try {
       const result =
         action.kind === "retry"
@@ -583,11 +621,14 @@ class Job<Tx> {
     }
   }
 
-  /** The local end of the lease: the start of the claim or of the last renewal that counted, plus the lease. */
+  /**
+   * Arms the timer of the local deadline: the time the claim or the last renewal that
+   * succeeded was sent, plus the lease, minus its margin ({@link leaseSpanMs}).
+   */
   #armDeadline(): void {
     clearTimeout(this.#deadlineTimer);
-    const remaining = this.#leaseConfirmedAt + this.#run.options.leaseMs - performance.now();
-    this.#deadlineTimer = setTimeout(() => this.#leaseLost("no renewal succeeded within the lease"), Math.max(0, remaining));
+    const remaining = this.#deadline() - performance.now();
+    this.#deadlineTimer = setTimeout(() => this.#leaseLost("its local deadline passed before a renewal succeeded"), Math.max(0, remaining));
   }
 
   async #renew(): Promise<void> {
@@ -602,13 +643,16 @@ class Job<Tx> {
         this.#leaseLost("the renewal changed no row");
         return;
       }
+      if (!this.live()) {
+        return; // an answer that came after the deadline moves nothing: the handler was told to stop
+      }
       this.#leaseConfirmedAt = started;
       if (!this.#renewalStopped) {
         this.#armDeadline();
         this.#scheduleRenewal(this.#renewInterval());
       }
     } catch (error) {
-      const remaining = this.#leaseConfirmedAt + options.leaseMs - performance.now();
+      const remaining = this.#deadline() - performance.now();
       this.#log("warn", "renewing the lease", { error, remaining_ms: Math.max(0, Math.round(remaining)) });
       this.#scheduleRenewal(Math.max(1, Math.min(this.#renewInterval(), remaining / 2)));
     }
@@ -644,62 +688,4 @@ function isAction(value: unknown): value is InboxFailureAction {
   }
   const { kind, delayMs } = value as { kind?: unknown; delayMs?: unknown };
   return kind === "dead" || (kind === "retry" && typeof delayMs === "number" && !Number.isNaN(delayMs));
-}
-
-/**
- * Builds the message from a claimed row, read by position: id, source, idempotency_key,
- * aggregate_id, event_type, payload, headers, attempt, correlation_id, claim_token. The claim
- * token stays out of it.
- */
-function decodeMessage(row: readonly unknown[], dialect: string): InboxMessage {
-  const [id, source, idempotencyKey, aggregateId, eventType, payload, headers, attempt, correlationId] = row;
-  const json = (value: unknown): unknown => (dialect === "sqlserver" && typeof value === "string" ? JSON.parse(value) : value);
-  return Object.freeze({
-    id: String(id),
-    source: String(source),
-    idempotencyKey: String(idempotencyKey),
-    aggregateId: nullableString(aggregateId),
-    eventType: nullableString(eventType),
-    payload: json(payload),
-    headers: decodeHeaders(typeof headers === "string" ? JSON.parse(headers) : headers),
-    attempt: Number(attempt),
-    correlationId: nullableString(correlationId),
-  });
-}
-
-/** A message for a row that does not decode, for the retry policy: the payload is its raw value. */
-function fallbackMessage(row: readonly unknown[]): InboxMessage {
-  const [id, source, idempotencyKey, aggregateId, eventType, payload, , attempt, correlationId] = row;
-  return Object.freeze({
-    id: String(id),
-    source: String(source),
-    idempotencyKey: String(idempotencyKey),
-    aggregateId: nullableString(aggregateId),
-    eventType: nullableString(eventType),
-    payload,
-    headers: Object.freeze({}),
-    attempt: Number(attempt),
-    correlationId: nullableString(correlationId),
-  });
-}
-
-function nullableString(value: unknown): string | null {
-  return value === null || value === undefined ? null : String(value);
-}
-
-/** The stored headers as one string value per name. */
-function decodeHeaders(value: unknown): Readonly<Record<string, string>> {
-  const out: Record<string, string> = {};
-  if (typeof value === "object" && value !== null && !Array.isArray(value)) {
-    for (const [name, v] of Object.entries(value)) {
-      if (typeof v === "string") {
-        out[name] = v;
-      } else if (Array.isArray(v)) {
-        out[name] = v.map(String).join(", ");
-      } else if (v !== null && v !== undefined) {
-        out[name] = typeof v === "object" ? JSON.stringify(v) : String(v);
-      }
-    }
-  }
-  return Object.freeze(out);
 }
