@@ -1,6 +1,8 @@
-// Package connecttest holds test helpers shared by the connector folders of shared/connect
-// that need no broker client and no database driver: a loopback TCP proxy that cuts the
-// connections through it, as a broker restart or a network fault would.
+// Package connecttest holds test helpers shared by the connector folders of shared/connect,
+// and by any test that needs a network fault between a client and a server: a loopback TCP
+// proxy that cuts the connections through it, as a broker restart or a network fault would,
+// or freezes them, as a network partition does. It needs no broker client and no database
+// driver.
 package connecttest
 
 import (
@@ -10,7 +12,7 @@ import (
 )
 
 // Proxy forwards the TCP connections it accepts on a loopback port to a target, and can cut
-// them all. It stops, and closes every connection, when the test ends.
+// them all, or freeze them. It stops, and closes every connection, when the test ends.
 type Proxy struct {
 	ln     net.Listener
 	target string
@@ -18,6 +20,10 @@ type Proxy struct {
 	conns  []net.Conn
 	count  int
 	wg     sync.WaitGroup
+	// thawed is closed while the proxy passes bytes; Freeze replaces it with an open
+	// channel, which Thaw closes.
+	thawed chan struct{}
+	done   chan struct{} // closed when the test ends
 }
 
 // Listen starts a proxy on 127.0.0.1 at a free port that forwards each connection to target
@@ -28,11 +34,13 @@ func Listen(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("connecttest: listening: %v", err)
 	}
-	p := &Proxy{ln: ln, target: target}
+	p := &Proxy{ln: ln, target: target, thawed: make(chan struct{}), done: make(chan struct{})}
+	close(p.thawed)
 	p.wg.Add(1)
 	go p.serve()
 	t.Cleanup(func() {
 		_ = ln.Close()
+		close(p.done)
 		p.Cut()
 		p.wg.Wait()
 	})
@@ -60,6 +68,47 @@ func (p *Proxy) Cut() {
 	p.conns = nil
 }
 
+// Freeze stops passing bytes through the proxy, in both directions, without closing any
+// connection: a network partition. Each side's writes still succeed (the proxy reads and
+// holds them, as the network's buffers would), nothing reaches the other side, and a side
+// that closes its connection is not seen closing by the other. New connections are accepted
+// and frozen too. Thaw passes everything held, in order. Freeze of a frozen proxy does
+// nothing.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.thawed:
+		p.thawed = make(chan struct{})
+	default:
+	}
+}
+
+// Thaw ends a Freeze: the bytes and closes held meanwhile pass, in order, and the proxy
+// forwards again. Thaw of a proxy that is not frozen does nothing.
+func (p *Proxy) Thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.thawed:
+	default:
+		close(p.thawed)
+	}
+}
+
+// waitThawed waits until the proxy is not frozen; it returns false when the test ended.
+func (p *Proxy) waitThawed() bool {
+	p.mu.Lock()
+	thawed := p.thawed
+	p.mu.Unlock()
+	select {
+	case <-thawed:
+		return true
+	case <-p.done:
+		return false
+	}
+}
+
 // serve accepts connections until the listener closes, and pipes each to a new connection
 // to the target; a connection whose target does not answer is closed.
 func (p *Proxy) serve() {
@@ -85,12 +134,16 @@ func (p *Proxy) serve() {
 }
 
 // pipe copies src to dst until either fails; when src ends it closes dst, so that the other
-// direction ends too.
+// direction ends too. While the proxy is frozen, what it read (data or the end of src) waits.
 func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if !p.waitThawed() {
+			_ = dst.Close()
+			return
+		}
 		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
