@@ -58,6 +58,9 @@ type Registry struct {
 	outboxDeferred     *prometheus.CounterVec
 	destinationPaused  *prometheus.GaugeVec
 	destinationCircuit *prometheus.GaugeVec
+	// The publishes and forwards stopped at their claim's local lease deadline, an extension
+	// beyond spec/28 (docs/monitoring.md).
+	leaseDeadline *prometheus.CounterVec
 
 	poolOnce sync.Once
 	pool     *poolFamilies // the hikaricp_connections_* families; see pool.go
@@ -97,7 +100,15 @@ func New(version string) *Registry {
 	r.outboxDeferred = f.counterVec("queuebox_outbox_deferred_total", "The outbox messages returned to pending unattempted, per destination and reason (paused, circuit_open, rate_limited).", "destination", "reason")
 	r.destinationPaused = f.gaugeVec("queuebox_destination_paused", "1 while an operator has paused the destination, else 0.", "destination")
 	r.destinationCircuit = f.gaugeVec("queuebox_destination_circuit_open", "1 while the circuit breaker of the destination is open, else 0.", "destination")
+	r.leaseDeadline = f.counterVec("queuebox_lease_deadline_total", "The publishes (outbox) and forwards (inbox relay) stopped, or not started, because their claim reached its local lease deadline.", "component")
 	return r
+}
+
+// LeaseDeadline counts queuebox_lease_deadline_total{component} (lease.Metrics): a publish
+// (component outbox) or a forward (component inbox) stopped at its claim's local lease
+// deadline.
+func (r *Registry) LeaseDeadline(component string) {
+	r.leaseDeadline.WithLabelValues(component).Inc()
 }
 
 // Deferred counts queuebox_outbox_deferred_total{destination,reason} (outbox.ControlMetrics).
