@@ -6,6 +6,7 @@
 package connecttest
 
 import (
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -22,29 +23,46 @@ type Proxy struct {
 	wg     sync.WaitGroup
 	// thawed is closed while the proxy passes bytes; Freeze replaces it with an open
 	// channel, which Thaw closes.
-	thawed chan struct{}
-	done   chan struct{} // closed when the test ends
+	thawed    chan struct{}
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
 }
 
 // Listen starts a proxy on 127.0.0.1 at a free port that forwards each connection to target
-// (host:port); it fails the test when it cannot listen.
+// (host:port), and closes it when the test ends; it fails the test when it cannot listen.
 func Listen(t testing.TB, target string) *Proxy {
 	t.Helper()
+	p, err := Start(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Start starts a proxy on 127.0.0.1 at a free port that forwards each connection to target
+// (host:port), for a program that is not a test (the chaos suite). Close stops it.
+func Start(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("connecttest: listening: %v", err)
+		return nil, fmt.Errorf("connecttest: listening: %w", err)
 	}
 	p := &Proxy{ln: ln, target: target, thawed: make(chan struct{}), done: make(chan struct{})}
 	close(p.thawed)
 	p.wg.Add(1)
 	go p.serve()
-	t.Cleanup(func() {
-		_ = ln.Close()
+	return p, nil
+}
+
+// Close stops accepting, closes every connection (a frozen proxy drops what it holds) and
+// waits for the proxy's goroutines. Close may be called more than once.
+func (p *Proxy) Close() {
+	p.closeOnce.Do(func() {
+		_ = p.ln.Close()
 		close(p.done)
 		p.Cut()
 		p.wg.Wait()
 	})
-	return p
 }
 
 // Addr is the host:port the proxy listens on.
@@ -96,7 +114,7 @@ func (p *Proxy) Thaw() {
 	}
 }
 
-// waitThawed waits until the proxy is not frozen; it returns false when the test ended.
+// waitThawed waits until the proxy is not frozen; it returns false when the proxy closed.
 func (p *Proxy) waitThawed() bool {
 	p.mu.Lock()
 	thawed := p.thawed
