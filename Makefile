@@ -184,7 +184,8 @@ jsonata:
 
 ## chaos: the chaos suite (test/chaos/README.md): its own PostgreSQL cluster on 127.0.0.1:55532,
 ## replicas of queuebox serve killed with kill -9, PostgreSQL restarts, a failing receiver, the
-## relay and the Go pull client's workers killed; prints one table per scenario and fails on
+## relay and the Go pull client's workers killed, network partitions between a replica and
+## PostgreSQL under a slow receiver; prints one table per scenario and fails on
 ## any lost row or order violation. Not part of `make test`. Flags: CHAOSFLAGS="-short",
 ## CHAOSFLAGS="-scenario kill,relay -kills 10 -rows 2000".
 CHAOSFLAGS ?=

@@ -203,6 +203,11 @@ func (r *Recorder) HeaderNotCarried(destination, action string) {
 	r.add("queuebox_outbox_headers_not_carried_total", 1, dim{"destination", destination}, dim{"action", action})
 }
 
+// LeaseDeadline counts queuebox_lease_deadline_total{component} (lease.Metrics).
+func (r *Recorder) LeaseDeadline(component string) {
+	r.add("queuebox_lease_deadline_total", 1, dim{"component", component})
+}
+
 // DestinationState sets queuebox_destination_paused and queuebox_destination_circuit_open of a
 // destination (outbox.ControlMetrics).
 func (r *Recorder) DestinationState(destination string, paused, circuitOpen bool) {

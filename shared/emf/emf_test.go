@@ -21,6 +21,7 @@ import (
 	"github.com/alternayte/queuebox/shared/console"
 	"github.com/alternayte/queuebox/shared/emf"
 	"github.com/alternayte/queuebox/shared/inbox"
+	"github.com/alternayte/queuebox/shared/lease"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/retention"
@@ -33,6 +34,7 @@ var (
 	_ inbox.Metrics     = (*emf.Recorder)(nil)
 	_ relay.Metrics     = (*emf.Recorder)(nil)
 	_ retention.Metrics = (*emf.Recorder)(nil)
+	_ lease.Metrics     = (*emf.Recorder)(nil)
 )
 
 // metricsPage is spec/28-metrics.md, relative to this package.

@@ -54,7 +54,8 @@ func PollHandler(p Poller, s Settings, log *slog.Logger) func(context.Context, j
 		sum := p.Run(b.runCtx, outbox.RunOptions{StopWhenIdle: s.Mode == Drain, ClaimUntil: b.claimUntil})
 		b.finished(ctx, log, "poll invocation finished", sum != (outbox.Summary{}),
 			"claimed", sum.Claimed, "sent", sum.Sent, "retried", sum.Retried, "dead", sum.Dead,
-			"claims_lost", sum.ClaimsLost, "reclaimed", sum.Reclaimed, "deferred", sum.Deferred, "released", sum.Released)
+			"claims_lost", sum.ClaimsLost, "reclaimed", sum.Reclaimed, "deferred", sum.Deferred, "released", sum.Released,
+			"lease_expired", sum.LeaseExpired)
 		return sum, nil
 	}
 }

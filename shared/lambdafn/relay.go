@@ -49,7 +49,7 @@ func RelayHandler(r Relayer, s Settings, log *slog.Logger) func(context.Context,
 		b.finished(ctx, log, "relay invocation finished", sum != (relay.Summary{}),
 			"claimed", sum.Claimed, "forwarded", sum.Forwarded, "dead", sum.Dead,
 			"claims_lost", sum.ClaimsLost, "reclaimed", sum.Reclaimed, "failed", sum.Failed,
-			"abandoned", sum.Abandoned)
+			"abandoned", sum.Abandoned, "lease_expired", sum.LeaseExpired)
 		return sum, nil
 	}
 }

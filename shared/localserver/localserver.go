@@ -171,7 +171,8 @@ func (l *Local) Run(ctx context.Context) error {
 	go func() {
 		defer workers.Done()
 		sum := a.Outbox.Poller.Run(workCtx, outbox.RunOptions{})
-		l.log.Info("outbox poller stopped", "sent", sum.Sent, "retried", sum.Retried, "dead", sum.Dead, "claims_lost", sum.ClaimsLost)
+		l.log.Info("outbox poller stopped", "sent", sum.Sent, "retried", sum.Retried, "dead", sum.Dead, "claims_lost", sum.ClaimsLost,
+			"lease_expired", sum.LeaseExpired)
 	}()
 	if a.Cleaner.Enabled() {
 		workers.Add(1)
@@ -194,7 +195,8 @@ func (l *Local) Run(ctx context.Context) error {
 		go func() {
 			defer workers.Done()
 			sum := a.Relay.Run(workCtx, relay.RunOptions{})
-			l.log.Info("inbox relay stopped", "forwarded", sum.Forwarded, "dead", sum.Dead, "claims_lost", sum.ClaimsLost)
+			l.log.Info("inbox relay stopped", "forwarded", sum.Forwarded, "dead", sum.Dead, "claims_lost", sum.ClaimsLost,
+				"lease_expired", sum.LeaseExpired)
 		}()
 	}
 	// The broker sources consume into the inbox (spec/07); at shutdown they stop first, so

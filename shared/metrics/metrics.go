@@ -62,6 +62,9 @@ type Registry struct {
 	consoleLogins *prometheus.CounterVec
 	// The row headers that a destination cannot carry, an extension (docs/headers.md).
 	headersNotCarried *prometheus.CounterVec
+	// The publishes and forwards stopped at their claim's local lease deadline, an extension
+	// beyond spec/28 (docs/monitoring.md).
+	leaseDeadline *prometheus.CounterVec
 
 	poolOnce sync.Once
 	pool     *poolFamilies // the hikaricp_connections_* families; see pool.go
@@ -103,6 +106,7 @@ func New(version string) *Registry {
 	r.destinationCircuit = f.gaugeVec("queuebox_destination_circuit_open", "1 while the circuit breaker of the destination is open, else 0.", "destination")
 	r.consoleLogins = f.counterVec("queuebox_console_logins_total", "The logins to the web console, per outcome (accepted, refused, limited_client, limited_overall).", "outcome")
 	r.headersNotCarried = f.counterVec("queuebox_outbox_headers_not_carried_total", "The row headers that a destination cannot carry, per destination and action (dropped, encoded, refused).", "destination", "action")
+	r.leaseDeadline = f.counterVec("queuebox_lease_deadline_total", "The publishes (outbox) and forwards (inbox relay) stopped, or not started, because their claim reached its local lease deadline.", "component")
 	return r
 }
 
@@ -114,6 +118,13 @@ func (r *Registry) HeaderNotCarried(destination, action string) {
 
 // ConsoleLogin counts queuebox_console_logins_total{outcome} (console.Metrics).
 func (r *Registry) ConsoleLogin(outcome string) { r.consoleLogins.WithLabelValues(outcome).Inc() }
+
+// LeaseDeadline counts queuebox_lease_deadline_total{component} (lease.Metrics): a publish
+// (component outbox) or a forward (component inbox) stopped at its claim's local lease
+// deadline.
+func (r *Registry) LeaseDeadline(component string) {
+	r.leaseDeadline.WithLabelValues(component).Inc()
+}
 
 // Deferred counts queuebox_outbox_deferred_total{destination,reason} (outbox.ControlMetrics).
 func (r *Registry) Deferred(destination, reason string) {

@@ -8,10 +8,14 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/shared/console"
+	"github.com/alternayte/queuebox/shared/lease"
 )
 
 // The console of queuebox serve counts its logins in the registry.
 var _ console.Metrics = (*Registry)(nil)
+
+// The outbox poller and the relay count their lease deadlines through lease.Metrics.
+var _ lease.Metrics = (*Registry)(nil)
 
 func scrape(t *testing.T, r *Registry) string {
 	t.Helper()
@@ -104,6 +108,29 @@ func TestScrapeAnswersTheDocumentedContentType(t *testing.T) {
 		}
 		if !strings.Contains(rec.Body.String(), `queuebox{version="1.2.3"} 1`) {
 			t.Errorf("Accept %q: body lacks the version metric", accept)
+		}
+	}
+}
+
+// The lease deadline counter is an extension: absent until its first use, then one series per
+// component.
+func TestLeaseDeadlineCounter(t *testing.T) {
+	t.Parallel()
+	r := New("1.2.3")
+	if body := scrape(t, r); strings.Contains(body, "queuebox_lease_deadline_total") {
+		t.Error("the scrape shows queuebox_lease_deadline_total before its first use")
+	}
+	r.LeaseDeadline("outbox")
+	r.LeaseDeadline("outbox")
+	r.LeaseDeadline("inbox")
+	body := scrape(t, r)
+	for _, want := range []string{
+		`# TYPE queuebox_lease_deadline_total counter`,
+		`queuebox_lease_deadline_total{component="outbox"} 2`,
+		`queuebox_lease_deadline_total{component="inbox"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the scrape lacks %q", want)
 		}
 	}
 }

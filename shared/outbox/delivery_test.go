@@ -396,31 +396,59 @@ func (failingRenewals) OutboxRenew(context.Context, store.OutboxRenewParams) ([]
 // (once per lease / 5) comes within a second.
 const rescueLease = 5 * time.Second
 
-func TestSlowPublishLosesItsClaimAndDuplicates(t *testing.T) {
+// heldMarkSent is a store whose renewals fail and whose first mark sent waits for the test: a
+// replica whose publish succeeded within its lease, but whose finishing write reaches the
+// database only after the lease expired and another replica took the row.
+type heldMarkSent struct {
+	failingRenewals
+	once    sync.Once
+	entered chan struct{} // closed when the first mark sent starts
+	release chan struct{} // the first mark sent waits for it
+}
+
+func (h *heldMarkSent) OutboxMarkSent(ctx context.Context, claims []store.Claim) ([]string, error) {
+	first := false
+	h.once.Do(func() {
+		first = true
+		close(h.entered)
+	})
+	if first {
+		<-h.release
+		// The write's own timeout may have run out while it was held; the statement still
+		// runs, as a slow one would.
+		ctx = context.WithoutCancel(ctx)
+	}
+	return h.failingRenewals.OutboxMarkSent(ctx, claims)
+}
+
+// A publish that succeeded within its lease, whose mark sent comes after another replica took
+// the row, loses the claim: the destination has the message twice, and the lost claim is
+// counted and logged.
+func TestLateMarkSentLosesItsClaimAndDuplicates(t *testing.T) {
 	t.Parallel()
 	fx := newFixture(t)
-	release := make(chan struct{})
-	rc := newReceiver(t, func(_ *http.Request, n int) int {
-		if n == 1 {
-			<-release // the first publish outlives its lease
-		}
-		return http.StatusOK
-	})
+	rc := newReceiver(t, nil)
 	id := insert(t, fx.store, store.OutboxInsertParams{Topic: "order.slow", Payload: json.RawMessage(`{}`)})
-	lease := 300 * time.Millisecond
+	held := &heldMarkSent{failingRenewals: failingRenewals{fx.store}, entered: make(chan struct{}), release: make(chan struct{})}
 	mA := newCountingMetrics()
-	a := newPoller(t, failingRenewals{fx.store}, outbox.Config{ClaimTimeout: lease, PollInterval: 10 * time.Millisecond}, rc, mA)
+	// A's lease is long enough for its publish to a local receiver to end before the lease's
+	// local deadline on a busy machine; nothing renews it.
+	a := newPoller(t, held, outbox.Config{ClaimTimeout: 2 * time.Second, PollInterval: 10 * time.Millisecond}, rc, mA)
 	doneA := make(chan outbox.Summary)
 	go func() { doneA <- a.RunOnce(context.Background()) }()
-	waitFor(t, 30*time.Second, "the first publish", func() bool { return rc.count() == 1 })
+	select {
+	case <-held.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("replica A did not publish and mark the row sent")
+	}
 
 	// Replica B reclaims the expired claim and delivers the row again. B's own lease is long
 	// (reclaim once a second) so that a slow machine does not add duplicates of its own; more
 	// deliveries than two would still be at-least-once, so the test asserts at least two.
 	b := newPoller(t, fx.store, outbox.Config{ClaimTimeout: rescueLease, PollInterval: 10 * time.Millisecond}, rc, nil)
 	runPoller(t, b)
-	waitFor(t, 10*time.Second, "the second delivery", func() bool { return readRow(t, fx.pool, id).State == "sent" })
-	close(release)
+	waitFor(t, 30*time.Second, "the second delivery", func() bool { return readRow(t, fx.pool, id).State == "sent" })
+	close(held.release)
 	sum := <-doneA
 	if sum.ClaimsLost != 1 || sum.Sent != 0 {
 		t.Errorf("replica A summary = %+v, want one lost claim", sum)
@@ -439,6 +467,52 @@ func TestSlowPublishLosesItsClaimAndDuplicates(t *testing.T) {
 	}
 	if s := readRow(t, fx.pool, id); s.State != "sent" || s.Attempt != 0 {
 		t.Errorf("row = %+v", s)
+	}
+}
+
+// A publish that outlives its lease's local deadline (the renewals fail) is cancelled there:
+// it spends no attempt and writes nothing; another replica delivers the row after the lease.
+func TestSlowPublishIsCancelledAtItsLeaseDeadline(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t)
+	release := make(chan struct{})
+	defer close(release)
+	cancelled := make(chan struct{})
+	rc := newReceiver(t, func(r *http.Request, n int) int {
+		if n == 1 {
+			select {
+			case <-r.Context().Done(): // the first publish outlives its lease
+				close(cancelled)
+			case <-release:
+			}
+		}
+		return http.StatusOK
+	})
+	id := insert(t, fx.store, store.OutboxInsertParams{Topic: "order.slow", Payload: json.RawMessage(`{}`)})
+	mA := newCountingMetrics()
+	a := newPoller(t, failingRenewals{fx.store}, outbox.Config{ClaimTimeout: 300 * time.Millisecond, PollInterval: 10 * time.Millisecond}, rc, mA)
+	doneA := make(chan outbox.Summary)
+	go func() { doneA <- a.RunOnce(context.Background()) }()
+	select {
+	case <-cancelled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the publish that outlived its lease was not cancelled")
+	}
+	sum := <-doneA
+	if sum.LeaseExpired != 1 || sum.Sent != 0 || sum.Retried != 0 || sum.ClaimsLost != 0 {
+		t.Errorf("replica A summary = %+v, want one publish stopped at its lease deadline", sum)
+	}
+	if got := mA.get("leaseDeadline:outbox"); got != 1 {
+		t.Errorf("lease deadline metric = %d, want 1", got)
+	}
+	if s := readRow(t, fx.pool, id); s.Attempt != 0 || s.LastError != "" {
+		t.Errorf("row = %+v, want no attempt spent", s)
+	}
+	b := newPoller(t, fx.store, outbox.Config{ClaimTimeout: rescueLease, PollInterval: 10 * time.Millisecond}, rc, nil)
+	runPoller(t, b)
+	waitFor(t, 30*time.Second, "the delivery by another replica", func() bool { return readRow(t, fx.pool, id).State == "sent" })
+	if s := readRow(t, fx.pool, id); s.Attempt != 0 {
+		t.Errorf("row = %+v, want sent at attempt 0", s)
 	}
 }
 
@@ -636,6 +710,9 @@ func (m *countingMetrics) DestinationOutcome(d, o string)        { m.inc("destin
 func (m *countingMetrics) Pending(int64, time.Duration)          {}
 func (m *countingMetrics) QueueDepth(string, int64)              {}
 func (m *countingMetrics) TransformFailure(s string)             { m.inc("transformFailure/"+s, 1) }
+
+// LeaseDeadline implements lease.Metrics.
+func (m *countingMetrics) LeaseDeadline(component string) { m.inc("leaseDeadline:"+component, 1) }
 
 type pendingMetrics struct {
 	*countingMetrics

@@ -128,6 +128,10 @@ type Summary struct {
 	// Released counts the claimed rows that the run returned to pending unattempted when it
 	// stopped, before any publisher took them.
 	Released int `json:"released,omitempty"`
+	// LeaseExpired counts the rows whose publish was cancelled, or never started, because
+	// their claim reached its local lease deadline (the renewals failed): no attempt spent,
+	// no write, the row left to its lease.
+	LeaseExpired int `json:"leaseExpired,omitempty"`
 }
 
 func noRouteError(topic string) error {

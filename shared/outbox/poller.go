@@ -15,6 +15,7 @@ import (
 
 	"github.com/alternayte/queuebox/shared/every"
 	"github.com/alternayte/queuebox/shared/health"
+	"github.com/alternayte/queuebox/shared/lease"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/store"
@@ -61,6 +62,10 @@ type Poller struct {
 	tracer  trace.Tracer // nil when tracing is off
 	wake    chan struct{}
 
+	// leaseMetrics counts the publishes stopped at their lease's local deadline; nil when
+	// Metrics does not implement lease.Metrics.
+	leaseMetrics lease.Metrics
+
 	beat health.Heartbeat
 
 	reclaimGate every.Gate // the reclaim, at most once per ClaimTimeout / 5
@@ -103,7 +108,10 @@ func New(opts Options) (*Poller, error) {
 		ctl.st, _ = opts.Store.(store.DestinationStateStore)
 	}
 	ctl.metrics, _ = opts.Metrics.(ControlMetrics)
+	leaseMetrics, _ := opts.Metrics.(lease.Metrics)
 	return &Poller{
+		leaseMetrics: leaseMetrics,
+
 		store:     opts.Store,
 		cfg:       cfg,
 		routes:    opts.Routes,
@@ -263,7 +271,11 @@ const (
 
 type flight struct {
 	row store.OutboxMessage
+	// ctx is the publish's context: cancelled at the claim's local lease deadline (lease),
+	// when the run abandons its publishes, and when the row is finished.
 	ctx context.Context
+	// lease is the local deadline of the row's claim, moved by each renewal that succeeded.
+	lease *lease.Local
 	// claimSpan is the span of the claim that took the row, linked from its delivery span;
 	// the zero SpanContext when tracing is off.
 	claimSpan trace.SpanContext
@@ -285,6 +297,11 @@ type result struct {
 	// sc is the row's delivery span, for the log lines about it; the zero SpanContext when
 	// tracing is off.
 	sc trace.SpanContext
+	// expired is true when the claim reached its local lease deadline before the publish
+	// succeeded: the publish was cancelled (started) or never began. Such a row spends no
+	// attempt and gets no finishing write; it is left to its lease (leasedeadline.go).
+	expired bool
+	started bool
 }
 
 func newRun(ctx context.Context, p *Poller) *run {
@@ -334,7 +351,13 @@ func (r *run) publisher() {
 			default:
 			}
 		}
-		res := r.p.deliver(f.ctx, f)
+		var res result
+		if f.lease.Expired() {
+			// Claimed ahead, it waited in the queue past its lease's local deadline.
+			res = result{f: f, expired: true}
+		} else {
+			res = r.p.deliver(f.ctx, f)
+		}
 		r.mu.Lock()
 		f.finishing = true
 		r.finishing++
@@ -464,6 +487,9 @@ func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
 		params.Window = claimWindow * limit
 	}
 	r.mu.Unlock()
+	// The lease that the database gives each row starts when the statement runs, after it was
+	// sent: the local deadline counts from the send.
+	sent := time.Now()
 	rows, err := p.store.OutboxClaim(ctx, params)
 	claimSpan := p.claimSpan(ctx, claimStart, limit, len(rows), err)
 	if err != nil {
@@ -478,7 +504,7 @@ func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
 		if debug {
 			p.rowLog(row, p.destinationOf(row), trace.SpanContext{}).Debug("outbox row claimed")
 		}
-		r.launch(row, claimSpan)
+		r.launch(row, claimSpan, sent)
 	}
 	return len(rows), nil
 }
@@ -501,9 +527,11 @@ func (p *Poller) claimSpan(ctx context.Context, start time.Time, limit, rows int
 	return span.SpanContext()
 }
 
-func (r *run) launch(row store.OutboxMessage, claimSpan trace.SpanContext) {
-	fctx, cancel := context.WithCancel(r.pubCtx)
-	f := &flight{row: row, ctx: fctx, started: time.Now(), cancel: cancel, claimSpan: claimSpan}
+// launch queues a claimed row for a publisher. sent is when the claim statement was sent: the
+// row's local lease deadline counts from it.
+func (r *run) launch(row store.OutboxMessage, claimSpan trace.SpanContext, sent time.Time) {
+	fctx, l := lease.Start(r.pubCtx, sent, r.p.cfg.ClaimTimeout)
+	f := &flight{row: row, ctx: fctx, lease: l, started: time.Now(), cancel: l.Stop, claimSpan: claimSpan}
 	r.mu.Lock()
 	r.inflight[row.ID] = f
 	r.queued++
@@ -544,6 +572,9 @@ func (p *Poller) deliver(ctx context.Context, f *flight) result {
 	res.sc = span.SpanContext()
 	var outcome string
 	switch {
+	case res.expired:
+		outcome = "lease_expired"
+		span.SetStatus(codes.Error, lease.ErrDeadline.Error())
 	case res.deferBy > 0:
 		outcome = "deferred"
 		span.SetAttributes(attribute.String("queuebox.defer_reason", res.reason))
@@ -589,6 +620,11 @@ func (p *Poller) deliverRow(ctx context.Context, f *flight, span trace.Span) res
 		return res // an application row with a header that dest cannot carry (headers.go)
 	}
 	adm := p.ctl.admit(ctx, pl)
+	if f.lease.Expired() {
+		// The admission (a rate-limit slot) waited past the lease's local deadline.
+		p.ctl.endTrial(pl, adm.trial)
+		return result{f: f, plan: pl, expired: true}
+	}
 	if adm.deferBy > 0 {
 		return result{f: f, plan: pl, deferBy: adm.deferBy, reason: adm.reason}
 	}
@@ -612,11 +648,20 @@ func (p *Poller) deliverRow(ctx context.Context, f *flight, span trace.Span) res
 		}
 		msg.Payload = out.Body
 	}
+	if f.lease.Expired() {
+		p.ctl.endTrial(pl, adm.trial)
+		return result{f: f, plan: pl, expired: true}
+	}
 	start := time.Now()
 	err := dest.Publisher.Publish(ctx, msg)
 	took := time.Since(start)
 	p.metrics.PublishDuration(dest.Publisher.Type(), took)
+	// A publish that the lease's deadline cancelled says nothing of the destination: the
+	// breaker does not count it (outcome skips a publish whose context ended).
 	p.ctl.outcome(ctx, pl, adm, err)
+	if err != nil && f.lease.Expired() {
+		return result{f: f, plan: pl, expired: true, started: true}
+	}
 	if p.log.Enabled(ctx, slog.LevelDebug) {
 		sc := trace.SpanContext{}
 		if span != nil {
@@ -730,6 +775,7 @@ func (r *run) finish(batch []result) {
 		// The rows of sent, retries and deads, in their order, for the log lines.
 		sentRows := make([]rowLine, 0, len(batch))
 		var retryRows, deadRows []rowLine
+		var expired []result
 		for _, res := range batch {
 			row := &res.f.row
 			pl := res.plan
@@ -737,6 +783,8 @@ func (r *run) finish(batch []result) {
 				pl = p.defPlan
 			}
 			switch {
+			case res.expired:
+				expired = append(expired, res)
 			case res.deferBy > 0:
 				defers = append(defers, deferral{OutboxDeferParams: store.OutboxDeferParams{Claim: row.Claim(), Delay: res.deferBy}, dest: pl.name, reason: res.reason, row: row, sc: res.sc})
 			case res.err == nil:
@@ -757,6 +805,7 @@ func (r *run) finish(batch []result) {
 		r.finishDeads(ctx, deads, deadRows)
 		r.finishDefers(ctx, defers)
 		cancel()
+		r.finishExpired(expired)
 	}
 	r.mu.Lock()
 	for _, res := range batch {
@@ -957,7 +1006,9 @@ func (r *run) renewer() {
 		var claims []store.Claim
 		flights := map[string]*flight{}
 		for id, f := range r.inflight {
-			if !f.finishing {
+			// A row past its lease's local deadline is not renewed: its publish was stopped,
+			// or will not start, whatever the renewal would say.
+			if !f.finishing && !f.lease.Expired() {
 				claims = append(claims, f.row.Claim())
 				flights[id] = f
 			}
@@ -967,6 +1018,9 @@ func (r *run) renewer() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), max(p.cfg.ClaimTimeout/3, time.Second))
+		// The renewed leases start when the statement runs, after it was sent: the local
+		// deadlines count from the send.
+		sent := time.Now()
 		renewed, err := p.store.OutboxRenew(ctx, store.OutboxRenewParams{Claims: claims, Lease: p.cfg.ClaimTimeout})
 		cancel()
 		if err != nil {
@@ -976,6 +1030,9 @@ func (r *run) renewer() {
 		ok := map[string]bool{}
 		for _, c := range renewed {
 			ok[c.ID] = true
+			if f := flights[c.ID]; f != nil {
+				f.lease.Extend(sent)
+			}
 		}
 		r.mu.Lock()
 		var lost []*flight

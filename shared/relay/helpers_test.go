@@ -106,6 +106,9 @@ type hookStore struct {
 	// beforeForward, when set, runs before every forward; an error is returned instead of
 	// forwarding.
 	beforeForward func(ctx context.Context, p store.InboxForwardParams) error
+	// detachForward runs the forward statement whatever its context says, as a statement
+	// already on its way to the database when the relay gives up on it would.
+	detachForward bool
 	// beforeRenew, when set, runs before every renewal.
 	beforeRenew func(ctx context.Context, c store.Claim)
 	// beforeClaim, when set, runs before every claim.
@@ -127,6 +130,9 @@ func (h *hookStore) InboxRelayForward(ctx context.Context, p store.InboxForwardP
 		if err := h.beforeForward(ctx, p); err != nil {
 			return false, err
 		}
+	}
+	if h.detachForward {
+		ctx = context.WithoutCancel(ctx)
 	}
 	return h.InboxStore.InboxRelayForward(ctx, p)
 }

@@ -12,9 +12,11 @@
 // batch it already claims the next one (see run.loop).
 //
 // While a batch is being forwarded, the leases of its claimed and not yet finished rows are
-// renewed every third of the lease. Expired relay leases return to pending at most once per
-// ClaimTimeout/5, and the oldest-pending gauge is refreshed at most once per
-// PendingGaugeInterval.
+// renewed every third of the lease. A row is never forwarded past its claim's local lease
+// deadline (shared/lease: the time the claim or the last successful renewal was sent, plus the
+// lease, minus a margin), and a forward under way is abandoned there; see leasedeadline.go.
+// Expired relay leases return to pending at most once per ClaimTimeout/5, and the
+// oldest-pending gauge is refreshed at most once per PendingGaugeInterval.
 //
 // The local process runs a Relay in a loop (woken at once by a stored push message); the relay
 // Lambda function runs it until the invocation deadline. Both call Run with different options.
@@ -35,6 +37,7 @@ import (
 
 	"github.com/alternayte/queuebox/shared/every"
 	"github.com/alternayte/queuebox/shared/health"
+	"github.com/alternayte/queuebox/shared/lease"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/tracing"
@@ -149,6 +152,9 @@ type Relay struct {
 	beat    health.Heartbeat
 	// outboxWaker is Options.OutboxWaker, waker.Nop when it is nil.
 	outboxWaker waker.Waker
+	// leaseMetrics counts the forwards stopped at their lease's local deadline; nil when
+	// Metrics does not implement lease.Metrics.
+	leaseMetrics lease.Metrics
 
 	reclaimGate every.Gate // the reclaim, at most once per ClaimTimeout / 5
 	gaugeGate   every.Gate // the pending gauge, at most once per PendingGaugeInterval
@@ -202,6 +208,8 @@ func New(opts Options) (*Relay, error) {
 		wake:    make(chan struct{}, 1),
 
 		outboxWaker: opts.OutboxWaker,
+
+		leaseMetrics: leaseMetricsOf(opts.Metrics),
 	}, nil
 }
 
@@ -242,6 +250,10 @@ type Summary struct {
 	// Abandoned counts the claimed rows left unfinished because the run stopped; they return to
 	// pending when their leases expire.
 	Abandoned int `json:"abandoned"`
+	// LeaseExpired counts the claimed rows not forwarded because their claim reached its local
+	// lease deadline (the renewals failed, or the forward outlived it); they return to pending
+	// when their leases expire.
+	LeaseExpired int `json:"leaseExpired,omitempty"`
 }
 
 // Run claims and forwards rows until ctx is done or the options end the run. While it forwards
@@ -309,6 +321,10 @@ type run struct {
 // heldRow is a claimed row that is not finished yet.
 type heldRow struct {
 	claim store.Claim
+	// ctx is the row's work context: cancelled at the claim's local lease deadline (lease)
+	// and when the row is finished or the run's work ends.
+	ctx   context.Context
+	lease *lease.Local
 	// lost is set when a renewal found the fence gone.
 	lost bool
 	// span is the row's forward span while tracing is on, created by the first prepare;
@@ -437,7 +453,7 @@ func (rn *run) loop(ctx context.Context, opts RunOptions) {
 		}
 		switch res := <-next; {
 		case res.err == nil:
-			rn.forward(rn.claimed(res.rows))
+			rn.forward(rn.claimed(res))
 		case rn.work.Err() == nil:
 			r.cycleFailed(res.err)
 		}
@@ -468,7 +484,7 @@ func (rn *run) loop(ctx context.Context, opts RunOptions) {
 			rn.sleep(ctx, pause, max(r.cfg.PollInterval, time.Second))
 			continue
 		}
-		rows := rn.claimed(res.rows)
+		rows := rn.claimed(res)
 		if len(rows) > 0 && ctx.Err() == nil && claimAhead(opts.ClaimUntil, lastForward) {
 			// An error of the maintenance steps leaves the next claim to the top of the loop,
 			// which reports it.
@@ -519,6 +535,8 @@ func claimAhead(claimUntil time.Time, lastForward time.Duration) bool {
 type claimResult struct {
 	rows []store.InboxMessage
 	err  error
+	// sent is when the claim statement was sent: the rows' local lease deadlines count from it.
+	sent time.Time
 }
 
 // startClaim runs the maintenance steps that are due and starts a claim on its own
@@ -536,8 +554,9 @@ func (rn *run) startClaim() (<-chan claimResult, error) {
 	r.maybeRefreshGauges(rn.work)
 	out := make(chan claimResult, 1)
 	go func() {
+		sent := time.Now()
 		rows, err := r.store.InboxRelayClaim(rn.work, store.InboxRelayClaimParams{Limit: r.cfg.BatchSize, Lease: r.cfg.ClaimTimeout})
-		out <- claimResult{rows: rows, err: err}
+		out <- claimResult{rows: rows, err: err, sent: sent}
 	}()
 	return out, nil
 }
@@ -551,9 +570,10 @@ func (rn *run) claim() claimResult {
 	return <-next
 }
 
-// claimed counts the claimed rows and holds them, so that the renewer renews their leases
-// until they are finished.
-func (rn *run) claimed(rows []store.InboxMessage) []store.InboxMessage {
+// claimed counts the claimed rows of a claim and holds them, so that the renewer renews their
+// leases until they are finished, and starts their local lease deadlines.
+func (rn *run) claimed(res claimResult) []store.InboxMessage {
+	rows := res.rows
 	rn.sum.Claimed += len(rows)
 	if rn.r.log.Enabled(rn.work, slog.LevelDebug) {
 		for _, row := range rows {
@@ -562,7 +582,8 @@ func (rn *run) claimed(rows []store.InboxMessage) []store.InboxMessage {
 	}
 	rn.mu.Lock()
 	for _, row := range rows {
-		rn.held[row.ID] = &heldRow{claim: row.Claim()}
+		ctx, l := lease.Start(rn.work, res.sent, rn.r.cfg.ClaimTimeout)
+		rn.held[row.ID] = &heldRow{claim: row.Claim(), ctx: ctx, lease: l}
 	}
 	rn.mu.Unlock()
 	return rows
@@ -574,7 +595,7 @@ func (rn *run) cycle() (int, error) {
 	if res.err != nil {
 		return 0, res.err
 	}
-	rows := rn.claimed(res.rows)
+	rows := rn.claimed(res)
 	rn.forward(rows)
 	return len(rows), nil
 }
@@ -620,6 +641,9 @@ func (rn *run) release(row store.InboxMessage) {
 	h := rn.held[row.ID]
 	delete(rn.held, row.ID)
 	rn.mu.Unlock()
+	if h != nil {
+		h.lease.Stop()
+	}
 	endSpan(h, "not_forwarded")
 }
 
@@ -651,10 +675,18 @@ func (rn *run) handleBatch(bf store.InboxBatchForwarder, rows []store.InboxMessa
 		return
 	}
 	// One attempt: the row-by-row path after a failure retries, and dead-letters a refused
-	// row, as it does without batches.
-	forwarded, err := bf.InboxRelayForwardBatch(rn.work, params)
+	// row, as it does without batches. The forward ends at the first local lease deadline of
+	// its rows; the row-by-row path then leaves the expired rows to their leases.
+	ctx, stop := rn.batchContext(ready)
+	forwarded, err := bf.InboxRelayForwardBatch(ctx, params)
+	expired := errors.Is(context.Cause(ctx), lease.ErrDeadline)
+	stop()
 	if err != nil {
-		r.log.Warn("inbox relay: forwarding a batch failed; forwarding its rows one by one", "rows", len(ready), "error", redact.Error(err))
+		if expired {
+			ready = rn.abandonExpired(ready)
+		} else {
+			r.log.Warn("inbox relay: forwarding a batch failed; forwarding its rows one by one", "rows", len(ready), "error", redact.Error(err))
+		}
 		rn.forwardEach(ready)
 		return
 	}
@@ -686,6 +718,9 @@ func (rn *run) judge(before Summary, claimed int) {
 func (rn *run) abandon(rows []store.InboxMessage) {
 	rn.mu.Lock()
 	for _, row := range rows {
+		if h := rn.held[row.ID]; h != nil {
+			h.lease.Stop()
+		}
 		endSpan(rn.held[row.ID], "abandoned")
 		delete(rn.held, row.ID)
 	}
@@ -723,10 +758,15 @@ func (rn *run) rowLog(row store.InboxMessage) *slog.Logger {
 func (rn *run) prepare(row store.InboxMessage) (store.InboxForwardParams, bool) {
 	r := rn.r
 	rn.mu.Lock()
-	lost := rn.held[row.ID].lost
+	h := rn.held[row.ID]
+	lost := h.lost
 	rn.mu.Unlock()
 	if lost {
 		rn.claimLost(rn.rowLog(row), "forward the message")
+		return store.InboxForwardParams{}, false
+	}
+	if h.lease.Expired() {
+		rn.leaseExpired(row, h, false)
 		return store.InboxForwardParams{}, false
 	}
 
@@ -774,10 +814,13 @@ func (rn *run) handle(row store.InboxMessage) {
 	if !ok {
 		return
 	}
-	forwarded, err := rn.write(func(ctx context.Context) (bool, error) {
+	h := rn.heldRow(row)
+	forwarded, err := rn.write(h.ctx, func(ctx context.Context) (bool, error) {
 		return r.store.InboxRelayForward(ctx, params)
 	})
 	switch {
+	case err != nil && h.lease.Expired():
+		rn.leaseExpired(row, h, true)
 	case errors.Is(err, store.ErrInvalidValue):
 		// The outbox refuses the row (a topic longer than its column): it never will take it.
 		rn.deadLetter(rn.rowLog(row), row, "The outbox cannot store the forwarded row: "+redact.Error(err))
@@ -804,10 +847,13 @@ func (rn *run) forwarded(row store.InboxMessage, topic string) {
 func (rn *run) deadLetter(log *slog.Logger, row store.InboxMessage, reason string) {
 	r := rn.r
 	reason = redact.String(reason)
-	dead, err := rn.write(func(ctx context.Context) (bool, error) {
+	h := rn.heldRow(row)
+	dead, err := rn.write(h.ctx, func(ctx context.Context) (bool, error) {
 		return r.store.InboxRelayDead(ctx, row.Claim(), reason)
 	})
 	switch {
+	case err != nil && h.lease.Expired():
+		rn.leaseExpired(row, h, true)
 	case err != nil:
 		rn.writeFailed(log, "marking dead", err)
 	case !dead:
@@ -848,26 +894,26 @@ func (rn *run) writeFailed(log *slog.Logger, what string, err error) {
 // an earlier attempt committed, the fence of the retry fails and the store writes nothing.
 var retryDelays = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond}
 
-// write runs a fenced write, retrying a failure a few times unless the previous row's writes
-// failed too.
-func (rn *run) write(fn func(context.Context) (bool, error)) (bool, error) {
-	ok, err := fn(rn.work)
+// write runs a fenced write under ctx (a row's context, which ends at its lease's local
+// deadline), retrying a failure a few times unless the previous row's writes failed too.
+func (rn *run) write(ctx context.Context, fn func(context.Context) (bool, error)) (bool, error) {
+	ok, err := fn(ctx)
 	if err == nil {
 		rn.failing = false
 		return ok, nil
 	}
-	if rn.failing {
+	if rn.failing || ctx.Err() != nil {
 		return false, err
 	}
 	for _, d := range retryDelays {
 		t := time.NewTimer(d)
 		select {
-		case <-rn.work.Done():
+		case <-ctx.Done():
 			t.Stop()
 			return false, err
 		case <-t.C:
 		}
-		if ok, err = fn(rn.work); err == nil {
+		if ok, err = fn(ctx); err == nil {
 			rn.failing = false
 			return ok, nil
 		}
@@ -892,15 +938,23 @@ func (rn *run) renewer() {
 		rn.mu.Lock()
 		rows := make([]*heldRow, 0, len(rn.held))
 		for _, h := range rn.held {
-			if !h.lost {
+			// A row past its lease's local deadline is not renewed: it is not forwarded,
+			// whatever a renewal would say.
+			if !h.lost && !h.lease.Expired() {
 				rows = append(rows, h)
 			}
 		}
 		rn.mu.Unlock()
 		for _, h := range rows {
 			ctx, cancel := context.WithTimeout(rn.work, max(r.cfg.ClaimTimeout/3, time.Second))
+			// The renewed lease starts when the statement runs, after it was sent: the local
+			// deadline counts from the send.
+			sent := time.Now()
 			ok, err := r.store.InboxRelayRenew(ctx, h.claim, r.cfg.ClaimTimeout)
 			cancel()
+			if err == nil && ok {
+				h.lease.Extend(sent)
+			}
 			if err != nil {
 				if rn.work.Err() == nil {
 					r.log.Warn("renewing an inbox relay lease failed", "inbox_id", h.claim.ID, "error", redact.Error(err))

@@ -199,6 +199,9 @@ func TestLostClaimWritesNoOutboxRow(t *testing.T) {
 			return nil
 		},
 		beforeRenew: func(context.Context, store.Claim) { release.wait() },
+		// The forward reaches the database after the lease expired (its statement was sent
+		// before the relay's local lease deadline): the fence alone must refuse it.
+		detachForward: true,
 	}
 	defer release.open()
 	mA := &countMetrics{}

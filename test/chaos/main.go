@@ -2,7 +2,8 @@
 // its own PostgreSQL cluster, a recording receiver and replicas of `queuebox serve` (and, for
 // the pull scenario, workers of the Go pull client), breaks them on purpose — kill -9 of
 // replicas, relays and workers, restarts of PostgreSQL, a receiver that fails, stalls and
-// rejects one key for good, replicas that migrate an empty database at the same moment — and
+// rejects one key for good, replicas that migrate an empty database at the same moment, network
+// partitions between a replica and PostgreSQL while the receiver answers slowly — and
 // judges from the database and the receiver's record whether any row was lost or delivered
 // out of its key's order. It prints one table per scenario and exits 1 on any loss or order
 // violation. It is not part of `make test`.
@@ -38,9 +39,11 @@ type options struct {
 	out       string
 	keep      bool
 	short     bool
+	// partitions is the number of network partitions of the partition scenario.
+	partitions int
 }
 
-var allScenarios = []string{"migrate", "kill", "pgrestart", "faults", "relay", "pull"}
+var allScenarios = []string{"migrate", "kill", "pgrestart", "faults", "relay", "pull", "partition"}
 
 func main() {
 	os.Exit(run())
@@ -56,6 +59,7 @@ func run() int {
 	flag.IntVar(&o.replicas, "replicas", 3, "queuebox serve replicas")
 	flag.IntVar(&o.workers, "workers", 3, "pull worker processes of the pull scenario")
 	flag.IntVar(&o.restarts, "restarts", 2, "pg_ctl restart -m fast count of the pgrestart scenario")
+	flag.IntVar(&o.partitions, "partitions", 4, "network partitions between a replica and PostgreSQL in the partition scenario")
 	flag.IntVar(&o.port, "port", 55532, "the private PostgreSQL port on 127.0.0.1")
 	flag.DurationVar(&o.drain, "drain-timeout", 5*time.Minute, "longest wait for a scenario to drain after the chaos")
 	flag.StringVar(&o.pgbin, "pgbin", "/usr/lib/postgresql/15/bin", "the folder of initdb and pg_ctl")
@@ -75,6 +79,9 @@ func run() int {
 		if !set["kills"] {
 			o.kills = 5
 		}
+		if !set["partitions"] {
+			o.partitions = 2
+		}
 		if !set["drain-timeout"] {
 			o.drain = 2 * time.Minute
 		}
@@ -92,8 +99,9 @@ func run() int {
 		}
 	}
 	if o.rows < 10 || o.rows > 1_000_000 || o.keys < 2 || o.keys > o.rows || o.kills < 0 || o.kills > 1000 ||
-		o.replicas < 1 || o.replicas > 10 || o.workers < 1 || o.workers > 10 || o.restarts < 0 || o.restarts > 10 {
-		fmt.Fprintln(os.Stderr, "chaos: -rows 10..1000000, -keys 2..rows, -kills 0..1000, -replicas 1..10, -workers 1..10, -restarts 0..10")
+		o.replicas < 1 || o.replicas > 10 || o.workers < 1 || o.workers > 10 || o.restarts < 0 || o.restarts > 10 ||
+		o.partitions < 0 || o.partitions > 20 {
+		fmt.Fprintln(os.Stderr, "chaos: -rows 10..1000000, -keys 2..rows, -kills 0..1000, -replicas 1..10, -workers 1..10, -restarts 0..10, -partitions 0..20")
 		return 2
 	}
 

@@ -17,6 +17,9 @@ const (
 	outcomeOK    = "ok"    // answered 200: the delivery is acknowledged
 	outcomeFail  = "500"   // answered 500 on purpose
 	outcomeStall = "stall" // held past the destination timeout, never acknowledged
+	// outcomeGone is a slow delivery whose sender closed the connection before the answer:
+	// not acknowledged (the sender stopped the publish).
+	outcomeGone = "gone"
 )
 
 // arrival is one request that reached the receiver with its whole body.
@@ -36,12 +39,16 @@ type payload struct {
 	Seq int    `json:"seq"`
 }
 
-// faults are the receiver's answers on purpose: fail500 and stall are fractions of requests;
-// every request of poisonKey gets 500.
+// faults are the receiver's answers on purpose: fail500, stall and slow are fractions of
+// requests; every request of poisonKey gets 500. A slow request is answered 200 after slowFor,
+// unless its sender closes the connection first; it is recorded when it ends (accepted or
+// gone), so the record holds the order in which the deliveries were accepted.
 type faults struct {
 	fail500   float64
 	stall     float64
 	stallFor  time.Duration
+	slow      float64
+	slowFor   time.Duration
 	poisonKey string
 }
 
@@ -57,6 +64,8 @@ type receiver struct {
 	rng      *rand.Rand
 	arrivals []arrival
 	bad      int // requests whose body was not a chaos payload
+	// slowEnded counts the slow deliveries by how they ended: outcomeOK or outcomeGone.
+	slowEnded map[string]int
 }
 
 // startReceiver listens on a free port of 127.0.0.1.
@@ -65,7 +74,7 @@ func startReceiver(f faults) (*receiver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("receiver listen: %w", err)
 	}
-	r := &receiver{f: f, rng: rand.New(rand.NewPCG(rand.Uint64(), 1)), url: "http://" + ln.Addr().String()}
+	r := &receiver{f: f, rng: rand.New(rand.NewPCG(rand.Uint64(), 1)), url: "http://" + ln.Addr().String(), slowEnded: map[string]int{}}
 	r.srv = &http.Server{Handler: http.HandlerFunc(r.serve), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = r.srv.Serve(ln) }()
 	return r, nil
@@ -93,6 +102,10 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		outcome = outcomeStall
 	case x < r.f.stall+r.f.fail500:
 		outcome = outcomeFail
+	case x < r.f.stall+r.f.fail500+r.f.slow:
+		r.mu.Unlock()
+		r.serveSlow(w, req, p)
+		return
 	}
 	r.arrivals = append(r.arrivals, arrival{idx: len(r.arrivals), msgID: req.Header.Get("X-Message-Id"), key: p.Key, seq: p.Seq, outcome: outcome})
 	r.mu.Unlock()
@@ -110,6 +123,39 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		}
 		http.Error(w, "chaos: stalled on purpose", http.StatusServiceUnavailable)
 	}
+}
+
+// serveSlow holds a delivery for slowFor, then accepts it, unless the sender closed the
+// connection meanwhile. The delivery is recorded when it ends, so an acceptance that comes
+// after a later row of its key was accepted shows in the record as a late delivery.
+func (r *receiver) serveSlow(w http.ResponseWriter, req *http.Request, p payload) {
+	t := time.NewTimer(r.f.slowFor)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-req.Context().Done():
+	}
+	a := arrival{msgID: req.Header.Get("X-Message-Id"), key: p.Key, seq: p.Seq, outcome: outcomeOK}
+	r.mu.Lock()
+	// Decided under the lock with the record: a sender that left is never recorded as an
+	// acknowledgement.
+	if req.Context().Err() != nil {
+		a.outcome = outcomeGone
+	}
+	a.idx = len(r.arrivals)
+	r.arrivals = append(r.arrivals, a)
+	r.slowEnded[a.outcome]++
+	r.mu.Unlock()
+	if a.outcome == outcomeOK {
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// slowCounts returns how many slow deliveries were accepted and how many their sender left.
+func (r *receiver) slowCounts() (accepted, gone int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.slowEnded[outcomeOK], r.slowEnded[outcomeGone]
 }
 
 // snapshot returns a copy of the record.

@@ -32,8 +32,8 @@ func (r *report) markdown() string {
 	}
 	fmt.Fprintf(&b, "\n## Chaos run of %s UTC (%s mode, %s)\n\n", r.started.Format("2006-01-02 15:04"), mode, r.ended.Sub(r.started).Round(time.Second))
 	fmt.Fprintf(&b, "Machine: %s. Load average (1/5/15 min) at the start %s, at the end %s.\n", machine(), r.load0, r.load1)
-	fmt.Fprintf(&b, "Settings: %d rows over %d keys per scenario, %d kills, %d replicas, %d pull workers, %d PostgreSQL restarts.\n",
-		r.opts.rows, r.opts.keys, r.opts.kills, r.opts.replicas, r.opts.workers, r.opts.restarts)
+	fmt.Fprintf(&b, "Settings: %d rows over %d keys per scenario, %d kills, %d replicas, %d pull workers, %d PostgreSQL restarts, %d partitions.\n",
+		r.opts.rows, r.opts.keys, r.opts.kills, r.opts.replicas, r.opts.workers, r.opts.restarts, r.opts.partitions)
 	for _, res := range r.results {
 		fmt.Fprintf(&b, "\n### %s: %s\n\n", res.name, res.title)
 		b.WriteString("| figure | value |\n| --- | --- |\n")
@@ -74,9 +74,9 @@ func (r *report) markdown() string {
 
 func outcomes(m map[string]int) string {
 	var parts []string
-	for _, k := range []string{outcomeOK, outcomeFail, outcomeStall} {
+	for _, k := range []string{outcomeOK, outcomeFail, outcomeStall, outcomeGone} {
 		if m[k] > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", map[string]string{outcomeOK: "200", outcomeFail: "500", outcomeStall: "stalled"}[k], m[k]))
+			parts = append(parts, fmt.Sprintf("%s %d", map[string]string{outcomeOK: "200", outcomeFail: "500", outcomeStall: "stalled", outcomeGone: "abandoned by the sender"}[k], m[k]))
 		}
 	}
 	return strings.Join(parts, ", ")

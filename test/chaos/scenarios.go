@@ -107,6 +107,8 @@ type env struct {
 	group    *group
 	// killedRuns are the replica runs that killLoop killed, with what each had sent.
 	killedRuns []killedRun
+	// replicaEnv, when set, gives replica i (from 0) variables of its own.
+	replicaEnv func(i int) []string
 }
 
 // killedRun is one run of a replica that ended with kill -9.
@@ -196,11 +198,15 @@ func (e *env) startReplicas(ctx context.Context, n int) (time.Duration, error) {
 		return 0, err
 	}
 	for i := range n {
+		vars := []string{"QUEUEBOX_CONFIG_FILE=" + e.cfg, fmt.Sprintf("QUEUEBOX_SERVER_HTTPPORT=%d", ports[2*i]), fmt.Sprintf("QUEUEBOX_SERVER_MANAGEMENTPORT=%d", ports[2*i+1])}
+		if e.replicaEnv != nil {
+			vars = append(vars, e.replicaEnv(i)...)
+		}
 		p := &proc{
 			name:  fmt.Sprintf("%s-replica%d", e.name, i+1),
 			bin:   e.s.queuebox,
 			args:  []string{"serve"},
-			env:   childEnv("QUEUEBOX_CONFIG_FILE="+e.cfg, fmt.Sprintf("QUEUEBOX_SERVER_HTTPPORT=%d", ports[2*i]), fmt.Sprintf("QUEUEBOX_SERVER_MANAGEMENTPORT=%d", ports[2*i+1])),
+			env:   childEnv(vars...),
 			log:   filepath.Join(e.s.dir, fmt.Sprintf("%s-replica%d.log", e.name, i+1)),
 			ready: fmt.Sprintf("http://127.0.0.1:%d/health/ready", ports[2*i+1]),
 		}
@@ -366,6 +372,8 @@ func (s *suite) runScenario(ctx context.Context, name string) *result {
 		err = s.relayScenario(ctx, res)
 	case "pull":
 		err = s.pullScenario(ctx, res)
+	case "partition":
+		err = s.partitionScenario(ctx, res)
 	}
 	if err != nil {
 		res.fail("%v", err)
