@@ -90,6 +90,10 @@ type Delivery struct {
 	// CorrelationID is the second source of the correlation identifier: the AMQP
 	// correlation_id property. Empty: none.
 	CorrelationID string
+	// Refused, when set, stores the delivery as a dead row whatever its body (a message that
+	// the client library cannot decode, a body over the source's size limit). Nil: the
+	// delivery is stored by the rules of spec/07.
+	Refused *Refusal
 }
 
 // Status is what the intake did with one delivery. Every status but none is final: the
@@ -340,6 +344,9 @@ func (in *Intake) refused(ctx context.Context, p *store.InboxInsertParams, err e
 // identifier (or the digest), an attribute too long for its column under the digest of the
 // body, a failed transform with the original body.
 func (in *Intake) prepare(ctx context.Context, d *Delivery) (store.InboxInsertParams, bool) {
+	if d.Refused != nil {
+		return in.prepareRefused(ctx, d)
+	}
 	r := in.rules
 	lookup := filter.FoldLookup(d.Headers)
 	if !r.pass(lookup) {

@@ -58,6 +58,10 @@ type Registry struct {
 	outboxDeferred     *prometheus.CounterVec
 	destinationPaused  *prometheus.GaugeVec
 	destinationCircuit *prometheus.GaugeVec
+	// The broker sources' metrics, extensions beyond spec/28 (docs/broker-sources.md).
+	inboxUndecodable *prometheus.CounterVec
+	inboxTooLarge    *prometheus.CounterVec
+	inboxTombstones  *prometheus.CounterVec
 
 	poolOnce sync.Once
 	pool     *poolFamilies // the hikaricp_connections_* families; see pool.go
@@ -97,7 +101,22 @@ func New(version string) *Registry {
 	r.outboxDeferred = f.counterVec("queuebox_outbox_deferred_total", "The outbox messages returned to pending unattempted, per destination and reason (paused, circuit_open, rate_limited).", "destination", "reason")
 	r.destinationPaused = f.gaugeVec("queuebox_destination_paused", "1 while an operator has paused the destination, else 0.", "destination")
 	r.destinationCircuit = f.gaugeVec("queuebox_destination_circuit_open", "1 while the circuit breaker of the destination is open, else 0.", "destination")
+	r.inboxUndecodable = f.counterVec("queuebox_inbox_undecodable_total", "The broker messages that the client library could not decode, stored as dead rows, per source.", "source")
+	r.inboxTooLarge = f.counterVec("queuebox_inbox_too_large_total", "The broker messages over the source's maxBodyBytes, stored as dead rows without their body, per source.", "source")
+	r.inboxTombstones = f.counterVec("queuebox_inbox_tombstones_skipped_total", "The Kafka tombstones acknowledged without a row (skipTombstones), per source.", "source")
 	return r
+}
+
+// InboxUndecodable counts queuebox_inbox_undecodable_total{source} (inbox.SourceMetrics).
+func (r *Registry) InboxUndecodable(source string) { r.inboxUndecodable.WithLabelValues(source).Inc() }
+
+// InboxTooLarge counts queuebox_inbox_too_large_total{source} (inbox.SourceMetrics).
+func (r *Registry) InboxTooLarge(source string) { r.inboxTooLarge.WithLabelValues(source).Inc() }
+
+// InboxTombstoneSkipped counts queuebox_inbox_tombstones_skipped_total{source}
+// (inbox.SourceMetrics).
+func (r *Registry) InboxTombstoneSkipped(source string) {
+	r.inboxTombstones.WithLabelValues(source).Inc()
 }
 
 // Deferred counts queuebox_outbox_deferred_total{destination,reason} (outbox.ControlMetrics).
