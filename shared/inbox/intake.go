@@ -372,7 +372,10 @@ func (in *Intake) prepare(ctx context.Context, d *Delivery) (store.InboxInsertPa
 	p.LastError = refused.Text()
 	switch refused.cause {
 	case causeInvalidJSON:
+		// The body paths read nothing; the other origins of each attribute still apply.
 		p.IdempotencyKey, _ = r.attrs[attrKey].resolve(nil, m, lookup, true)
+		p.AggregateID, _ = r.attrs[attrAggregate].resolve(nil, m, lookup, true)
+		p.EventType, _ = r.attrs[attrEventType].resolve(nil, m, lookup, true)
 		p.Payload = rawPayload(string(d.Body))
 	case causeTooLong:
 		p.IdempotencyKey = digest(d.Body)

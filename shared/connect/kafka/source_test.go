@@ -260,3 +260,28 @@ func waitMembers(t *testing.T, c *kfake.Cluster, group string, want int) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestDeadRowOfANonJSONBodyKeepsItsAttributes: a value that is not JSON is a dead row, and
+// its aggregate identifier comes from the header, then the record key, and its event type
+// from the header.
+func TestDeadRowOfANonJSONBodyKeepsItsAttributes(t *testing.T) {
+	pool, st := dbstore.New(t)
+	c := newCluster(t, 1, []string{"raw"})
+	pr := producer(t, c)
+	s := newSource(t, c, kafka.SourceConfig{Topics: []string{"raw"}, Intake: inbox.BrokerSource{AggregateIDPath: "$.order", EventTypePath: "$.type"}})
+	produceRecord(t, pr, &kgo.Record{Topic: "raw", Key: []byte("rk-1"), Value: []byte("plain one"),
+		Headers: []kgo.RecordHeader{{Key: "x-event-type", Value: []byte("type-1")}}})
+	produceRecord(t, pr, &kgo.Record{Topic: "raw", Key: []byte("rk-2"), Value: []byte("plain two"),
+		Headers: []kgo.RecordHeader{{Key: "x-idempotency-key", Value: []byte("k-2")}, {Key: "X-Aggregate-Id", Value: []byte("agg-2")}}})
+	consumetest.Start(t, s, st)
+	byKey := map[string]dbtest.InboxRow{}
+	for _, r := range dbtest.WaitInboxRows(t, pool, s.Name(), 2, sourceWait) {
+		byKey[r.IdempotencyKey] = r
+	}
+	if r := byKey["rk-1"]; r.State != "dead" || r.AggregateID != "rk-1" || r.EventType != "type-1" {
+		t.Errorf("row rk-1 = state %q aggregate %q event type %q, want dead rk-1 type-1", r.State, r.AggregateID, r.EventType)
+	}
+	if r := byKey["k-2"]; r.State != "dead" || r.AggregateID != "agg-2" || r.EventType != "" {
+		t.Errorf("row k-2 = state %q aggregate %q event type %q, want dead agg-2 and no event type", r.State, r.AggregateID, r.EventType)
+	}
+}

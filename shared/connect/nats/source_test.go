@@ -261,3 +261,18 @@ func TestStoreFailureNaksUntilTheDatabaseReturns(t *testing.T) {
 	dbtest.WaitInboxRows(t, pool, s.Name(), 20, waitLimit)
 	waitNoPending(t, f, durable)
 }
+
+// TestDeadRowOfANonJSONBodyKeepsItsAttributes: a body that is not JSON is a dead row, and
+// its aggregate identifier and event type still come from the attribute headers.
+func TestDeadRowOfANonJSONBodyKeepsItsAttributes(t *testing.T) {
+	pool, st := dbstore.New(t)
+	f := newFixture(t)
+	s := newSource(t, f, qbnats.SourceConfig{Intake: inbox.BrokerSource{AggregateIDPath: "$.order", EventTypePath: "$.type"}})
+	f.produce(t, "raw", "plain text", map[string]string{"Nats-Msg-Id": "raw-attrs", "X-Aggregate-Id": "agg-1", "x-event-type": "type-1"})
+	consumetest.Start(t, s, st)
+	r := dbtest.WaitInboxRows(t, pool, s.Name(), 1, waitLimit)[0]
+	if r.State != "dead" || r.IdempotencyKey != "raw-attrs" || r.AggregateID != "agg-1" || r.EventType != "type-1" {
+		t.Errorf("row = key %q state %q aggregate %q event type %q, want raw-attrs dead agg-1 type-1",
+			r.IdempotencyKey, r.State, r.AggregateID, r.EventType)
+	}
+}

@@ -353,3 +353,20 @@ func TestStoreFailureRequeuesUntilTheDatabaseReturns(t *testing.T) {
 	}
 	waitQueueEmpty(t, ch, q)
 }
+
+// TestDeadRowOfANonJSONBodyKeepsItsAttributes: a body that is not JSON is a dead row, and
+// its aggregate identifier and event type still come from the attribute headers.
+func TestDeadRowOfANonJSONBodyKeepsItsAttributes(t *testing.T) {
+	pool, st := dbstore.New(t)
+	q := newQueue(t)
+	s := newSource(t, rabbitmq.SourceConfig{Queue: q, Intake: inbox.BrokerSource{AggregateIDPath: "$.order", EventTypePath: "$.type"}})
+	ch := testConn(t)
+	produce(t, ch, q, amqp.Publishing{Body: []byte("plain text"), MessageId: "raw-attrs",
+		Headers: amqp.Table{"X-Aggregate-Id": "agg-1", "x-event-type": "type-1"}})
+	consumetest.Start(t, s, st)
+	r := dbtest.WaitInboxRows(t, pool, s.Name(), 1, waitLimit)[0]
+	if r.State != "dead" || r.IdempotencyKey != "raw-attrs" || r.AggregateID != "agg-1" || r.EventType != "type-1" {
+		t.Errorf("row = key %q state %q aggregate %q event type %q, want raw-attrs dead agg-1 type-1",
+			r.IdempotencyKey, r.State, r.AggregateID, r.EventType)
+	}
+}
