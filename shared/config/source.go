@@ -189,6 +189,9 @@ type KafkaSource struct {
 	// MaxPollRecords is the largest number of records in one poll. It must be above 0.
 	// Default: 100.
 	MaxPollRecords int `yaml:"maxPollRecords"`
+	// SkipTombstones acknowledges a tombstone (a record whose value is null) without storing
+	// a row. An extension (docs/broker-sources.md). Default: false, a tombstone is a dead row.
+	SkipTombstones bool `yaml:"skipTombstones"`
 	// KafkaSecurity holds securityProtocol and the SASL keys.
 	KafkaSecurity `yaml:",inline"`
 	// BrokerSource holds eventTypeFromHeader and attributeHeaders.

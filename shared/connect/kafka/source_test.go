@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -283,5 +284,61 @@ func TestDeadRowOfANonJSONBodyKeepsItsAttributes(t *testing.T) {
 	}
 	if r := byKey["k-2"]; r.State != "dead" || r.AggregateID != "agg-2" || r.EventType != "" {
 		t.Errorf("row k-2 = state %q aggregate %q event type %q, want dead agg-2 and no event type", r.State, r.AggregateID, r.EventType)
+	}
+}
+
+// TestTombstones: by default a tombstone (a null value) is a dead Invalid JSON row keyed and
+// aggregated by its record key, as any value that is not JSON; with SkipTombstones it is
+// committed without a row and counted. An empty value is no tombstone either way.
+func TestTombstones(t *testing.T) {
+	for _, skip := range []bool{false, true} {
+		t.Run(fmt.Sprintf("skipTombstones=%v", skip), func(t *testing.T) {
+			pool, st := dbstore.New(t)
+			c := newCluster(t, 1, []string{"compacted"})
+			pr := producer(t, c)
+			m := &consumetest.Metrics{}
+			group := "qb-tomb-" + strconv.FormatBool(skip)
+			s := newSource(t, c, kafka.SourceConfig{Topics: []string{"compacted"}, GroupID: group, SkipTombstones: skip,
+				IntakeOptions: inbox.IntakeOptions{Metrics: m}})
+			produceRecord(t, pr, &kgo.Record{Topic: "compacted", Key: []byte("k-1"), Value: []byte(`{"id":"v-1"}`)})
+			produceRecord(t, pr, &kgo.Record{Topic: "compacted", Key: []byte("k-1")}) // the tombstone of k-1
+			produceRecord(t, pr, &kgo.Record{Topic: "compacted", Key: []byte("k-2"), Value: []byte{}})
+			produceRecord(t, pr, &kgo.Record{Topic: "compacted", Key: []byte("k-3"), Value: []byte(`{"id":"v-3"}`)})
+			consumetest.Start(t, s, st)
+			want := 4
+			if skip {
+				want = 3
+			}
+			dbtest.WaitInboxRows(t, pool, s.Name(), want, sourceWait)
+			deadline := time.Now().Add(sourceWait)
+			for committed(t, c, group, "compacted") != 4 {
+				if time.Now().After(deadline) {
+					t.Fatalf("group %s committed offset %d, want 4: every record acknowledged", group, committed(t, c, group, "compacted"))
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			rs := dbtest.InboxRows(t, pool, s.Name())
+			byKey := map[string]dbtest.InboxRow{}
+			for _, r := range rs {
+				byKey[r.IdempotencyKey] = r
+			}
+			if len(rs) != want {
+				t.Fatalf("%d rows, want %d: %v", len(rs), want, rs)
+			}
+			if r := byKey["k-1"]; skip == (r.State != "") {
+				t.Errorf("the tombstone's row = %+v, want one only without skipTombstones", r)
+			} else if !skip && (r.State != "dead" || r.LastError != "Invalid JSON" || r.AggregateID != "k-1") {
+				t.Errorf("the tombstone's row = %+v, want dead Invalid JSON aggregated by k-1", r)
+			}
+			if r := byKey["k-2"]; r.State != "dead" || r.LastError != "Invalid JSON" {
+				t.Errorf("the empty value's row = %+v, want dead Invalid JSON", r)
+			}
+			if byKey["v-1"].State != "pending" || byKey["v-3"].State != "pending" {
+				t.Errorf("rows v-1 and v-3 = %+v %+v, want pending", byKey["v-1"], byKey["v-3"])
+			}
+			if n, wantN := m.Tombstones.Load(), map[bool]int64{false: 0, true: 1}[skip]; n != wantN {
+				t.Errorf("queuebox_inbox_tombstones_skipped_total counted %d, want %d", n, wantN)
+			}
+		})
 	}
 }

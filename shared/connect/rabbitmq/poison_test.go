@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,7 +57,7 @@ func TestUndecodableHeadersAreStoredDeadAndConsumingGoesOn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := newQueue(t)
 			ch := testConn(t)
-			m := &sourceMetrics{}
+			m := &consumetest.Metrics{}
 			var logs syncBuffer
 			s := newSource(t, rabbitmq.SourceConfig{Queue: q, Backoff: connect.Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond},
 				IntakeOptions: inbox.IntakeOptions{Metrics: m}, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
@@ -113,7 +112,7 @@ func TestUndecodableHeadersAreStoredDeadAndConsumingGoesOn(t *testing.T) {
 			}
 			waitQueueEmpty(t, ch, q)
 			waitUp(t, s)
-			if n := m.undecodable.Load(); n != 1 {
+			if n := m.Undecodable.Load(); n != 1 {
 				t.Errorf("queuebox_inbox_undecodable_total counted %d, want 1", n)
 			}
 			if !strings.Contains(logs.String(), `"amqp_message_id":"mid-poison"`) || !strings.Contains(logs.String(), `"reason":"`) {
@@ -130,7 +129,7 @@ func TestSeveralUndecodableMessagesInARow(t *testing.T) {
 	pool, st := dbstore.New(t)
 	q := newQueue(t)
 	ch := testConn(t)
-	m := &sourceMetrics{}
+	m := &consumetest.Metrics{}
 	s := newSource(t, rabbitmq.SourceConfig{Queue: q, PrefetchCount: 4, Backoff: connect.Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond},
 		IntakeOptions: inbox.IntakeOptions{Metrics: m}})
 	deep, wide := amqp.Table{"deep": deepTable(40)}, wideTable(9000)
@@ -173,20 +172,10 @@ func TestSeveralUndecodableMessagesInARow(t *testing.T) {
 		}
 	}
 	waitQueueEmpty(t, ch, q)
-	if n := m.undecodable.Load(); n != 5 {
+	if n := m.Undecodable.Load(); n != 5 {
 		t.Errorf("queuebox_inbox_undecodable_total counted %d, want 5", n)
 	}
 }
-
-// sourceMetrics counts the source metrics of the inbox.
-type sourceMetrics struct {
-	inbox.NopMetrics
-	undecodable, tooLarge, tombstones atomic.Int64
-}
-
-func (m *sourceMetrics) InboxUndecodable(string)      { m.undecodable.Add(1) }
-func (m *sourceMetrics) InboxTooLarge(string)         { m.tooLarge.Add(1) }
-func (m *sourceMetrics) InboxTombstoneSkipped(string) { m.tombstones.Add(1) }
 
 // syncBuffer is a log destination that tests read while the source writes.
 type syncBuffer struct {

@@ -158,7 +158,7 @@ func KafkaConfig(s *config.Source, in inbox.BrokerSource, o inbox.IntakeOptions,
 	k := s.Kafka
 	return kafka.SourceConfig{
 		Brokers: k.Brokers(), Topics: k.Topics, GroupID: k.GroupID, AutoOffsetReset: string(k.AutoOffsetReset),
-		MaxPollRecords:   k.MaxPollRecords,
+		MaxPollRecords: k.MaxPollRecords, SkipTombstones: k.SkipTombstones,
 		SecurityProtocol: kafka.SecurityProtocol(k.SecurityProtocol), SASLMechanism: k.SASLMechanism,
 		SASLUsername: k.SASLUsername, SASLPassword: k.SASLPassword.Reveal(),
 		Intake: in, IntakeOptions: o, Logger: log,

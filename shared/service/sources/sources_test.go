@@ -163,3 +163,26 @@ func TestDefaultsMatchTheSources(t *testing.T) {
 		}
 	}
 }
+
+// TestSkipTombstonesReachesTheKafkaSource: skipTombstones is off unless set, and reaches the
+// Kafka source.
+func TestSkipTombstonesReachesTheKafkaSource(t *testing.T) {
+	cfg := load(t, `  on:
+    type: kafka
+    bootstrapServers: b1:9092
+    topics: [compacted]
+    groupId: g1
+    skipTombstones: true
+  off:
+    type: kafka
+    bootstrapServers: b1:9092
+    topics: [orders]
+    groupId: g2
+`)
+	for name, want := range map[string]bool{"on": true, "off": false} {
+		in, _ := intakeOf(nil, name, cfg.Sources[name])
+		if k := KafkaConfig(cfg.Sources[name], in, inbox.IntakeOptions{}, nil); k.SkipTombstones != want {
+			t.Errorf("source %s: SkipTombstones = %v, want %v", name, k.SkipTombstones, want)
+		}
+	}
+}
