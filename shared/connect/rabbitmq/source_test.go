@@ -370,3 +370,26 @@ func TestDeadRowOfANonJSONBodyKeepsItsAttributes(t *testing.T) {
 			r.IdempotencyKey, r.State, r.AggregateID, r.EventType)
 	}
 }
+
+// TestDecimalDigitsAreSigned pins the documented reading of an AMQP decimal: its four octets
+// of digits are a signed integer, as the JVM implementation reads them, so the digits
+// 3000000000 at scale 2 (30000000.00 as amqplib writes it) are stored as -12949672.96.
+func TestDecimalDigitsAreSigned(t *testing.T) {
+	pool, st := dbstore.New(t)
+	q := newQueue(t)
+	s := newSource(t, rabbitmq.SourceConfig{Queue: q})
+	ch := testConn(t)
+	big := uint32(3000000000)
+	produce(t, ch, q, amqp.Publishing{Body: []byte(`{"id":"dec-1"}`), Headers: amqp.Table{
+		"amount": amqp.Decimal{Scale: 2, Value: int32(big)}, "small": amqp.Decimal{Scale: 2, Value: 2147483647},
+	}})
+	consumetest.Start(t, s, st)
+	r := dbtest.WaitInboxRows(t, pool, s.Name(), 1, waitLimit)[0]
+	var h map[string]string
+	if err := json.Unmarshal(r.Headers, &h); err != nil {
+		t.Fatal(err)
+	}
+	if h["amount"] != "-12949672.96" || h["small"] != "21474836.47" {
+		t.Errorf("decimals = amount %q small %q, want -12949672.96 and 21474836.47", h["amount"], h["small"])
+	}
+}
