@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,4 +41,45 @@ func TestSkipTombstones(t *testing.T) {
 `, nil, nil)
 	require.NoError(t, err)
 	assert.Contains(t, warningStrings(warnings), "sources.q.skipTombstones is a key of the kafka kind, but sources.q is of the rabbitmq kind: it has no effect")
+}
+
+func TestMaxBodyBytesOfABrokerSource(t *testing.T) {
+	t.Parallel()
+	assert.Nil(t, mustLoad(t, kafkaSource(""), nil).Sources["log"].Kafka.MaxBodyBytes, "the default: no limit")
+	cfg := mustLoad(t, kafkaSource("    maxBodyBytes: 1048576\n"), nil)
+	require.NotNil(t, cfg.Sources["log"].Kafka.MaxBodyBytes)
+	assert.Equal(t, 1048576, *cfg.Sources["log"].Kafka.MaxBodyBytes)
+	cfg = mustLoad(t, kafkaSource(""), map[string]string{"QUEUEBOX_SOURCES_LOG_MAXBODYBYTES": "4096"})
+	require.NotNil(t, cfg.Sources["log"].Kafka.MaxBodyBytes)
+	assert.Equal(t, 4096, *cfg.Sources["log"].Kafka.MaxBodyBytes)
+	out, err := mustLoad(t, kafkaSource(""), nil).MaskedYAML()
+	require.NoError(t, err)
+	_, sources, _ := strings.Cut(string(out), "\nsources:\n")
+	assert.NotContains(t, sources, "maxBodyBytes", "config check shows no limit that is not set")
+
+	for _, tc := range []struct{ value, want string }{
+		{"0", "sources.log.maxBodyBytes (QUEUEBOX_SOURCES_LOG_MAXBODYBYTES) must be above 0"},
+		{"-1", "sources.log.maxBodyBytes (QUEUEBOX_SOURCES_LOG_MAXBODYBYTES) must be above 0"},
+		{"268435456", "sources.log.maxBodyBytes (QUEUEBOX_SOURCES_LOG_MAXBODYBYTES) must be at most 268435455, not 268435456"},
+	} {
+		_, _, err := loadYAML(t, kafkaSource("    maxBodyBytes: "+tc.value+"\n"), nil, nil)
+		require.Error(t, err, tc.value)
+		assert.Equal(t, []string{tc.want}, problemStrings(t, err), tc.value)
+	}
+	// Every broker kind takes it; an HTTP source has the data port's inbox.maxBodyBytes.
+	cfg = mustLoad(t, minimalDatabase+`sources:
+  q:
+    type: rabbitmq
+    queueName: incoming
+    connectionUrl: amqp://rabbit:5672/
+    maxBodyBytes: 10
+  n:
+    type: nats
+    servers: nats://a:4222
+    stream: S
+    durable: d
+    maxBodyBytes: 20
+`, nil)
+	assert.Equal(t, 10, *cfg.Sources["q"].RabbitMQ.MaxBodyBytes)
+	assert.Equal(t, 20, *cfg.Sources["n"].NATS.MaxBodyBytes)
 }

@@ -159,6 +159,10 @@ type BrokerSource struct {
 	EventTypeFromHeader bool `yaml:"eventTypeFromHeader"`
 	// AttributeHeaders names the attribute headers.
 	AttributeHeaders AttributeHeaders `yaml:"attributeHeaders"`
+	// MaxBodyBytes is the largest body that the source stores; a larger one becomes a dead row
+	// that names its size, without the body. An extension (docs/broker-sources.md); when set
+	// it must be above 0. Default: nil, no limit (inbox.maxBodyBytes is the data port's).
+	MaxBodyBytes *int `yaml:"maxBodyBytes,omitempty"`
 }
 
 // RabbitMQSource holds the keys of a RabbitMQ source.

@@ -67,6 +67,9 @@ type BrokerSource struct {
 	Filter filter.Config
 	// Transform is the source transform. Nil: none.
 	Transform Transformer
+	// MaxBodyBytes is the largest body stored as it is; a larger one is a dead row without
+	// its body (RefusedTooLarge). Zero: no limit, the default.
+	MaxBodyBytes int
 	// OnError is the error strategy of the transform. Skip stores the original body as a
 	// pending row; Fail and Dead (and empty) store the message as a dead row with the
 	// original body, acknowledged, since a broker message that is never acknowledged blocks
@@ -156,9 +159,10 @@ type IntakeOptions struct {
 // through the rules and the write that the HTTP inbox follows too (rules.go, writeRows). It
 // is safe for concurrent use.
 type Intake struct {
-	rules  *rules
-	st     Inserter
-	tracer trace.Tracer // nil when tracing is off
+	rules   *rules
+	st      Inserter
+	tracer  trace.Tracer // nil when tracing is off
+	maxBody int          // BrokerSource.MaxBodyBytes; 0: no limit
 }
 
 // NewIntake compiles the source's rules. It refuses a source without a name, a JSONPath
@@ -167,6 +171,9 @@ type Intake struct {
 func NewIntake(src BrokerSource, st Inserter, o IntakeOptions) (*Intake, error) {
 	if st == nil {
 		return nil, fmt.Errorf("creating inbox intake for source %s: a store is required", src.Name)
+	}
+	if src.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("creating inbox intake for source %s: maxBodyBytes must not be negative", src.Name)
 	}
 	h := src.AttributeHeaders
 	r, err := compileRules(ruleSpec{
@@ -188,7 +195,7 @@ func NewIntake(src BrokerSource, st Inserter, o IntakeOptions) (*Intake, error) 
 	if err != nil {
 		return nil, fmt.Errorf("creating inbox intake: %w", err)
 	}
-	return &Intake{rules: r, st: st, tracer: o.Tracer}, nil
+	return &Intake{rules: r, st: st, tracer: o.Tracer, maxBody: src.MaxBodyBytes}, nil
 }
 
 func orDefault(s, def string) string {
@@ -345,7 +352,11 @@ func (in *Intake) refused(ctx context.Context, p *store.InboxInsertParams, err e
 // body, a failed transform with the original body.
 func (in *Intake) prepare(ctx context.Context, d *Delivery) (store.InboxInsertParams, bool) {
 	if d.Refused != nil {
-		return in.prepareRefused(ctx, d)
+		return in.prepareRefused(ctx, d, d.Refused)
+	}
+	if in.maxBody > 0 && len(d.Body) > in.maxBody {
+		return in.prepareRefused(ctx, d, &Refusal{Cause: RefusedTooLarge,
+			Text: fmt.Sprintf("The body of %d bytes exceeds the source's maxBodyBytes of %d", len(d.Body), in.maxBody)})
 	}
 	r := in.rules
 	lookup := filter.FoldLookup(d.Headers)

@@ -69,15 +69,15 @@ func (in *Intake) TombstoneSkipped() {
 	sourceMetricsOf(in.rules.metrics).InboxTombstoneSkipped(in.rules.name)
 }
 
-// prepareRefused turns a delivery that the source refused into its dead row: the attributes
+// prepareRefused turns a delivery refused by f into its dead row: the attributes
 // from what can be read (the body when it is JSON and stored, the headers when they were
 // decoded, the broker's identifiers, else the digest of the body), the payload as the body
 // (JSON), {"raw": text} (not JSON) or {"bodyBytes": n} (too large), and the refusal's text as
 // last_error. The transform does not run. False means that the header filter dropped it.
-func (in *Intake) prepareRefused(ctx context.Context, d *Delivery) (store.InboxInsertParams, bool) {
+func (in *Intake) prepareRefused(ctx context.Context, d *Delivery, f *Refusal) (store.InboxInsertParams, bool) {
 	r := in.rules
 	lookup := filter.FoldLookup(d.Headers)
-	if d.Refused.Cause != RefusedUndecodable && !r.pass(lookup) {
+	if f.Cause != RefusedUndecodable && !r.pass(lookup) {
 		return store.InboxInsertParams{}, false
 	}
 	m := &message{body: d.Body, headers: d.Headers, brokerKey: d.BrokerKey,
@@ -87,11 +87,11 @@ func (in *Intake) prepareRefused(ctx context.Context, d *Delivery) (store.InboxI
 		CorrelationID: m.correlationID,
 		Consumption:   r.consumption,
 		State:         store.InboxDead,
-		LastError:     d.Refused.Text,
+		LastError:     f.Text,
 	}
 	var fromBody *identifiers
 	switch {
-	case d.Refused.Cause == RefusedTooLarge:
+	case f.Cause == RefusedTooLarge:
 		p.Payload = []byte(`{"bodyBytes":` + strconv.Itoa(len(d.Body)) + `}`)
 	case parseJSON(d.Body):
 		p.Payload = d.Body
@@ -112,15 +112,15 @@ func (in *Intake) prepareRefused(ctx context.Context, d *Delivery) (store.InboxI
 	p.IdempotencyKey, p.EventType, p.AggregateID = ids[attrKey], ids[attrEventType], ids[attrAggregate]
 	p.Headers, _ = encodeHeaders(cleanHeaders(d.Headers))
 	sm := sourceMetricsOf(r.metrics)
-	switch d.Refused.Cause {
+	switch f.Cause {
 	case RefusedUndecodable:
 		sm.InboxUndecodable(r.name)
 	case RefusedTooLarge:
 		sm.InboxTooLarge(r.name)
 	}
-	if d.Refused.Cause != RefusedUndecodable { // the source logs these with what it knows of them
+	if f.Cause != RefusedUndecodable { // the source logs these with what it knows of them
 		r.logger(p.CorrelationID).WarnContext(ctx, "inbox: storing a message the source refused as a dead row",
-			slog.String("idempotency_key", p.IdempotencyKey), slog.String("reason", d.Refused.Text))
+			slog.String("idempotency_key", p.IdempotencyKey), slog.String("reason", f.Text))
 	}
 	return p, true
 }

@@ -342,3 +342,33 @@ func TestTombstones(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxBodyBytes: a value over maxBodyBytes is a dead row that names its size, without the
+// value, and the records around it are stored.
+func TestMaxBodyBytes(t *testing.T) {
+	pool, st := dbstore.New(t)
+	c := newCluster(t, 1, []string{"sized"})
+	pr := producer(t, c)
+	m := &consumetest.Metrics{}
+	s := newSource(t, c, kafka.SourceConfig{Topics: []string{"sized"}, Intake: inbox.BrokerSource{MaxBodyBytes: 100},
+		IntakeOptions: inbox.IntakeOptions{Metrics: m}})
+	big := `{"id":"big","pad":"` + strings.Repeat("x", 500) + `"}`
+	produceRecord(t, pr, &kgo.Record{Topic: "sized", Value: []byte(`{"id":"small"}`)})
+	produceRecord(t, pr, &kgo.Record{Topic: "sized", Key: []byte("rk-big"), Value: []byte(big)})
+	produceRecord(t, pr, &kgo.Record{Topic: "sized", Value: []byte(`{"id":"after"}`)})
+	consumetest.Start(t, s, st)
+	byKey := map[string]dbtest.InboxRow{}
+	for _, r := range dbtest.WaitInboxRows(t, pool, s.Name(), 3, sourceWait) {
+		byKey[r.IdempotencyKey] = r
+	}
+	size := strconv.Itoa(len(big))
+	if r := byKey["rk-big"]; r.State != "dead" || !strings.Contains(r.LastError, size) || string(r.Payload) != `{"bodyBytes": `+size+`}` || r.AggregateID != "rk-big" {
+		t.Errorf("row of the large record = %+v, want dead naming %s bytes, payload {\"bodyBytes\": %s}, aggregate rk-big", r, size, size)
+	}
+	if byKey["small"].State != "pending" || byKey["after"].State != "pending" {
+		t.Errorf("rows small and after = %+v %+v, want pending", byKey["small"], byKey["after"])
+	}
+	if n := m.TooLarge.Load(); n != 1 {
+		t.Errorf("queuebox_inbox_too_large_total counted %d, want 1", n)
+	}
+}

@@ -276,3 +276,31 @@ func TestDeadRowOfANonJSONBodyKeepsItsAttributes(t *testing.T) {
 			r.IdempotencyKey, r.State, r.AggregateID, r.EventType)
 	}
 }
+
+// TestMaxBodyBytes: a body over maxBodyBytes is a dead row that names its size, without the
+// body, and the messages around it are stored.
+func TestMaxBodyBytes(t *testing.T) {
+	pool, st := dbstore.New(t)
+	f := newFixture(t)
+	m := &consumetest.Metrics{}
+	s := newSource(t, f, qbnats.SourceConfig{Intake: inbox.BrokerSource{MaxBodyBytes: 100}, IntakeOptions: inbox.IntakeOptions{Metrics: m}})
+	big := `{"id":"big","pad":"` + strings.Repeat("x", 500) + `"}`
+	f.produce(t, "sized", `{"id":"small"}`, nil)
+	f.produce(t, "sized", big, map[string]string{"Nats-Msg-Id": "mid-big"})
+	f.produce(t, "sized", `{"id":"after"}`, nil)
+	consumetest.Start(t, s, st)
+	byKey := map[string]dbtest.InboxRow{}
+	for _, r := range dbtest.WaitInboxRows(t, pool, s.Name(), 3, waitLimit) {
+		byKey[r.IdempotencyKey] = r
+	}
+	size := strconv.Itoa(len(big))
+	if r := byKey["mid-big"]; r.State != "dead" || !strings.Contains(r.LastError, size) || string(r.Payload) != `{"bodyBytes": `+size+`}` {
+		t.Errorf("row of the large message = %+v, want dead naming %s bytes, payload {\"bodyBytes\": %s}", r, size, size)
+	}
+	if byKey["small"].State != "pending" || byKey["after"].State != "pending" {
+		t.Errorf("rows small and after = %+v %+v, want pending", byKey["small"], byKey["after"])
+	}
+	if n := m.TooLarge.Load(); n != 1 {
+		t.Errorf("queuebox_inbox_too_large_total counted %d, want 1", n)
+	}
+}

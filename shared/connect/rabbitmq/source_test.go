@@ -393,3 +393,47 @@ func TestDecimalDigitsAreSigned(t *testing.T) {
 		t.Errorf("decimals = amount %q small %q, want -12949672.96 and 21474836.47", h["amount"], h["small"])
 	}
 }
+
+// TestMaxBodyBytes: without maxBodyBytes a body of any size is stored as it is (here 2 MiB,
+// above the data port's default limit); with it, a larger body is a dead row that names its
+// size, without the body, and the messages around it are stored.
+func TestMaxBodyBytes(t *testing.T) {
+	pool, st := dbstore.New(t)
+	big := `{"id":"big","pad":"` + strings.Repeat("x", 2<<20) + `"}`
+	t.Run("Default", func(t *testing.T) {
+		q := newQueue(t)
+		s := newSource(t, rabbitmq.SourceConfig{Queue: q})
+		produce(t, testConn(t), q, amqp.Publishing{Body: []byte(big)})
+		consumetest.Start(t, s, st)
+		if r := dbtest.WaitInboxRows(t, pool, s.Name(), 1, waitLimit)[0]; r.State != "pending" || r.IdempotencyKey != "big" {
+			t.Errorf("row = key %q state %q, want big pending", r.IdempotencyKey, r.State)
+		}
+	})
+	t.Run("Limit", func(t *testing.T) {
+		q := newQueue(t)
+		m := &consumetest.Metrics{}
+		s := newSource(t, rabbitmq.SourceConfig{Queue: q, Intake: inbox.BrokerSource{MaxBodyBytes: 100},
+			IntakeOptions: inbox.IntakeOptions{Metrics: m}})
+		ch := testConn(t)
+		produce(t, ch, q, amqp.Publishing{Body: []byte(`{"id":"small"}`)})
+		produce(t, ch, q, amqp.Publishing{Body: []byte(big), MessageId: "mid-big", Headers: amqp.Table{"x-aggregate-id": "agg-big"}})
+		produce(t, ch, q, amqp.Publishing{Body: []byte(`{"id":"after"}`)})
+		consumetest.Start(t, s, st)
+		byKey := map[string]dbtest.InboxRow{}
+		for _, r := range dbtest.WaitInboxRows(t, pool, s.Name(), 3, waitLimit) {
+			byKey[r.IdempotencyKey] = r
+		}
+		size := strconv.Itoa(len(big))
+		if r := byKey["mid-big"]; r.State != "dead" || !strings.Contains(r.LastError, size) || !strings.Contains(r.LastError, "100") ||
+			string(r.Payload) != `{"bodyBytes": `+size+`}` || r.AggregateID != "agg-big" {
+			t.Errorf("row of the large message = %+v, want dead, naming %s bytes and the limit 100, payload {\"bodyBytes\": %s}", r, size, size)
+		}
+		if byKey["small"].State != "pending" || byKey["after"].State != "pending" {
+			t.Errorf("rows small and after = %+v %+v, want pending", byKey["small"], byKey["after"])
+		}
+		if n := m.TooLarge.Load(); n != 1 {
+			t.Errorf("queuebox_inbox_too_large_total counted %d, want 1", n)
+		}
+		waitQueueEmpty(t, ch, q)
+	})
+}

@@ -133,6 +133,9 @@ func intakeOf(engine *transform.Engine, name string, s *config.Source) (inbox.Br
 		},
 		Filter: service.FilterConfig(s.Filter),
 	}
+	if b.MaxBodyBytes != nil {
+		in.MaxBodyBytes = *b.MaxBodyBytes
+	}
 	if s.Transform != nil {
 		t, err := service.SourceTransformer(engine, service.TransformConfig(s.Transform))
 		if err != nil {
