@@ -304,3 +304,27 @@ func TestMaxBodyBytes(t *testing.T) {
 		t.Errorf("queuebox_inbox_too_large_total counted %d, want 1", n)
 	}
 }
+
+// TestALoneMessageIsStoredWithoutWaitingForTheBatch sets the wait of a fetch far above the
+// test's deadline: a lone message, far fewer than batchSize, must still be stored, because a
+// fetch hands over what has arrived instead of waiting to fill its batch. A second message,
+// sent once the first is stored, must be too.
+func TestALoneMessageIsStoredWithoutWaitingForTheBatch(t *testing.T) {
+	pool, st := dbstore.New(t)
+	f := newFixture(t)
+	s := newSource(t, f, qbnats.WithFetchWait(qbnats.SourceConfig{BatchSize: 100}, 10*time.Minute))
+	consumetest.Start(t, s, st)
+	deadline := time.Now().Add(waitLimit)
+	for s.Check(context.Background()) != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the source did not come up: %v", s.Check(context.Background()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	f.produce(t, "lone", `{"id":"lone-1"}`, nil)
+	if r := dbtest.WaitInboxRows(t, pool, s.Name(), 1, waitLimit)[0]; r.IdempotencyKey != "lone-1" {
+		t.Errorf("row %q, want lone-1", r.IdempotencyKey)
+	}
+	f.produce(t, "lone", `{"id":"lone-2"}`, nil)
+	dbtest.WaitInboxRows(t, pool, s.Name(), 2, waitLimit)
+}
