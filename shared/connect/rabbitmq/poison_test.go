@@ -50,12 +50,14 @@ func TestUndecodableHeadersAreStoredDeadAndConsumingGoesOn(t *testing.T) {
 		name    string
 		headers amqp.Table
 		reason  string
+		args    amqp.Table // of the queue
 	}{
-		{"NestedTooDeep", amqp.Table{"x-idempotency-key": "ignored", "deep": deepTable(40)}, "nested"},
-		{"TooManyEntries", wideTable(8193), "entries"},
+		{"NestedTooDeep", amqp.Table{"x-idempotency-key": "ignored", "deep": deepTable(40)}, "nested", nil},
+		{"TooManyEntries", wideTable(8193), "entries", nil},
+		{"QuorumQueue", amqp.Table{"deep": deepTable(40)}, "nested", amqp.Table{"x-queue-type": "quorum"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := newQueue(t)
+			q := newQueueWith(t, tc.args)
 			ch := testConn(t)
 			m := &consumetest.Metrics{}
 			var logs syncBuffer

@@ -56,8 +56,10 @@ const (
 	methodAck       = 80 // basic.ack
 	methodReject    = 90 // basic.reject
 
-	// rawFrameMax is the largest frame the raw client accepts before the tune, and its
-	// frame size when the broker sets no limit.
+	// rawFrameMax is the largest frame the raw client accepts, lowered to the broker's frame
+	// size when that is smaller: the AMQP client's own default frame size (RabbitMQ's default
+	// frame_max), which it negotiates the same way, so a content header that reaches the
+	// client reaches the raw client too.
 	rawFrameMax = 131072
 	rawChannel  = 1
 )

@@ -25,9 +25,16 @@ import (
 // newQueue declares a durable queue for one test and deletes it at the end.
 func newQueue(t *testing.T) string {
 	t.Helper()
+	return newQueueWith(t, nil)
+}
+
+// newQueueWith declares a durable queue with args (x-queue-type, say) for one test and
+// deletes it at the end.
+func newQueueWith(t *testing.T, args amqp.Table) string {
+	t.Helper()
 	ch := testConn(t)
 	q := unique("qb-src")
-	if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+	if _, err := ch.QueueDeclare(q, true, false, false, false, args); err != nil {
 		t.Fatalf("declaring queue %s: %v", q, err)
 	}
 	t.Cleanup(func() {
