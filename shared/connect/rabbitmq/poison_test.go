@@ -179,6 +179,50 @@ func TestSeveralUndecodableMessagesInARow(t *testing.T) {
 	}
 }
 
+// TestUndecodableMessagesWithTwoReplicas runs two sources on one queue, with the default
+// backoff: a message that the client cannot decode reaches whichever replica has room, and
+// each undecodable message must still end as one dead row, every other message as one pending
+// row.
+func TestUndecodableMessagesWithTwoReplicas(t *testing.T) {
+	pool, st := dbstore.New(t)
+	ch := testConn(t)
+	q := newQueue(t)
+	name := unique("rmq-rep")
+	for range 2 {
+		s := newSource(t, rabbitmq.SourceConfig{Queue: q, Intake: inbox.BrokerSource{Name: name}})
+		consumetest.Start(t, s, st)
+		waitUp(t, s)
+	}
+	want := map[string]string{}
+	for i := range 20 {
+		key := fmt.Sprintf("g-%d", i)
+		produce(t, ch, q, amqp.Publishing{Body: []byte(`{"id":"` + key + `"}`)})
+		want[key] = "pending"
+		if i%5 == 2 {
+			key = fmt.Sprintf("p-%d", i)
+			produce(t, ch, q, amqp.Publishing{Body: []byte(`{"id":"` + key + `"}`), Headers: amqp.Table{"d": deepTable(40)}})
+			want[key] = "dead"
+		}
+	}
+	rows := dbtest.WaitInboxRows(t, pool, name, len(want), waitLimit)
+	waitQueueEmpty(t, ch, q)
+	got := map[string]string{}
+	for _, r := range dbtest.InboxRows(t, pool, name) {
+		if _, dup := got[r.IdempotencyKey]; dup {
+			t.Errorf("two rows of %s", r.IdempotencyKey)
+		}
+		got[r.IdempotencyKey] = r.State
+	}
+	for k, state := range want {
+		if got[k] != state {
+			t.Errorf("row %s is %q, want %s", k, got[k], state)
+		}
+	}
+	if len(rows) != len(want) {
+		t.Errorf("%d rows, want %d", len(rows), len(want))
+	}
+}
+
 // syncBuffer is a log destination that tests read while the source writes.
 type syncBuffer struct {
 	mu sync.Mutex
