@@ -179,6 +179,34 @@ func TestSeveralUndecodableMessagesInARow(t *testing.T) {
 	}
 }
 
+// TestUndecodableMessageWhileTheStoreIsDown: while the database refuses every insert, the
+// message that the client cannot decode is not acknowledged and nothing is stored; once the
+// database returns it is a dead row and the messages behind it are stored.
+func TestUndecodableMessageWhileTheStoreIsDown(t *testing.T) {
+	pool, st := dbstore.New(t)
+	q := newQueue(t)
+	ch := testConn(t)
+	fs := consumetest.NewFailingSink(st)
+	fs.SetDown(true)
+	s := newSource(t, rabbitmq.SourceConfig{Queue: q, Backoff: connect.Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond}})
+	produce(t, ch, q, amqp.Publishing{Body: []byte(`{"id":"poison-1"}`), Headers: amqp.Table{"d": deepTable(40)}})
+	produce(t, ch, q, amqp.Publishing{Body: []byte(`{"id":"after-1"}`)})
+	consumetest.Start(t, s, fs)
+	fs.WaitDownFailures(t, 3, waitLimit)
+	if got := len(dbtest.InboxRows(t, pool, s.Name())); got != 0 {
+		t.Fatalf("%d rows stored while the store was down", got)
+	}
+	fs.SetDown(false)
+	byKey := map[string]dbtest.InboxRow{}
+	for _, r := range dbtest.WaitInboxRows(t, pool, s.Name(), 2, waitLimit) {
+		byKey[r.IdempotencyKey] = r
+	}
+	if byKey["poison-1"].State != "dead" || byKey["after-1"].State != "pending" {
+		t.Errorf("rows = %+v, want poison-1 dead and after-1 pending", byKey)
+	}
+	waitQueueEmpty(t, ch, q)
+}
+
 // TestUndecodableMessagesWithTwoReplicas runs two sources on one queue, with the default
 // backoff: a message that the client cannot decode reaches whichever replica has room, and
 // each undecodable message must still end as one dead row, every other message as one pending

@@ -69,7 +69,18 @@ type rawConn struct {
 	conn     net.Conn
 	r        *bufio.Reader
 	frameMax uint32
-	timeout  time.Duration
+	// timeout bounds each read and write, and end (when set) all of them.
+	timeout time.Duration
+	end     time.Time
+}
+
+// deadline is the deadline of the next read or write.
+func (c *rawConn) deadline() time.Time {
+	d := time.Now().Add(c.timeout)
+	if !c.end.IsZero() && c.end.Before(d) {
+		return c.end
+	}
+	return d
 }
 
 // rawMessage is a message that basic.get took: its delivery tag, its body, and its
@@ -95,7 +106,7 @@ func (e *brokerError) Error() string {
 }
 
 // dialRaw connects to the broker of rawURL as the source does, and opens the channel.
-// Every read and write must finish within timeout.
+// Every read and write must finish within timeout, and all of them by ctx's deadline.
 func dialRaw(ctx context.Context, rawURL, name string, timeout time.Duration) (*rawConn, error) {
 	uri, err := amqp.ParseURI(rawURL)
 	if err != nil {
@@ -116,6 +127,7 @@ func dialRaw(ctx context.Context, rawURL, name string, timeout time.Duration) (*
 		nc = tls.Client(nc, cfg)
 	}
 	c := &rawConn{conn: nc, r: bufio.NewReader(nc), frameMax: rawFrameMax, timeout: timeout}
+	c.end, _ = ctx.Deadline()
 	if err := c.handshake(uri, name, external); err != nil {
 		nc.Close()
 		return nil, err
@@ -456,7 +468,7 @@ func (c *rawConn) method(ch uint16) (class, method uint16, args *wire, err error
 
 // frame reads one frame: its type, channel and payload.
 func (c *rawConn) frame() (typ byte, ch uint16, payload []byte, err error) {
-	if err := c.conn.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
+	if err := c.conn.SetReadDeadline(c.deadline()); err != nil {
 		return 0, 0, nil, err
 	}
 	var head [7]byte
@@ -488,7 +500,7 @@ func (c *rawConn) send(ch uint16, payload []byte) error {
 }
 
 func (c *rawConn) write(b []byte) error {
-	if err := c.conn.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil {
+	if err := c.conn.SetWriteDeadline(c.deadline()); err != nil {
 		return err
 	}
 	_, err := c.conn.Write(b)

@@ -406,8 +406,3 @@ func jsonValue(v any) any {
 	}
 	return scalarText(v)
 }
-
-// RawHeadersName is the name under which the dead row of a message whose header table the
-// AMQP client cannot decode keeps that table: base64: and the Base64 text of the field table
-// as the broker sent it (its four-byte length, then its entries).
-const RawHeadersName = "x-queuebox-raw-headers"

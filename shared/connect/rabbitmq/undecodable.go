@@ -31,6 +31,11 @@ import (
 //     Any other message goes back to the queue.
 //  3. A careful session that acknowledged PrefetchCount deliveries raises the prefetch again.
 
+// RawHeadersName is the name under which the dead row of a message whose header table the
+// AMQP client cannot decode keeps that table: base64: and the Base64 text of the field table
+// as the broker sent it (its four-byte length, then its entries).
+const RawHeadersName = "x-queuebox-raw-headers"
+
 // rescueTimeout bounds one raw take of the head message, from the dial to the close.
 const rescueTimeout = 30 * time.Second
 
