@@ -79,6 +79,10 @@ type Options struct {
 	PoolSize int
 	// RunTimeout bounds each measurement.
 	RunTimeout time.Duration
+	// LoneMessages is the number of lone messages whose store latency is measured per broker
+	// (20; 0 skips the measurement), LoneGap the idle time before each (200 ms).
+	LoneMessages int
+	LoneGap      time.Duration
 	// CPUProfile, when set, is the prefix of one CPU profile per source run
 	// (<prefix>-<broker>-<batch>.pprof); the profile covers the whole bench process, so the
 	// in-process kfake broker is in the Kafka one.
@@ -97,11 +101,13 @@ type Report struct {
 	Settings map[string]any `json:"settings"`
 	// Rounds are every measured round; Results the median round of each broker and
 	// setting (by the source's share of the lower ceiling), which the targets judge.
-	Rounds   []Result `json:"rounds"`
-	Results  []Result `json:"results"`
-	Targets  []Target `json:"targets"`
-	Seconds  float64  `json:"totalSeconds"`
-	Problems []string `json:"problems,omitempty"`
+	Rounds  []Result `json:"rounds"`
+	Results []Result `json:"results"`
+	Targets []Target `json:"targets"`
+	// Lone is the store latency of lone messages, per broker at its default setting.
+	Lone     []LoneResult `json:"loneMessage,omitempty"`
+	Seconds  float64      `json:"totalSeconds"`
+	Problems []string     `json:"problems,omitempty"`
 }
 
 // Machine describes where the bench ran.
@@ -183,6 +189,8 @@ type backlog interface {
 	consume(ctx context.Context, n, batch int) (int, error)
 	// source returns the broker's source at batch size batch, named name.
 	source(name string, batch int) (runner, error)
+	// publish sends one message with body to the backlog and waits for the broker to take it.
+	publish(ctx context.Context, body []byte) error
 	// close deletes the backlog.
 	close()
 }
@@ -205,7 +213,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		Machine: machine.Describe(),
 		Settings: map[string]any{"messages": o.Messages, "bodyBytes": o.BodyBytes, "brokers": o.Brokers,
 			"batchSettings": o.Settings, "kafkaPartitions": o.KafkaPartitions, "natsMemoryStorage": o.NATSMemory,
-			"poolSize": o.PoolSize, "rounds": o.Rounds},
+			"poolSize": o.PoolSize, "rounds": o.Rounds,
+			"loneMessages": o.LoneMessages, "loneGapMs": o.LoneGap.Milliseconds()},
 	}
 	if db, err := benchdb.Create(ctx, o.ServerURL, 1, logf); err == nil {
 		rep.Postgres.Version, rep.Postgres.Settings, _ = db.ServerFacts(ctx)
@@ -240,6 +249,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 			if len(rounds) > 0 {
 				rep.Results = append(rep.Results, median(rounds))
+			}
+		}
+		if o.LoneMessages > 0 && ctx.Err() == nil {
+			lone, err := loneLatency(ctx, o, name, b)
+			if err != nil {
+				err = fmt.Errorf("%s lone messages: %w", name, err)
+				rep.Problems = append(rep.Problems, err.Error())
+				failed = errors.Join(failed, err)
+			} else {
+				rep.Lone = append(rep.Lone, lone)
+				printLone(o.Stdout, lone)
 			}
 		}
 		b.close()
@@ -453,6 +473,12 @@ func printTargets(w io.Writer, rep *Report) {
 		fmt.Fprintf(w, "\nmedian rounds:\n")
 		for _, r := range rep.Results {
 			printResult(w, r)
+		}
+	}
+	if len(rep.Lone) > 0 {
+		fmt.Fprintf(w, "\nlone messages:\n")
+		for _, r := range rep.Lone {
+			printLone(w, r)
 		}
 	}
 	fmt.Fprintf(w, "\ntargets (issue 14):\n")

@@ -67,9 +67,28 @@ func (b *kafkaBench) fill(ctx context.Context, bodies [][]byte) (backlog, error)
 
 type kafkaBacklog struct {
 	c *kfake.Cluster
+	// producer publishes lone messages; made on the first.
+	producer *kgo.Client
 }
 
-func (bl *kafkaBacklog) close() { bl.c.Close() }
+func (bl *kafkaBacklog) close() {
+	if bl.producer != nil {
+		bl.producer.Close()
+	}
+	bl.c.Close()
+}
+
+// publish produces one record and waits for the broker's acknowledgement.
+func (bl *kafkaBacklog) publish(ctx context.Context, body []byte) error {
+	if bl.producer == nil {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(bl.c.ListenAddrs()...), kgo.DefaultProduceTopic(kafkaTopic))
+		if err != nil {
+			return fmt.Errorf("making the producer: %w", err)
+		}
+		bl.producer = cl
+	}
+	return bl.producer.ProduceSync(ctx, &kgo.Record{Value: body}).FirstErr()
+}
 
 // consume is the source's consumer loop without the store: a group member with the source's
 // client options, PollRecords(maxPollRecords), and the offsets of each poll committed.

@@ -152,6 +152,12 @@ func (bl *natsBacklog) consume(ctx context.Context, n, batch int) (int, error) {
 	return fetches, nil
 }
 
+// publish publishes one message to the stream's subject and waits for its acknowledgement.
+func (bl *natsBacklog) publish(ctx context.Context, body []byte) error {
+	_, err := bl.b.js.Publish(ctx, bl.name+".orders", body)
+	return err
+}
+
 func (bl *natsBacklog) source(name string, batch int) (runner, error) {
 	return qbnats.NewSource(qbnats.SourceConfig{
 		Servers: []string{bl.b.url}, Stream: bl.name, Durable: name, BatchSize: batch,

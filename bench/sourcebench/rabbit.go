@@ -166,6 +166,24 @@ func (bl *rabbitBacklog) consume(ctx context.Context, n, prefetch int) (int, err
 	return acks, nil
 }
 
+// publish publishes one persistent message and waits for its confirm.
+func (bl *rabbitBacklog) publish(ctx context.Context, body []byte) error {
+	c, err := bl.b.ch.PublishWithDeferredConfirmWithContext(ctx, "", bl.queue, false, false, amqp.Publishing{
+		ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: body,
+	})
+	if err != nil {
+		return err
+	}
+	ok, err := c.WaitContext(ctx)
+	if err != nil {
+		return fmt.Errorf("waiting for the publisher confirm: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("the broker refused the publish")
+	}
+	return nil
+}
+
 func (bl *rabbitBacklog) source(name string, prefetch int) (runner, error) {
 	return rabbitmq.NewSource(rabbitmq.SourceConfig{
 		URL: bl.b.url, Queue: bl.queue, PrefetchCount: prefetch,

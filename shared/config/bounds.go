@@ -106,6 +106,7 @@ var bounds = []bound{
 	{"sources.*.maxPollRecords", maxBatch, whyBatch},
 	{"sources.*.ackWaitMs", maxMillis, whyMillis},
 	{"sources.*.batchSize", maxBatch, whyBatch},
+	{"sources.*.maxBodyBytes", maxJSONB, "a stored body is one jsonb value, at most 2^28-1 bytes: a larger limit limits nothing"},
 	{"retention.outbox.maxCount", maxInt4, "the largest 32-bit signed integer: a larger count of kept rows is a typo"},
 	{"retention.outbox.batchSize", 100000, "one delete statement holds the locks of this many rows"},
 	{"retention.inbox.maxCount", maxInt4, "the largest 32-bit signed integer: a larger count of kept rows is a typo"},

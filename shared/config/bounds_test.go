@@ -82,6 +82,7 @@ sources:
   rab:
     queueName: q
     connectionUrl: amqp://r:5672
+    maxBodyBytes: 1048576
   kfk:
     bootstrapServers: k:9092
     topics: [t]

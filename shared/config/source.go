@@ -159,6 +159,10 @@ type BrokerSource struct {
 	EventTypeFromHeader bool `yaml:"eventTypeFromHeader"`
 	// AttributeHeaders names the attribute headers.
 	AttributeHeaders AttributeHeaders `yaml:"attributeHeaders"`
+	// MaxBodyBytes is the largest body that the source stores; a larger one becomes a dead row
+	// that names its size, without the body. An extension (docs/broker-sources.md); when set
+	// it must be above 0. Default: nil, no limit (inbox.maxBodyBytes is the data port's).
+	MaxBodyBytes *int `yaml:"maxBodyBytes,omitempty"`
 }
 
 // RabbitMQSource holds the keys of a RabbitMQ source.
@@ -189,6 +193,9 @@ type KafkaSource struct {
 	// MaxPollRecords is the largest number of records in one poll. It must be above 0.
 	// Default: 100.
 	MaxPollRecords int `yaml:"maxPollRecords"`
+	// SkipTombstones acknowledges a tombstone (a record whose value is null) without storing
+	// a row. An extension (docs/broker-sources.md). Default: false, a tombstone is a dead row.
+	SkipTombstones bool `yaml:"skipTombstones"`
 	// KafkaSecurity holds securityProtocol and the SASL keys.
 	KafkaSecurity `yaml:",inline"`
 	// BrokerSource holds eventTypeFromHeader and attributeHeaders.

@@ -537,6 +537,9 @@ func (v *validator) source(p keyPath, s *Source, httpPaths map[string]string) {
 		v.natsCredentials(p, n.NATSCredentials)
 	}
 	if b := s.Broker(); b != nil {
+		if b.MaxBodyBytes != nil {
+			v.positive(p.child("maxBodyBytes"), int64(*b.MaxBodyBytes))
+		}
 		ah := p.child("attributeHeaders")
 		v.required(ah.child("idempotencyKey"), b.AttributeHeaders.IdempotencyKey)
 		v.required(ah.child("aggregateId"), b.AttributeHeaders.AggregateID)

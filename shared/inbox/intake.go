@@ -67,6 +67,9 @@ type BrokerSource struct {
 	Filter filter.Config
 	// Transform is the source transform. Nil: none.
 	Transform Transformer
+	// MaxBodyBytes is the largest body stored as it is; a larger one is a dead row without
+	// its body (RefusedTooLarge). Zero: no limit, the default.
+	MaxBodyBytes int
 	// OnError is the error strategy of the transform. Skip stores the original body as a
 	// pending row; Fail and Dead (and empty) store the message as a dead row with the
 	// original body, acknowledged, since a broker message that is never acknowledged blocks
@@ -90,6 +93,10 @@ type Delivery struct {
 	// CorrelationID is the second source of the correlation identifier: the AMQP
 	// correlation_id property. Empty: none.
 	CorrelationID string
+	// Refused, when set, stores the delivery as a dead row whatever its body (a message that
+	// the client library cannot decode, a body over the source's size limit). Nil: the
+	// delivery is stored by the rules of spec/07.
+	Refused *Refusal
 }
 
 // Status is what the intake did with one delivery. Every status but none is final: the
@@ -152,9 +159,10 @@ type IntakeOptions struct {
 // through the rules and the write that the HTTP inbox follows too (rules.go, writeRows). It
 // is safe for concurrent use.
 type Intake struct {
-	rules  *rules
-	st     Inserter
-	tracer trace.Tracer // nil when tracing is off
+	rules   *rules
+	st      Inserter
+	tracer  trace.Tracer // nil when tracing is off
+	maxBody int          // BrokerSource.MaxBodyBytes; 0: no limit
 }
 
 // NewIntake compiles the source's rules. It refuses a source without a name, a JSONPath
@@ -163,6 +171,9 @@ type Intake struct {
 func NewIntake(src BrokerSource, st Inserter, o IntakeOptions) (*Intake, error) {
 	if st == nil {
 		return nil, fmt.Errorf("creating inbox intake for source %s: a store is required", src.Name)
+	}
+	if src.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("creating inbox intake for source %s: maxBodyBytes must not be negative", src.Name)
 	}
 	h := src.AttributeHeaders
 	r, err := compileRules(ruleSpec{
@@ -184,7 +195,7 @@ func NewIntake(src BrokerSource, st Inserter, o IntakeOptions) (*Intake, error) 
 	if err != nil {
 		return nil, fmt.Errorf("creating inbox intake: %w", err)
 	}
-	return &Intake{rules: r, st: st, tracer: o.Tracer}, nil
+	return &Intake{rules: r, st: st, tracer: o.Tracer, maxBody: src.MaxBodyBytes}, nil
 }
 
 func orDefault(s, def string) string {
@@ -340,6 +351,13 @@ func (in *Intake) refused(ctx context.Context, p *store.InboxInsertParams, err e
 // identifier (or the digest), an attribute too long for its column under the digest of the
 // body, a failed transform with the original body.
 func (in *Intake) prepare(ctx context.Context, d *Delivery) (store.InboxInsertParams, bool) {
+	if d.Refused != nil {
+		return in.prepareRefused(ctx, d, d.Refused)
+	}
+	if in.maxBody > 0 && len(d.Body) > in.maxBody {
+		return in.prepareRefused(ctx, d, &Refusal{Cause: RefusedTooLarge,
+			Text: fmt.Sprintf("The body of %d bytes exceeds the source's maxBodyBytes of %d", len(d.Body), in.maxBody)})
+	}
 	r := in.rules
 	lookup := filter.FoldLookup(d.Headers)
 	if !r.pass(lookup) {
@@ -365,7 +383,10 @@ func (in *Intake) prepare(ctx context.Context, d *Delivery) (store.InboxInsertPa
 	p.LastError = refused.Text()
 	switch refused.cause {
 	case causeInvalidJSON:
+		// The body paths read nothing; the other origins of each attribute still apply.
 		p.IdempotencyKey, _ = r.attrs[attrKey].resolve(nil, m, lookup, true)
+		p.AggregateID, _ = r.attrs[attrAggregate].resolve(nil, m, lookup, true)
+		p.EventType, _ = r.attrs[attrEventType].resolve(nil, m, lookup, true)
 		p.Payload = rawPayload(string(d.Body))
 	case causeTooLong:
 		p.IdempotencyKey = digest(d.Body)

@@ -65,6 +65,10 @@ type Registry struct {
 	// The publishes and forwards stopped at their claim's local lease deadline, an extension
 	// beyond spec/28 (docs/monitoring.md).
 	leaseDeadline *prometheus.CounterVec
+	// The broker sources' metrics, extensions beyond spec/28 (docs/broker-sources.md).
+	inboxUndecodable *prometheus.CounterVec
+	inboxTooLarge    *prometheus.CounterVec
+	inboxTombstones  *prometheus.CounterVec
 
 	poolOnce sync.Once
 	pool     *poolFamilies // the hikaricp_connections_* families; see pool.go
@@ -107,6 +111,9 @@ func New(version string) *Registry {
 	r.consoleLogins = f.counterVec("queuebox_console_logins_total", "The logins to the web console, per outcome (accepted, refused, limited_client, limited_overall).", "outcome")
 	r.headersNotCarried = f.counterVec("queuebox_outbox_headers_not_carried_total", "The row headers that a destination cannot carry, per destination and action (dropped, encoded, refused).", "destination", "action")
 	r.leaseDeadline = f.counterVec("queuebox_lease_deadline_total", "The publishes (outbox) and forwards (inbox relay) stopped, or not started, because their claim reached its local lease deadline.", "component")
+	r.inboxUndecodable = f.counterVec("queuebox_inbox_undecodable_total", "The broker messages that the client library could not decode, stored as dead rows, per source.", "source")
+	r.inboxTooLarge = f.counterVec("queuebox_inbox_too_large_total", "The broker messages over the source's maxBodyBytes, stored as dead rows without their body, per source.", "source")
+	r.inboxTombstones = f.counterVec("queuebox_inbox_tombstones_skipped_total", "The Kafka tombstones acknowledged without a row (skipTombstones), per source.", "source")
 	return r
 }
 
@@ -124,6 +131,18 @@ func (r *Registry) ConsoleLogin(outcome string) { r.consoleLogins.WithLabelValue
 // deadline.
 func (r *Registry) LeaseDeadline(component string) {
 	r.leaseDeadline.WithLabelValues(component).Inc()
+}
+
+// InboxUndecodable counts queuebox_inbox_undecodable_total{source} (inbox.SourceMetrics).
+func (r *Registry) InboxUndecodable(source string) { r.inboxUndecodable.WithLabelValues(source).Inc() }
+
+// InboxTooLarge counts queuebox_inbox_too_large_total{source} (inbox.SourceMetrics).
+func (r *Registry) InboxTooLarge(source string) { r.inboxTooLarge.WithLabelValues(source).Inc() }
+
+// InboxTombstoneSkipped counts queuebox_inbox_tombstones_skipped_total{source}
+// (inbox.SourceMetrics).
+func (r *Registry) InboxTombstoneSkipped(source string) {
+	r.inboxTombstones.WithLabelValues(source).Inc()
 }
 
 // Deferred counts queuebox_outbox_deferred_total{destination,reason} (outbox.ControlMetrics).

@@ -37,6 +37,8 @@ func run(ctx context.Context, args []string) int {
 	natsMemory := fs.Bool("nats-memory", false, "keep the NATS stream in memory (default: file storage)")
 	poolSize := fs.Int("pool-size", 10, "connections of the source's pgx pool (database.poolSize)")
 	runTimeout := fs.Duration("run-timeout", 3*time.Minute, "bound of each measurement")
+	loneMessages := fs.Int("lone-messages", 20, "lone messages whose store latency is measured per broker (0 skips it)")
+	loneGap := fs.Duration("lone-gap", 200*time.Millisecond, "idle time before each lone message")
 	rabbitURL := fs.String("rabbitmq-url", defaultRabbit, "AMQP URL of the RabbitMQ broker")
 	natsURL := fs.String("nats-url", defaultNATS, "URL of the NATS server (JetStream enabled)")
 	profile := fs.String("cpuprofile", "", "prefix of one CPU profile per source run (<prefix>-<broker>-<batch>.pprof)")
@@ -54,8 +56,8 @@ func run(ctx context.Context, args []string) int {
 		}
 		settings[broker] = v
 	}
-	if *messages <= 0 || *bodyBytes < 100 || *poolSize <= 0 {
-		fmt.Fprintln(os.Stderr, "sourcebench: -messages and -pool-size must be above 0, -body-bytes at least 100")
+	if *messages <= 0 || *bodyBytes < 100 || *poolSize <= 0 || *loneMessages < 0 || *loneGap < 0 {
+		fmt.Fprintln(os.Stderr, "sourcebench: -messages and -pool-size must be above 0, -body-bytes at least 100, -lone-messages and -lone-gap not negative")
 		return 2
 	}
 	opts := sourcebench.Options{
@@ -71,6 +73,8 @@ func run(ctx context.Context, args []string) int {
 		NATSMemory:      *natsMemory,
 		PoolSize:        *poolSize,
 		RunTimeout:      *runTimeout,
+		LoneMessages:    *loneMessages,
+		LoneGap:         *loneGap,
 		CPUProfile:      *profile,
 		Out:             *out,
 		Stdout:          os.Stdout,

@@ -47,6 +47,10 @@ type SourceConfig struct {
 	SASLMechanism    string
 	SASLUsername     string
 	SASLPassword     string
+	// SkipTombstones acknowledges a tombstone (a record whose value is null) without a row,
+	// counted in queuebox_inbox_tombstones_skipped_total. Default: false, a tombstone is a
+	// dead row with last_error Invalid JSON, as any value that is not JSON.
+	SkipTombstones bool
 	// Intake holds how the inbox stores the records. Its Name is the source name. Required.
 	Intake inbox.BrokerSource
 	// IntakeOptions are the metrics, waker, logger and clock of the intake.
@@ -269,12 +273,25 @@ func (s *Source) Run(ctx context.Context, sink inbox.Inserter) error {
 func (s *Source) handle(ctx context.Context, cl *kgo.Client, intake *inbox.Intake, records []*kgo.Record, log *slog.Logger) error {
 	sctx, cancel := connect.StoreContext(ctx)
 	defer cancel()
-	ds := make([]inbox.Delivery, len(records))
+	// ds holds the deliveries to store; at[i] is the index in ds of records[i], or -1 for a
+	// tombstone that skipTombstones acknowledges without a row.
+	ds := make([]inbox.Delivery, 0, len(records))
+	at := make([]int, len(records))
+	skipped := 0
 	for i, r := range records {
-		ds[i] = delivery(r)
+		if s.cfg.SkipTombstones && r.Value == nil {
+			at[i] = -1
+			skipped++
+			continue
+		}
+		at[i] = len(ds)
+		ds = append(ds, delivery(r))
 	}
 	_, err := intake.Store(sctx, ds)
 	if err == nil {
+		for range skipped {
+			intake.TombstoneSkipped()
+		}
 		if cerr := cl.CommitRecords(sctx, records...); cerr != nil {
 			// The rows are stored; the records are read again and found duplicates.
 			log.Warn("kafka source: committing offsets failed", slog.String("error", scrub(cerr, s.secret).Error()))
@@ -293,7 +310,12 @@ func (s *Source) handle(ctx context.Context, cl *kgo.Client, intake *inbox.Intak
 		if failed[k] {
 			continue
 		}
-		if _, err := intake.Store(sctx, ds[i:i+1]); err != nil {
+		if at[i] < 0 {
+			intake.TombstoneSkipped()
+			stored = append(stored, r)
+			continue
+		}
+		if _, err := intake.Store(sctx, ds[at[i]:at[i]+1]); err != nil {
 			failed[k] = true
 			if seek[r.Topic] == nil {
 				seek[r.Topic] = map[int32]kgo.EpochOffset{}

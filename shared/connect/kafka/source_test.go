@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -258,5 +259,116 @@ func waitMembers(t *testing.T, c *kfake.Cluster, group string, want int) {
 			t.Fatalf("group %s did not reach %d members with partitions: %v", group, want, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestDeadRowOfANonJSONBodyKeepsItsAttributes: a value that is not JSON is a dead row, and
+// its aggregate identifier comes from the header, then the record key, and its event type
+// from the header.
+func TestDeadRowOfANonJSONBodyKeepsItsAttributes(t *testing.T) {
+	pool, st := dbstore.New(t)
+	c := newCluster(t, 1, []string{"raw"})
+	pr := producer(t, c)
+	s := newSource(t, c, kafka.SourceConfig{Topics: []string{"raw"}, Intake: inbox.BrokerSource{AggregateIDPath: "$.order", EventTypePath: "$.type"}})
+	produceRecord(t, pr, &kgo.Record{Topic: "raw", Key: []byte("rk-1"), Value: []byte("plain one"),
+		Headers: []kgo.RecordHeader{{Key: "x-event-type", Value: []byte("type-1")}}})
+	produceRecord(t, pr, &kgo.Record{Topic: "raw", Key: []byte("rk-2"), Value: []byte("plain two"),
+		Headers: []kgo.RecordHeader{{Key: "x-idempotency-key", Value: []byte("k-2")}, {Key: "X-Aggregate-Id", Value: []byte("agg-2")}}})
+	consumetest.Start(t, s, st)
+	byKey := map[string]dbtest.InboxRow{}
+	for _, r := range dbtest.WaitInboxRows(t, pool, s.Name(), 2, sourceWait) {
+		byKey[r.IdempotencyKey] = r
+	}
+	if r := byKey["rk-1"]; r.State != "dead" || r.AggregateID != "rk-1" || r.EventType != "type-1" {
+		t.Errorf("row rk-1 = state %q aggregate %q event type %q, want dead rk-1 type-1", r.State, r.AggregateID, r.EventType)
+	}
+	if r := byKey["k-2"]; r.State != "dead" || r.AggregateID != "agg-2" || r.EventType != "" {
+		t.Errorf("row k-2 = state %q aggregate %q event type %q, want dead agg-2 and no event type", r.State, r.AggregateID, r.EventType)
+	}
+}
+
+// TestTombstones: by default a tombstone (a null value) is a dead Invalid JSON row keyed and
+// aggregated by its record key, as any value that is not JSON; with SkipTombstones it is
+// committed without a row and counted. An empty value is no tombstone either way.
+func TestTombstones(t *testing.T) {
+	for _, skip := range []bool{false, true} {
+		t.Run(fmt.Sprintf("skipTombstones=%v", skip), func(t *testing.T) {
+			pool, st := dbstore.New(t)
+			c := newCluster(t, 1, []string{"compacted"})
+			pr := producer(t, c)
+			m := &consumetest.Metrics{}
+			group := "qb-tomb-" + strconv.FormatBool(skip)
+			s := newSource(t, c, kafka.SourceConfig{Topics: []string{"compacted"}, GroupID: group, SkipTombstones: skip,
+				IntakeOptions: inbox.IntakeOptions{Metrics: m}})
+			produceRecord(t, pr, &kgo.Record{Topic: "compacted", Key: []byte("k-1"), Value: []byte(`{"id":"v-1"}`)})
+			produceRecord(t, pr, &kgo.Record{Topic: "compacted", Key: []byte("k-1")}) // the tombstone of k-1
+			produceRecord(t, pr, &kgo.Record{Topic: "compacted", Key: []byte("k-2"), Value: []byte{}})
+			produceRecord(t, pr, &kgo.Record{Topic: "compacted", Key: []byte("k-3"), Value: []byte(`{"id":"v-3"}`)})
+			consumetest.Start(t, s, st)
+			want := 4
+			if skip {
+				want = 3
+			}
+			dbtest.WaitInboxRows(t, pool, s.Name(), want, sourceWait)
+			deadline := time.Now().Add(sourceWait)
+			for committed(t, c, group, "compacted") != 4 {
+				if time.Now().After(deadline) {
+					t.Fatalf("group %s committed offset %d, want 4: every record acknowledged", group, committed(t, c, group, "compacted"))
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			rs := dbtest.InboxRows(t, pool, s.Name())
+			byKey := map[string]dbtest.InboxRow{}
+			for _, r := range rs {
+				byKey[r.IdempotencyKey] = r
+			}
+			if len(rs) != want {
+				t.Fatalf("%d rows, want %d: %v", len(rs), want, rs)
+			}
+			if r := byKey["k-1"]; skip == (r.State != "") {
+				t.Errorf("the tombstone's row = %+v, want one only without skipTombstones", r)
+			} else if !skip && (r.State != "dead" || r.LastError != "Invalid JSON" || r.AggregateID != "k-1") {
+				t.Errorf("the tombstone's row = %+v, want dead Invalid JSON aggregated by k-1", r)
+			}
+			if r := byKey["k-2"]; r.State != "dead" || r.LastError != "Invalid JSON" {
+				t.Errorf("the empty value's row = %+v, want dead Invalid JSON", r)
+			}
+			if byKey["v-1"].State != "pending" || byKey["v-3"].State != "pending" {
+				t.Errorf("rows v-1 and v-3 = %+v %+v, want pending", byKey["v-1"], byKey["v-3"])
+			}
+			if n, wantN := m.Tombstones.Load(), map[bool]int64{false: 0, true: 1}[skip]; n != wantN {
+				t.Errorf("queuebox_inbox_tombstones_skipped_total counted %d, want %d", n, wantN)
+			}
+		})
+	}
+}
+
+// TestMaxBodyBytes: a value over maxBodyBytes is a dead row that names its size, without the
+// value, and the records around it are stored.
+func TestMaxBodyBytes(t *testing.T) {
+	pool, st := dbstore.New(t)
+	c := newCluster(t, 1, []string{"sized"})
+	pr := producer(t, c)
+	m := &consumetest.Metrics{}
+	s := newSource(t, c, kafka.SourceConfig{Topics: []string{"sized"}, Intake: inbox.BrokerSource{MaxBodyBytes: 100},
+		IntakeOptions: inbox.IntakeOptions{Metrics: m}})
+	big := `{"id":"big","pad":"` + strings.Repeat("x", 500) + `"}`
+	produceRecord(t, pr, &kgo.Record{Topic: "sized", Value: []byte(`{"id":"small"}`)})
+	produceRecord(t, pr, &kgo.Record{Topic: "sized", Key: []byte("rk-big"), Value: []byte(big)})
+	produceRecord(t, pr, &kgo.Record{Topic: "sized", Value: []byte(`{"id":"after"}`)})
+	consumetest.Start(t, s, st)
+	byKey := map[string]dbtest.InboxRow{}
+	for _, r := range dbtest.WaitInboxRows(t, pool, s.Name(), 3, sourceWait) {
+		byKey[r.IdempotencyKey] = r
+	}
+	size := strconv.Itoa(len(big))
+	if r := byKey["rk-big"]; r.State != "dead" || !strings.Contains(r.LastError, size) || string(r.Payload) != `{"bodyBytes": `+size+`}` || r.AggregateID != "rk-big" {
+		t.Errorf("row of the large record = %+v, want dead naming %s bytes, payload {\"bodyBytes\": %s}, aggregate rk-big", r, size, size)
+	}
+	if byKey["small"].State != "pending" || byKey["after"].State != "pending" {
+		t.Errorf("rows small and after = %+v %+v, want pending", byKey["small"], byKey["after"])
+	}
+	if n := m.TooLarge.Load(); n != 1 {
+		t.Errorf("queuebox_inbox_too_large_total counted %d, want 1", n)
 	}
 }

@@ -23,9 +23,9 @@ const (
 	DefaultAckWait = 30 * time.Second
 	// DefaultBatchSize is the default of sources.<name>.batchSize.
 	DefaultBatchSize = 100
-	// fetchWait bounds one fetch that finds nothing, so the consumer notices a stop or a
-	// broken connection.
-	fetchWait = 5 * time.Second
+	// defaultFetchWait bounds one fetch that finds nothing, so the consumer notices a stop or
+	// a broken connection.
+	defaultFetchWait = 5 * time.Second
 )
 
 // SourceConfig is one NATS JetStream source (sources.<name> with servers, stream and
@@ -57,6 +57,9 @@ type SourceConfig struct {
 	// Backoff is the wait between two attempts to set up the consumer, and after a failed
 	// store. Default: 250 ms doubling to 30 s.
 	Backoff connect.Backoff
+	// fetchWait bounds one fetch that finds nothing. Default: defaultFetchWait; the tests
+	// set it (WithFetchWait).
+	fetchWait time.Duration
 }
 
 // WithDefaults returns c with every unset optional field at its default.
@@ -66,6 +69,9 @@ func (c SourceConfig) WithDefaults() SourceConfig {
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = DefaultBatchSize
+	}
+	if c.fetchWait <= 0 {
+		c.fetchWait = defaultFetchWait
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -347,20 +353,30 @@ func nakAll(msgs []jetstream.Msg) {
 type prefetch struct {
 	fetched jetstream.MessageBatch
 	cancel  context.CancelFunc
+	// more, set on a waiting fetch, takes what else is available at once once the waited-for
+	// message has arrived.
+	more func() (jetstream.MessageBatch, error)
 }
 
 // fetch sends a pull request for the next batch and returns at once. With wait the request
-// waits up to fetchWait for messages; without, it takes only the messages available.
+// waits up to fetchWait for one message, and the batch is that message and what else is
+// available when it arrives (a second, no-wait request for up to BatchSize-1): a pull request
+// for BatchSize messages would hold a lone message until the batch fills or the wait ends.
+// Without wait, it takes only the messages available.
 func (s *Source) fetch(ctx context.Context, cons jetstream.Consumer, wait bool) (*prefetch, error) {
 	var (
 		fetched jetstream.MessageBatch
 		err     error
 		cancel  context.CancelFunc = func() {}
+		more    func() (jetstream.MessageBatch, error)
 	)
 	if wait {
 		var fctx context.Context
-		fctx, cancel = context.WithTimeout(ctx, fetchWait)
-		fetched, err = cons.Fetch(s.cfg.BatchSize, jetstream.FetchContext(fctx))
+		fctx, cancel = context.WithTimeout(ctx, s.cfg.fetchWait)
+		fetched, err = cons.Fetch(1, jetstream.FetchContext(fctx))
+		if s.cfg.BatchSize > 1 {
+			more = func() (jetstream.MessageBatch, error) { return cons.FetchNoWait(s.cfg.BatchSize - 1) }
+		}
 	} else {
 		fetched, err = cons.FetchNoWait(s.cfg.BatchSize)
 	}
@@ -371,22 +387,35 @@ func (s *Source) fetch(ctx context.Context, cons jetstream.Consumer, wait bool) 
 		}
 		return nil, fmt.Errorf("source %s: fetching: %s", s.Name(), s.scrub(err))
 	}
-	return &prefetch{fetched: fetched, cancel: cancel}, nil
+	return &prefetch{fetched: fetched, cancel: cancel, more: more}, nil
 }
 
 // gather takes the messages of the fetch as they arrive, until it ends, and adds each to b,
-// which it empties first.
+// which it empties first; after a waiting fetch that brought its message, it takes the
+// messages available at once too.
 func (p *prefetch) gather(ctx context.Context, b *inbox.Batch, s *Source, log *slog.Logger) gathered {
 	b.Reset()
 	g := gathered{batch: b}
-	for m := range p.fetched.Messages() {
-		g.msgs = append(g.msgs, m)
-		d := delivery(m)
-		b.Add(ctx, &d)
+	take := func(fetched jetstream.MessageBatch) {
+		for m := range fetched.Messages() {
+			g.msgs = append(g.msgs, m)
+			d := delivery(m)
+			b.Add(ctx, &d)
+		}
+		if err := fetched.Error(); err != nil && !errors.Is(err, natsgo.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			log.Debug("nats source: a fetch ended early", slog.String("error", s.scrub(err)))
+		}
 	}
+	take(p.fetched)
 	p.cancel()
-	if err := p.fetched.Error(); err != nil && !errors.Is(err, natsgo.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-		log.Debug("nats source: a fetch ended early", slog.String("error", s.scrub(err)))
+	if p.more != nil && len(g.msgs) > 0 {
+		rest, err := p.more()
+		if err != nil {
+			// The batch holds what the first request brought; the rest is fetched next.
+			log.Debug("nats source: fetching the rest of a batch failed", slog.String("error", s.scrub(err)))
+			return g
+		}
+		take(rest)
 	}
 	return g
 }

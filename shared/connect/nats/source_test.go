@@ -261,3 +261,70 @@ func TestStoreFailureNaksUntilTheDatabaseReturns(t *testing.T) {
 	dbtest.WaitInboxRows(t, pool, s.Name(), 20, waitLimit)
 	waitNoPending(t, f, durable)
 }
+
+// TestDeadRowOfANonJSONBodyKeepsItsAttributes: a body that is not JSON is a dead row, and
+// its aggregate identifier and event type still come from the attribute headers.
+func TestDeadRowOfANonJSONBodyKeepsItsAttributes(t *testing.T) {
+	pool, st := dbstore.New(t)
+	f := newFixture(t)
+	s := newSource(t, f, qbnats.SourceConfig{Intake: inbox.BrokerSource{AggregateIDPath: "$.order", EventTypePath: "$.type"}})
+	f.produce(t, "raw", "plain text", map[string]string{"Nats-Msg-Id": "raw-attrs", "X-Aggregate-Id": "agg-1", "x-event-type": "type-1"})
+	consumetest.Start(t, s, st)
+	r := dbtest.WaitInboxRows(t, pool, s.Name(), 1, waitLimit)[0]
+	if r.State != "dead" || r.IdempotencyKey != "raw-attrs" || r.AggregateID != "agg-1" || r.EventType != "type-1" {
+		t.Errorf("row = key %q state %q aggregate %q event type %q, want raw-attrs dead agg-1 type-1",
+			r.IdempotencyKey, r.State, r.AggregateID, r.EventType)
+	}
+}
+
+// TestMaxBodyBytes: a body over maxBodyBytes is a dead row that names its size, without the
+// body, and the messages around it are stored.
+func TestMaxBodyBytes(t *testing.T) {
+	pool, st := dbstore.New(t)
+	f := newFixture(t)
+	m := &consumetest.Metrics{}
+	s := newSource(t, f, qbnats.SourceConfig{Intake: inbox.BrokerSource{MaxBodyBytes: 100}, IntakeOptions: inbox.IntakeOptions{Metrics: m}})
+	big := `{"id":"big","pad":"` + strings.Repeat("x", 500) + `"}`
+	f.produce(t, "sized", `{"id":"small"}`, nil)
+	f.produce(t, "sized", big, map[string]string{"Nats-Msg-Id": "mid-big"})
+	f.produce(t, "sized", `{"id":"after"}`, nil)
+	consumetest.Start(t, s, st)
+	byKey := map[string]dbtest.InboxRow{}
+	for _, r := range dbtest.WaitInboxRows(t, pool, s.Name(), 3, waitLimit) {
+		byKey[r.IdempotencyKey] = r
+	}
+	size := strconv.Itoa(len(big))
+	if r := byKey["mid-big"]; r.State != "dead" || !strings.Contains(r.LastError, size) || string(r.Payload) != `{"bodyBytes": `+size+`}` {
+		t.Errorf("row of the large message = %+v, want dead naming %s bytes, payload {\"bodyBytes\": %s}", r, size, size)
+	}
+	if byKey["small"].State != "pending" || byKey["after"].State != "pending" {
+		t.Errorf("rows small and after = %+v %+v, want pending", byKey["small"], byKey["after"])
+	}
+	if n := m.TooLarge.Load(); n != 1 {
+		t.Errorf("queuebox_inbox_too_large_total counted %d, want 1", n)
+	}
+}
+
+// TestALoneMessageIsStoredWithoutWaitingForTheBatch sets the wait of a fetch far above the
+// test's deadline: a lone message, far fewer than batchSize, must still be stored, because a
+// fetch hands over what has arrived instead of waiting to fill its batch. A second message,
+// sent once the first is stored, must be too.
+func TestALoneMessageIsStoredWithoutWaitingForTheBatch(t *testing.T) {
+	pool, st := dbstore.New(t)
+	f := newFixture(t)
+	s := newSource(t, f, qbnats.WithFetchWait(qbnats.SourceConfig{BatchSize: 100}, 10*time.Minute))
+	consumetest.Start(t, s, st)
+	deadline := time.Now().Add(waitLimit)
+	for s.Check(context.Background()) != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the source did not come up: %v", s.Check(context.Background()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	f.produce(t, "lone", `{"id":"lone-1"}`, nil)
+	if r := dbtest.WaitInboxRows(t, pool, s.Name(), 1, waitLimit)[0]; r.IdempotencyKey != "lone-1" {
+		t.Errorf("row %q, want lone-1", r.IdempotencyKey)
+	}
+	f.produce(t, "lone", `{"id":"lone-2"}`, nil)
+	dbtest.WaitInboxRows(t, pool, s.Name(), 2, waitLimit)
+}

@@ -115,13 +115,21 @@ func (s *Source) Run(ctx context.Context, sink inbox.Inserter) error {
 	}
 	log := s.cfg.Logger.With(slog.String("source", s.Name()))
 	backoff := s.cfg.Backoff
+	var rec recovery
 	return connect.Reconnect(ctx, &s.state, &backoff, log, "rabbitmq", "the consumer is reconnecting to the broker", redact.Error,
-		func(ctx context.Context) error { return s.session(ctx, intake, &backoff, log) })
+		func(ctx context.Context) error {
+			if rec.rescueDue {
+				if err := s.rescue(ctx, intake, log, &rec); err != nil {
+					return err
+				}
+			}
+			return s.session(ctx, intake, &backoff, log, &rec)
+		})
 }
 
 // session connects, consumes until the connection breaks or ctx ends, and closes the
 // connection, which returns every unacknowledged delivery to the queue.
-func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *connect.Backoff, log *slog.Logger) error {
+func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *connect.Backoff, log *slog.Logger, rec *recovery) error {
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName("queuebox source " + s.Name())
 	conn, err := amqp.DialConfig(s.cfg.URL, amqp.Config{
@@ -133,6 +141,7 @@ func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *con
 		return fmt.Errorf("connecting source %s: %s", s.Name(), uriError(err, s.cfg.URL))
 	}
 	defer conn.Close()
+	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("opening a channel for source %s: %w", s.Name(), err)
@@ -153,7 +162,11 @@ func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *con
 		}
 		return fmt.Errorf("source %s: checking queue %q: %w", s.Name(), s.cfg.Queue, err)
 	}
-	if err := ch.Qos(s.cfg.PrefetchCount, 0, false); err != nil {
+	prefetch := s.cfg.PrefetchCount
+	if rec.careful {
+		prefetch = 1
+	}
+	if err := ch.Qos(prefetch, 0, false); err != nil {
 		return fmt.Errorf("source %s: setting the prefetch count: %w", s.Name(), err)
 	}
 	deliveries, err := ch.Consume(s.cfg.Queue, "queuebox-"+s.Name(), false, false, false, false, nil)
@@ -162,7 +175,17 @@ func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *con
 	}
 	s.state.Up()
 	backoff.Reset()
-	log.Info("rabbitmq source consuming", slog.String("queue", s.cfg.Queue), slog.Int("prefetch_count", s.cfg.PrefetchCount))
+	log.Info("rabbitmq source consuming", slog.String("queue", s.cfg.Queue), slog.Int("prefetch_count", prefetch))
+	carefulAcked := 0 // deliveries acknowledged while careful
+	// ended returns the error that ends the session: the client's frame error, which starts
+	// the recovery of an undecodable message, or err.
+	ended := func(err error) error {
+		if e := frameError(closed); e != nil {
+			rec.afterFrameError(log, e)
+			return fmt.Errorf("source %s: the AMQP client closed the connection: %w", s.Name(), e)
+		}
+		return err
+	}
 
 	// Each delivery is turned into its row as it arrives (Batch.Add), while the consumer
 	// waits for the rest of the window; as the write, that work finishes when ctx ends (a
@@ -185,7 +208,7 @@ func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *con
 			return ctx.Err()
 		case d, ok := <-deliveries:
 			if !ok {
-				return fmt.Errorf("source %s: the broker closed the consumer: %w", s.Name(), closeReason(conn))
+				return ended(fmt.Errorf("source %s: the broker closed the consumer: %w", s.Name(), closeReason(conn)))
 			}
 			add(&d)
 		}
@@ -220,7 +243,7 @@ func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *con
 		if err != nil {
 			log.Error("rabbitmq source: storing messages failed; requeueing them", slog.Int("messages", batch.Len()), slog.Any("error", err))
 			if nerr := ch.Nack(last, true, true); nerr != nil {
-				return fmt.Errorf("source %s: requeueing after a failed store: %w", s.Name(), nerr)
+				return ended(fmt.Errorf("source %s: requeueing after a failed store: %w", s.Name(), nerr))
 			}
 			if backoff.Wait(ctx) != nil {
 				return ctx.Err()
@@ -230,7 +253,17 @@ func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *con
 		backoff.Reset()
 		// Every delivery up to last is answered: the batch holds each unacknowledged one.
 		if err := ch.Ack(last, true); err != nil {
-			return fmt.Errorf("source %s: acknowledging stored messages: %w", s.Name(), err)
+			return ended(fmt.Errorf("source %s: acknowledging stored messages: %w", s.Name(), err))
+		}
+		if rec.careful {
+			// Past the window in which the client failed: the prefetch goes up again.
+			if carefulAcked += batch.Len(); carefulAcked >= s.cfg.PrefetchCount {
+				if err := ch.Qos(s.cfg.PrefetchCount, 0, false); err != nil {
+					return fmt.Errorf("source %s: setting the prefetch count: %w", s.Name(), err)
+				}
+				rec.careful, rec.decodableHeads = false, 0
+				log.Info("rabbitmq source consuming at the full prefetch count again", slog.Int("prefetch_count", s.cfg.PrefetchCount))
+			}
 		}
 	}
 }

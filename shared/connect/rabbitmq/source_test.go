@@ -25,9 +25,16 @@ import (
 // newQueue declares a durable queue for one test and deletes it at the end.
 func newQueue(t *testing.T) string {
 	t.Helper()
+	return newQueueWith(t, nil)
+}
+
+// newQueueWith declares a durable queue with args (x-queue-type, say) for one test and
+// deletes it at the end.
+func newQueueWith(t *testing.T, args amqp.Table) string {
+	t.Helper()
 	ch := testConn(t)
 	q := unique("qb-src")
-	if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
+	if _, err := ch.QueueDeclare(q, true, false, false, false, args); err != nil {
 		t.Fatalf("declaring queue %s: %v", q, err)
 	}
 	t.Cleanup(func() {
@@ -352,4 +359,88 @@ func TestStoreFailureRequeuesUntilTheDatabaseReturns(t *testing.T) {
 		t.Errorf("%d rows, want 20", len(rs))
 	}
 	waitQueueEmpty(t, ch, q)
+}
+
+// TestDeadRowOfANonJSONBodyKeepsItsAttributes: a body that is not JSON is a dead row, and
+// its aggregate identifier and event type still come from the attribute headers.
+func TestDeadRowOfANonJSONBodyKeepsItsAttributes(t *testing.T) {
+	pool, st := dbstore.New(t)
+	q := newQueue(t)
+	s := newSource(t, rabbitmq.SourceConfig{Queue: q, Intake: inbox.BrokerSource{AggregateIDPath: "$.order", EventTypePath: "$.type"}})
+	ch := testConn(t)
+	produce(t, ch, q, amqp.Publishing{Body: []byte("plain text"), MessageId: "raw-attrs",
+		Headers: amqp.Table{"X-Aggregate-Id": "agg-1", "x-event-type": "type-1"}})
+	consumetest.Start(t, s, st)
+	r := dbtest.WaitInboxRows(t, pool, s.Name(), 1, waitLimit)[0]
+	if r.State != "dead" || r.IdempotencyKey != "raw-attrs" || r.AggregateID != "agg-1" || r.EventType != "type-1" {
+		t.Errorf("row = key %q state %q aggregate %q event type %q, want raw-attrs dead agg-1 type-1",
+			r.IdempotencyKey, r.State, r.AggregateID, r.EventType)
+	}
+}
+
+// TestDecimalDigitsAreSigned pins the documented reading of an AMQP decimal: its four octets
+// of digits are a signed integer, as the JVM implementation reads them, so the digits
+// 3000000000 at scale 2 (30000000.00 as amqplib writes it) are stored as -12949672.96.
+func TestDecimalDigitsAreSigned(t *testing.T) {
+	pool, st := dbstore.New(t)
+	q := newQueue(t)
+	s := newSource(t, rabbitmq.SourceConfig{Queue: q})
+	ch := testConn(t)
+	big := uint32(3000000000)
+	produce(t, ch, q, amqp.Publishing{Body: []byte(`{"id":"dec-1"}`), Headers: amqp.Table{
+		"amount": amqp.Decimal{Scale: 2, Value: int32(big)}, "small": amqp.Decimal{Scale: 2, Value: 2147483647},
+	}})
+	consumetest.Start(t, s, st)
+	r := dbtest.WaitInboxRows(t, pool, s.Name(), 1, waitLimit)[0]
+	var h map[string]string
+	if err := json.Unmarshal(r.Headers, &h); err != nil {
+		t.Fatal(err)
+	}
+	if h["amount"] != "-12949672.96" || h["small"] != "21474836.47" {
+		t.Errorf("decimals = amount %q small %q, want -12949672.96 and 21474836.47", h["amount"], h["small"])
+	}
+}
+
+// TestMaxBodyBytes: without maxBodyBytes a body of any size is stored as it is (here 2 MiB,
+// above the data port's default limit); with it, a larger body is a dead row that names its
+// size, without the body, and the messages around it are stored.
+func TestMaxBodyBytes(t *testing.T) {
+	pool, st := dbstore.New(t)
+	big := `{"id":"big","pad":"` + strings.Repeat("x", 2<<20) + `"}`
+	t.Run("Default", func(t *testing.T) {
+		q := newQueue(t)
+		s := newSource(t, rabbitmq.SourceConfig{Queue: q})
+		produce(t, testConn(t), q, amqp.Publishing{Body: []byte(big)})
+		consumetest.Start(t, s, st)
+		if r := dbtest.WaitInboxRows(t, pool, s.Name(), 1, waitLimit)[0]; r.State != "pending" || r.IdempotencyKey != "big" {
+			t.Errorf("row = key %q state %q, want big pending", r.IdempotencyKey, r.State)
+		}
+	})
+	t.Run("Limit", func(t *testing.T) {
+		q := newQueue(t)
+		m := &consumetest.Metrics{}
+		s := newSource(t, rabbitmq.SourceConfig{Queue: q, Intake: inbox.BrokerSource{MaxBodyBytes: 100},
+			IntakeOptions: inbox.IntakeOptions{Metrics: m}})
+		ch := testConn(t)
+		produce(t, ch, q, amqp.Publishing{Body: []byte(`{"id":"small"}`)})
+		produce(t, ch, q, amqp.Publishing{Body: []byte(big), MessageId: "mid-big", Headers: amqp.Table{"x-aggregate-id": "agg-big"}})
+		produce(t, ch, q, amqp.Publishing{Body: []byte(`{"id":"after"}`)})
+		consumetest.Start(t, s, st)
+		byKey := map[string]dbtest.InboxRow{}
+		for _, r := range dbtest.WaitInboxRows(t, pool, s.Name(), 3, waitLimit) {
+			byKey[r.IdempotencyKey] = r
+		}
+		size := strconv.Itoa(len(big))
+		if r := byKey["mid-big"]; r.State != "dead" || !strings.Contains(r.LastError, size) || !strings.Contains(r.LastError, "100") ||
+			string(r.Payload) != `{"bodyBytes": `+size+`}` || r.AggregateID != "agg-big" {
+			t.Errorf("row of the large message = %+v, want dead, naming %s bytes and the limit 100, payload {\"bodyBytes\": %s}", r, size, size)
+		}
+		if byKey["small"].State != "pending" || byKey["after"].State != "pending" {
+			t.Errorf("rows small and after = %+v %+v, want pending", byKey["small"], byKey["after"])
+		}
+		if n := m.TooLarge.Load(); n != 1 {
+			t.Errorf("queuebox_inbox_too_large_total counted %d, want 1", n)
+		}
+		waitQueueEmpty(t, ch, q)
+	})
 }

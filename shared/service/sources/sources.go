@@ -133,6 +133,9 @@ func intakeOf(engine *transform.Engine, name string, s *config.Source) (inbox.Br
 		},
 		Filter: service.FilterConfig(s.Filter),
 	}
+	if b.MaxBodyBytes != nil {
+		in.MaxBodyBytes = *b.MaxBodyBytes
+	}
 	if s.Transform != nil {
 		t, err := service.SourceTransformer(engine, service.TransformConfig(s.Transform))
 		if err != nil {
@@ -158,7 +161,7 @@ func KafkaConfig(s *config.Source, in inbox.BrokerSource, o inbox.IntakeOptions,
 	k := s.Kafka
 	return kafka.SourceConfig{
 		Brokers: k.Brokers(), Topics: k.Topics, GroupID: k.GroupID, AutoOffsetReset: string(k.AutoOffsetReset),
-		MaxPollRecords:   k.MaxPollRecords,
+		MaxPollRecords: k.MaxPollRecords, SkipTombstones: k.SkipTombstones,
 		SecurityProtocol: kafka.SecurityProtocol(k.SecurityProtocol), SASLMechanism: k.SASLMechanism,
 		SASLUsername: k.SASLUsername, SASLPassword: k.SASLPassword.Reveal(),
 		Intake: in, IntakeOptions: o, Logger: log,

@@ -163,3 +163,59 @@ func TestDefaultsMatchTheSources(t *testing.T) {
 		}
 	}
 }
+
+// TestSkipTombstonesReachesTheKafkaSource: skipTombstones is off unless set, and reaches the
+// Kafka source.
+func TestSkipTombstonesReachesTheKafkaSource(t *testing.T) {
+	cfg := load(t, `  on:
+    type: kafka
+    bootstrapServers: b1:9092
+    topics: [compacted]
+    groupId: g1
+    skipTombstones: true
+  off:
+    type: kafka
+    bootstrapServers: b1:9092
+    topics: [orders]
+    groupId: g2
+`)
+	for name, want := range map[string]bool{"on": true, "off": false} {
+		in, _ := intakeOf(nil, name, cfg.Sources[name])
+		if k := KafkaConfig(cfg.Sources[name], in, inbox.IntakeOptions{}, nil); k.SkipTombstones != want {
+			t.Errorf("source %s: SkipTombstones = %v, want %v", name, k.SkipTombstones, want)
+		}
+	}
+}
+
+// TestMaxBodyBytesReachesTheIntake: maxBodyBytes of each broker kind reaches the intake; no
+// limit unless set.
+func TestMaxBodyBytesReachesTheIntake(t *testing.T) {
+	cfg := load(t, `  q:
+    queueName: incoming
+    connectionUrl: amqp://rabbit:5672/
+    maxBodyBytes: 1000
+  k:
+    bootstrapServers: b1:9092
+    topics: [orders]
+    groupId: g1
+    maxBodyBytes: 2000
+  n:
+    servers: nats://a:4222
+    stream: ORDERS
+    durable: qb
+    maxBodyBytes: 3000
+  none:
+    servers: nats://a:4222
+    stream: ORDERS
+    durable: qb2
+`)
+	for name, want := range map[string]int{"q": 1000, "k": 2000, "n": 3000, "none": 0} {
+		in, err := intakeOf(nil, name, cfg.Sources[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.MaxBodyBytes != want {
+			t.Errorf("source %s: MaxBodyBytes = %d, want %d", name, in.MaxBodyBytes, want)
+		}
+	}
+}
