@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/specdocs"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
@@ -140,12 +141,13 @@ func TestUnknownArgumentsExitTwo(t *testing.T) {
 	}
 }
 
-const completeExample = "../../../shared/spec/examples/queuebox.yml"
+// completeExample is spec/examples/queuebox.yml, found with specdocs.
+const completeExample = "examples/queuebox.yml"
 
 func TestConfigCheckOnTheCompleteExample(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
-		"QUEUEBOX_CONFIG_FILE":  completeExample,
+		"QUEUEBOX_CONFIG_FILE":  specdocs.Path(t, completeExample),
 		"DB_PASSWORD":           "db-pass-6f1c",
 		"ADMIN_TOKEN":           "admin-token-77a2",
 		"ORDERS_CLIENT_SECRET":  "client-secret-91bb",
