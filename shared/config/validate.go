@@ -147,6 +147,8 @@ func joinOr(words []string) string {
 
 func (v *validator) server(s Server) {
 	v.port(keyPath{"server", "httpPort"}, s.HTTPPort)
+	v.positive(keyPath{"server", "readHeaderTimeoutMs"}, int64(s.ReadHeaderTimeoutMs))
+	v.positive(keyPath{"server", "readBodyTimeoutMs"}, int64(s.ReadBodyTimeoutMs))
 	if s.ManagementPort == 0 {
 		return
 	}

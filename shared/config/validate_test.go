@@ -26,6 +26,13 @@ func TestValidationRules(t *testing.T) {
 			wantErr: []string{"server.httpPort (QUEUEBOX_SERVER_HTTPPORT) must be from 1 to 65535, not 65536"}},
 		{name: "management port equals http port", yaml: "server:\n  httpPort: 9000\n  managementPort: 9000\n",
 			wantErr: []string{"server.managementPort (QUEUEBOX_SERVER_MANAGEMENTPORT) must differ from server.httpPort (9000)"}},
+		{name: "read deadlines of 0", yaml: "server:\n  readHeaderTimeoutMs: 0\n  readBodyTimeoutMs: 0\n",
+			wantErr: []string{
+				"server.readHeaderTimeoutMs (QUEUEBOX_SERVER_READHEADERTIMEOUTMS) must be above 0",
+				"server.readBodyTimeoutMs (QUEUEBOX_SERVER_READBODYTIMEOUTMS) must be above 0",
+			}},
+		{name: "read deadline above an hour", yaml: "server:\n  readBodyTimeoutMs: 3600001\n",
+			wantErr: []string{"server.readBodyTimeoutMs (QUEUEBOX_SERVER_READBODYTIMEOUTMS) must be at most 3600000, not 3600001"}},
 		{name: "management port out of range", env: map[string]string{"QUEUEBOX_SERVER_MANAGEMENTPORT": "-1"},
 			wantErr: []string{"server.managementPort (QUEUEBOX_SERVER_MANAGEMENTPORT) must be from 1 to 65535, not -1"}},
 		{name: "management port", yaml: "server:\n  managementPort: 9090\n"},
