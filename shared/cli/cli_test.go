@@ -272,6 +272,62 @@ func TestStartGivesUpAfterStartupTimeout(t *testing.T) {
 	}
 }
 
+// TestStartStopsAtOnceOnARefusedLoginOrAMissingDatabase: a role that does not exist (SQLSTATE
+// 28000; 28P01, a wrong password, is the same class) and a database that does not exist
+// (3D000) are not transient. migrate and serve stop with the reason at the first refusal,
+// instead of retrying for database.startupTimeoutMs, here ten minutes. The context of the
+// commands ends after two minutes: a command that waited would end with that instead.
+func TestStartStopsAtOnceOnARefusedLoginOrAMissingDatabase(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(dbtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+	cases := []struct {
+		name, user, database, sqlstate, fix string
+	}{
+		{name: "unknown role", user: "qb_no_such_role_" + suffix, database: u.Path, sqlstate: "28000",
+			fix: "database.username and database.password"},
+		{name: "unknown database", user: "postgres", database: "/qb_no_such_db_" + suffix, sqlstate: "3D000",
+			fix: "database.url"},
+	}
+	for _, tc := range cases {
+		for _, cmd := range []string{"migrate", "serve"} {
+			t.Run(tc.name+" "+cmd, func(t *testing.T) {
+				t.Parallel()
+				env := map[string]string{
+					"QUEUEBOX_DATABASE_URL":              "jdbc:postgresql://" + u.Host + tc.database,
+					"QUEUEBOX_DATABASE_USERNAME":         tc.user,
+					"QUEUEBOX_DATABASE_PASSWORD":         "s3cret-pass-do-not-print",
+					"QUEUEBOX_DATABASE_STARTUPTIMEOUTMS": "600000",
+					"QUEUEBOX_SERVER_HTTPPORT":           strconv.Itoa(freePort(t)),
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				r := run(t, ctx, env, cmd)
+				if ctx.Err() != nil {
+					t.Fatalf("%s waited for the database until the test's deadline; stderr:\n%s", cmd, r.stderr)
+				}
+				if r.code != ExitFailure {
+					t.Fatalf("exit = %d, stderr:\n%s", r.code, r.stderr)
+				}
+				for _, want := range []string{"QueueBox could not connect to the database. Reason:", "SQLSTATE " + tc.sqlstate, tc.fix, "does not pass by waiting"} {
+					if !strings.Contains(r.stderr, want) {
+						t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+					}
+				}
+				if strings.Contains(r.stderr, "startupTimeoutMs") || strings.Contains(r.stderr, "waiting for the database") {
+					t.Errorf("the refusal was retried:\n%s", r.stderr)
+				}
+				if strings.Contains(r.stderr, "s3cret-pass-do-not-print") {
+					t.Error("the password reached the output")
+				}
+			})
+		}
+	}
+}
+
 func freePort(t *testing.T) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
