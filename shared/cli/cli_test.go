@@ -328,6 +328,42 @@ func TestStartStopsAtOnceOnARefusedLoginOrAMissingDatabase(t *testing.T) {
 	}
 }
 
+// TestStartRefusesAnUnsupportedSourceTopicPlaceholder: serve and config check both refuse a
+// source topic that reads {{ payload.type }}, naming the key and the placeholders that a source
+// topic reads; the relay would otherwise write topics that no route matches.
+func TestStartRefusesAnUnsupportedSourceTopicPlaceholder(t *testing.T) {
+	t.Parallel()
+	file := t.TempDir() + "/queuebox.yml"
+	yaml := `database:
+  url: jdbc:postgresql://127.0.0.1:1/queuebox
+  username: queuebox
+  password: p
+sources:
+  orders:
+    path: /orders
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+    topic: "orders.{{ payload.type }}"
+`
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"QUEUEBOX_CONFIG_FILE": file, "QUEUEBOX_SERVER_HTTPPORT": strconv.Itoa(freePort(t))}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, args := range [][]string{{"serve"}, {"config", "check"}} {
+		r := run(t, ctx, env, args...)
+		if r.code != ExitFailure {
+			t.Fatalf("%v: exit %d, stderr:\n%s", args, r.code, r.stderr)
+		}
+		for _, want := range []string{"sources.orders.topic (QUEUEBOX_SOURCES_ORDERS_TOPIC)", "{{ payload.type }}", "reads only {{ source }} and {{ eventType }}"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("%v: stderr lacks %q:\n%s", args, want, r.stderr)
+			}
+		}
+	}
+}
+
 func freePort(t *testing.T) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -543,6 +543,10 @@ func (v *validator) sourceTopic(p keyPath, s *Source) {
 		v.add(tp, "must not be blank on a push source: the relay would mark every row dead")
 		return
 	}
+	if bad := unsupportedTopicPlaceholders(s.Topic); len(bad) > 0 {
+		v.add(tp, "is %q, which reads %s: a source topic reads only {{ source }} and {{ eventType }} (also written {{source}} and {{eventType}}); any other placeholder would stay as text in every topic, and no route would match the rows",
+			s.Topic, strings.Join(bad, ", "))
+	}
 	if !readsEventType(s.Topic) || s.EventTypePath != "" {
 		return
 	}

@@ -419,6 +419,25 @@ routes:
 `, wantErr: []string{
 			`sources.q.topic (QUEUEBOX_SOURCES_Q_TOPIC) reads {{ eventType }}, but neither sources.q.eventTypePath nor sources.q.eventTypeFromHeader: true is set (the topic "{{ eventType }}" renders empty and the relay marks the row dead)`,
 		}},
+		{name: "unsupported placeholders in a source topic", yaml: `sources:
+  a:
+    path: /a
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+    topic: "orders.{{ payload.type }}"
+  q:
+    queueName: q
+    connectionUrl: amqp://rabbitmq
+    topic: "{{source }}.{{ key }}.{{ key }}"
+  ok:
+    path: /ok
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+    topic: "{{source}}.{{ eventType }}.{{eventType}}.{{ source }} {not a placeholder}"
+`, wantErr: []string{
+			`sources.a.topic (QUEUEBOX_SOURCES_A_TOPIC) is "orders.{{ payload.type }}", which reads {{ payload.type }}: a source topic reads only {{ source }} and {{ eventType }} (also written {{source}} and {{eventType}}); any other placeholder would stay as text in every topic, and no route would match the rows`,
+			`sources.q.topic (QUEUEBOX_SOURCES_Q_TOPIC) is "{{source }}.{{ key }}.{{ key }}", which reads {{source }}, {{ key }}: a source topic reads only {{ source }} and {{ eventType }} (also written {{source}} and {{eventType}}); any other placeholder would stay as text in every topic, and no route would match the rows`,
+		}},
 		{name: "blank topic on a push source", yaml: "sources:\n  a:\n    path: /a\n    idempotencyKeyPath: $.id\n    topic: \" \"\n  b:\n    path: /b\n    idempotencyKeyPath: $.id\n    topic: \"\"\n    consumption: pull\n",
 			wantErr: []string{"sources.a.topic (QUEUEBOX_SOURCES_A_TOPIC) must not be blank on a push source: the relay would mark every row dead"}},
 		{name: "consumption", yaml: "sources:\n  a:\n    path: /a\n    idempotencyKeyPath: $.id\n    consumption: poll\n",
