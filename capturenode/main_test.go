@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -186,7 +187,9 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 
 // TestCaptureNodeWakesThePollFunction runs the built capture node against a database with
 // the publication: it becomes ready, wakes the poll function through the Lambda Invoke API
-// when an outbox row commits, serves /health/live and /metrics, and stops with 0 on SIGTERM.
+// when an outbox row commits, serves /health/live and /metrics, closes the connection of a
+// request body that never completes (server.readHeaderTimeoutMs and server.readBodyTimeoutMs,
+// 300 ms here), and stops with 0 on SIGTERM.
 func TestCaptureNodeWakesThePollFunction(t *testing.T) {
 	t.Parallel()
 	dbURL := server.NewDatabase(t)
@@ -194,7 +197,8 @@ func TestCaptureNodeWakesThePollFunction(t *testing.T) {
 	_, err := pool.Exec(context.Background(), `CREATE PUBLICATION queuebox_outbox FOR TABLE outbox`)
 	require.NoError(t, err)
 	fake := newFakeLambda(t)
-	n := start(t, dbURL, fake.srv.URL, filepath.Join(t.TempDir(), "capture"))
+	n := start(t, dbURL, fake.srv.URL, filepath.Join(t.TempDir(), "capture"),
+		"QUEUEBOX_SERVER_READHEADERTIMEOUTMS=300", "QUEUEBOX_SERVER_READBODYTIMEOUTMS=300")
 
 	waitFor(t, 60*time.Second, "the node ready with database and outbox-capture up", func() bool {
 		code, rep, err := ready(n.base)
@@ -219,6 +223,20 @@ func TestCaptureNodeWakesThePollFunction(t *testing.T) {
 		if path == "/metrics" {
 			assert.Contains(t, string(body), "queuebox_uptime_seconds")
 		}
+	}
+
+	// A body that never completes: the node answers and closes the connection, within a
+	// safety bound far above the deadline.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(n.base, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = io.WriteString(conn, "GET /health/live HTTP/1.1\r\nHost: node\r\nContent-Length: 100\r\n\r\nsome")
+	require.NoError(t, err)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(60*time.Second)))
+	got, err := io.ReadAll(conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Errorf("the node kept the connection of a body that never completes open (%q answered)", got)
 	}
 
 	require.NoError(t, n.cmd.Process.Signal(syscall.SIGTERM))

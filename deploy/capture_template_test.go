@@ -205,7 +205,7 @@ func TestCaptureTemplateEnvironment(t *testing.T) {
 	c := captureContainer(t, tpl)
 	env := nameValues(t, c["Environment"], "Value")
 	secrets := nameValues(t, c["Secrets"], "ValueFrom")
-	documented := documentedVariables(t)
+	documented, compare := documentedVariables(t)
 	nodeVars := []string{node.PollFunctionVariable, node.RelayFunctionVariable, node.WakeIntervalVariable, node.LambdaEndpointVariable}
 
 	sample := map[string]string{}
@@ -214,7 +214,9 @@ func TestCaptureTemplateEnvironment(t *testing.T) {
 		case strings.HasPrefix(name, "QUEUEBOX_"):
 			path, ok := config.EnvKeyPath(name)
 			require.True(t, ok, "%s names a configuration key", name)
-			assert.True(t, documented[normalKey(path)], "%s (%s) is documented in spec/24", name, path)
+			if compare {
+				assert.True(t, documented[normalKey(path)], "%s (%s) is documented in spec/24", name, path)
+			}
 			assert.False(t, secretKey.MatchString(path), "%s is a credential: it belongs in Secrets", name)
 		case slices.Contains(nodeVars, name), name == "AWS_REGION":
 		default:

@@ -31,17 +31,20 @@ import (
 	"github.com/alternayte/queuebox/shared/emf"
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/retention"
+	"github.com/alternayte/queuebox/shared/specdocs"
 )
 
 // The monitoring files and the pages they answer to, relative to this package.
 const (
-	rulesFile      = "prometheus/alerts.yml"
-	rulesTestFile  = "prometheus/alerts_test.yml"
-	dashboardFile  = "grafana/queuebox.json"
-	alarmsFile     = "cloudwatch/alarms.yaml"
-	monitoringDoc  = "../docs/monitoring.md"
-	monitoringPage = "../../shared/spec/20-monitoring.md"
-	metricsPage    = "../../shared/spec/28-metrics.md"
+	rulesFile     = "prometheus/alerts.yml"
+	rulesTestFile = "prometheus/alerts_test.yml"
+	dashboardFile = "grafana/queuebox.json"
+	alarmsFile    = "cloudwatch/alarms.yaml"
+	monitoringDoc = "../docs/monitoring.md"
+	// The spec documents, read with specdocs (a test that compares with them is skipped when
+	// they are absent).
+	monitoringPage = "20-monitoring.md"
+	metricsPage    = "28-metrics.md"
 	emfSource      = "../shared/emf/emf.go"
 	// runbookBase is where every runbook link of the rules and the alarms points: a section of
 	// docs/monitoring.md on the repository's default branch.
@@ -175,7 +178,7 @@ func TestEveryAlertFiresInTheRuleTests(t *testing.T) {
 // readiness probe) is left to docs/monitoring.md, which must say where it is watched.
 func TestAlertRulesCoverSpecMonitoring(t *testing.T) {
 	rules := loadAlertRules(t)
-	page := readFile(t, monitoringPage)
+	page := specdocs.Read(t, monitoringPage)
 	section := specSection(t, page, "## What to alert on")
 	rows := tableRows(section)
 	require.NotEmpty(t, rows, "no table under What to alert on in %s", monitoringPage)
@@ -316,7 +319,7 @@ func specFamilies(t *testing.T) (types map[string]string, names map[string]bool)
 	row := regexp.MustCompile("(?m)^\\| `([a-zA-Z_:][a-zA-Z0-9_:]*)` +\\| (gauge|counter|summary|histogram) ")
 	types = map[string]string{}
 	names = map[string]bool{}
-	for _, m := range row.FindAllStringSubmatch(readFile(t, metricsPage), -1) {
+	for _, m := range row.FindAllStringSubmatch(specdocs.Read(t, metricsPage), -1) {
 		types[m[1]] = m[2]
 		names[m[1]] = true
 		if m[2] == "summary" {
@@ -415,7 +418,7 @@ func specTags(t *testing.T) map[string]string {
 	t.Helper()
 	row := regexp.MustCompile("(?m)^\\| `([a-zA-Z_:][a-zA-Z0-9_:]*)` +\\| [a-z]+ +\\| ([^|]*)\\|")
 	out := map[string]string{}
-	for _, m := range row.FindAllStringSubmatch(readFile(t, metricsPage), -1) {
+	for _, m := range row.FindAllStringSubmatch(specdocs.Read(t, metricsPage), -1) {
 		out[m[1]] = strings.TrimSpace(m[2])
 	}
 	return out
@@ -671,7 +674,7 @@ func TestDashboardIsWellFormed(t *testing.T) {
 // destination and source variables.
 func TestDashboardAnswersSpecQuestions(t *testing.T) {
 	d := loadDashboard(t)
-	section := specSection(t, readFile(t, monitoringPage), "## Dashboards")
+	section := specSection(t, specdocs.Read(t, monitoringPage), "## Dashboards")
 
 	var rowTitles []string
 	repeats := map[string]dashboardPanel{}

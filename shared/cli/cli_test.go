@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/specdocs"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
@@ -140,12 +141,13 @@ func TestUnknownArgumentsExitTwo(t *testing.T) {
 	}
 }
 
-const completeExample = "../../../shared/spec/examples/queuebox.yml"
+// completeExample is spec/examples/queuebox.yml, found with specdocs.
+const completeExample = "examples/queuebox.yml"
 
 func TestConfigCheckOnTheCompleteExample(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
-		"QUEUEBOX_CONFIG_FILE":  completeExample,
+		"QUEUEBOX_CONFIG_FILE":  specdocs.Path(t, completeExample),
 		"DB_PASSWORD":           "db-pass-6f1c",
 		"ADMIN_TOKEN":           "admin-token-77a2",
 		"ORDERS_CLIENT_SECRET":  "client-secret-91bb",
@@ -267,6 +269,98 @@ func TestStartGivesUpAfterStartupTimeout(t *testing.T) {
 	}
 	if strings.Contains(r.stderr, "s3cret-pass-do-not-print") {
 		t.Error("the password reached the output")
+	}
+}
+
+// TestStartStopsAtOnceOnARefusedLoginOrAMissingDatabase: a role that does not exist (SQLSTATE
+// 28000; 28P01, a wrong password, is the same class) and a database that does not exist
+// (3D000) are not transient. migrate and serve stop with the reason at the first refusal,
+// instead of retrying for database.startupTimeoutMs, here ten minutes. The context of the
+// commands ends after two minutes: a command that waited would end with that instead.
+func TestStartStopsAtOnceOnARefusedLoginOrAMissingDatabase(t *testing.T) {
+	t.Parallel()
+	u, err := url.Parse(dbtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+	cases := []struct {
+		name, user, database, sqlstate, fix string
+	}{
+		{name: "unknown role", user: "qb_no_such_role_" + suffix, database: u.Path, sqlstate: "28000",
+			fix: "database.username and database.password"},
+		{name: "unknown database", user: "postgres", database: "/qb_no_such_db_" + suffix, sqlstate: "3D000",
+			fix: "database.url"},
+	}
+	for _, tc := range cases {
+		for _, cmd := range []string{"migrate", "serve"} {
+			t.Run(tc.name+" "+cmd, func(t *testing.T) {
+				t.Parallel()
+				env := map[string]string{
+					"QUEUEBOX_DATABASE_URL":              "jdbc:postgresql://" + u.Host + tc.database,
+					"QUEUEBOX_DATABASE_USERNAME":         tc.user,
+					"QUEUEBOX_DATABASE_PASSWORD":         "s3cret-pass-do-not-print",
+					"QUEUEBOX_DATABASE_STARTUPTIMEOUTMS": "600000",
+					"QUEUEBOX_SERVER_HTTPPORT":           strconv.Itoa(freePort(t)),
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				r := run(t, ctx, env, cmd)
+				if ctx.Err() != nil {
+					t.Fatalf("%s waited for the database until the test's deadline; stderr:\n%s", cmd, r.stderr)
+				}
+				if r.code != ExitFailure {
+					t.Fatalf("exit = %d, stderr:\n%s", r.code, r.stderr)
+				}
+				for _, want := range []string{"QueueBox could not connect to the database. Reason:", "SQLSTATE " + tc.sqlstate, tc.fix, "does not pass by waiting"} {
+					if !strings.Contains(r.stderr, want) {
+						t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+					}
+				}
+				if strings.Contains(r.stderr, "startupTimeoutMs") || strings.Contains(r.stderr, "waiting for the database") {
+					t.Errorf("the refusal was retried:\n%s", r.stderr)
+				}
+				if strings.Contains(r.stderr, "s3cret-pass-do-not-print") {
+					t.Error("the password reached the output")
+				}
+			})
+		}
+	}
+}
+
+// TestStartRefusesAnUnsupportedSourceTopicPlaceholder: serve and config check both refuse a
+// source topic that reads {{ payload.type }}, naming the key and the placeholders that a source
+// topic reads; the relay would otherwise write topics that no route matches.
+func TestStartRefusesAnUnsupportedSourceTopicPlaceholder(t *testing.T) {
+	t.Parallel()
+	file := t.TempDir() + "/queuebox.yml"
+	yaml := `database:
+  url: jdbc:postgresql://127.0.0.1:1/queuebox
+  username: queuebox
+  password: p
+sources:
+  orders:
+    path: /orders
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+    topic: "orders.{{ payload.type }}"
+`
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"QUEUEBOX_CONFIG_FILE": file, "QUEUEBOX_SERVER_HTTPPORT": strconv.Itoa(freePort(t))}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, args := range [][]string{{"serve"}, {"config", "check"}} {
+		r := run(t, ctx, env, args...)
+		if r.code != ExitFailure {
+			t.Fatalf("%v: exit %d, stderr:\n%s", args, r.code, r.stderr)
+		}
+		for _, want := range []string{"sources.orders.topic (QUEUEBOX_SOURCES_ORDERS_TOPIC)", "{{ payload.type }}", "reads only {{ source }} and {{ eventType }}"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("%v: stderr lacks %q:\n%s", args, want, r.stderr)
+			}
+		}
 	}
 }
 

@@ -43,6 +43,8 @@ const (
 	maxJSONB = 1<<28 - 1
 	// maxDepth is the deepest transform evaluation: each level is a Go call.
 	maxDepth = 10000
+	// maxReadMillis is the longest read deadline of a request's headers or body: one hour.
+	maxReadMillis = 3600000
 )
 
 const (
@@ -53,6 +55,7 @@ const (
 	// whyRelayBatch: the relay claims its next batch while it forwards one (shared/relay).
 	whyRelayBatch = "every row of a batch is held in memory, and a relay holds up to two batches: the one it forwards and the next one, which it claims meanwhile"
 	whyDepth      = "each level of a transform evaluation is a nested call"
+	whyRead       = "a connection that sends slowly holds a goroutine, a connection and its buffers for this long; an hour is more than any request body of inbox.maxBodyBytes needs"
 )
 
 // bounds lists the largest value of every numeric key, in the order of
@@ -60,6 +63,8 @@ const (
 var bounds = []bound{
 	{"server.httpPort", maxPort, whyPort},
 	{"server.managementPort", maxPort, whyPort},
+	{"server.readHeaderTimeoutMs", maxReadMillis, whyRead},
+	{"server.readBodyTimeoutMs", maxReadMillis, whyRead},
 	{"database.poolSize", 1000, "each connection is a database server process or session"},
 	{"database.connectionTimeoutMs", maxMillis, whyMillis},
 	{"database.startupTimeoutMs", maxMillis, whyMillis},

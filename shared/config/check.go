@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -16,7 +17,6 @@ import (
 var (
 	sqlIdentifierPattern = lazyRegexp(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	captureNamePattern   = lazyRegexp(`^[a-z][a-z0-9_]{0,62}$`)
-	templatePlaceholder  = lazyRegexp(`\{\{\s*(.*?)\s*\}\}`)
 	indexStep            = lazyRegexp(`^-?[0-9]+$`)
 )
 
@@ -93,14 +93,38 @@ func unknownAddressPlaceholders(tmpl string) []string {
 	return template.UnknownAddressPlaceholders(tmpl)
 }
 
+// sourceTopicPlaceholders are the placeholders of a source topic template in the two spellings
+// that the relay renders (spec/31, "Source topic template"), with the field each reads.
+var sourceTopicPlaceholders = map[string]string{
+	"{{ source }}": "source", "{{source}}": "source",
+	"{{ eventType }}": "eventType", "{{eventType}}": "eventType",
+}
+
+// anyPlaceholder matches a {{ ... }} of a template, whatever it holds.
+var anyPlaceholder = lazyRegexp(`\{\{.*?\}\}`)
+
 // readsEventType reports whether a source topic template reads {{ eventType }}.
 func readsEventType(tmpl string) bool {
-	for _, m := range templatePlaceholder().FindAllStringSubmatch(tmpl, -1) {
-		if m[1] == "eventType" {
+	for _, m := range anyPlaceholder().FindAllString(tmpl, -1) {
+		if sourceTopicPlaceholders[m] == "eventType" {
 			return true
 		}
 	}
 	return false
+}
+
+// unsupportedTopicPlaceholders returns the {{ ... }} of a source topic template that the relay
+// does not render (any name but source and eventType, or another spacing than {{ name }} and
+// {{name}}), in order and without repeats. The relay would keep such text in the topic as it
+// is, so that no route matches the rows.
+func unsupportedTopicPlaceholders(tmpl string) []string {
+	var out []string
+	for _, m := range anyPlaceholder().FindAllString(tmpl, -1) {
+		if _, ok := sourceTopicPlaceholders[m]; !ok && !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // checkHTTPURL checks a destination baseUrl or an OAuth2 tokenUrl: an absolute http or https URL

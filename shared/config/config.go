@@ -89,6 +89,14 @@ type Server struct {
 	// answers 404 on those paths. It must differ from HTTPPort. Default: 0, none: those routes
 	// stay on the data port.
 	ManagementPort int `yaml:"managementPort,omitempty"`
+	// ReadHeaderTimeoutMs is the longest time that a port of queuebox serve (and the capture
+	// node's port) waits for the request line and headers of a request; past it the connection
+	// is closed. An extension (docs/http-server.md). Default: 10000.
+	ReadHeaderTimeoutMs Milliseconds `yaml:"readHeaderTimeoutMs"`
+	// ReadBodyTimeoutMs is the longest time that those ports take to read a request body,
+	// from the end of its headers; past it the route stops reading and the connection is
+	// closed. An extension (docs/http-server.md). Default: 60000.
+	ReadBodyTimeoutMs Milliseconds `yaml:"readBodyTimeoutMs"`
 }
 
 // Database is the database section.
@@ -351,7 +359,7 @@ func DefaultTableRetention() TableRetention {
 // default.
 func Default() *Config {
 	return &Config{
-		Server: Server{HTTPPort: 8080},
+		Server: Server{HTTPPort: 8080, ReadHeaderTimeoutMs: 10000, ReadBodyTimeoutMs: 60000},
 		Database: Database{
 			Type:                PostgreSQL,
 			PoolSize:            10,

@@ -26,7 +26,7 @@ func TestLoadTheCompleteExample(t *testing.T) {
 	assert.Empty(t, warnings)
 	assert.Equal(t, "testdata/example-queuebox.yml", cfg.Origin.File)
 
-	assert.Equal(t, Server{HTTPPort: 8080, ManagementPort: 9090}, cfg.Server)
+	assert.Equal(t, Server{HTTPPort: 8080, ManagementPort: 9090, ReadHeaderTimeoutMs: 10000, ReadBodyTimeoutMs: 60000}, cfg.Server)
 
 	db := cfg.Database
 	assert.Equal(t, PostgreSQL, db.Type)

@@ -13,8 +13,9 @@ import (
 )
 
 // MaskedYAML renders the resolved configuration as YAML, every key with its effective value,
-// for `queuebox config check`. Every secret prints as Secret(***) or Secret(empty), and every
-// URL with its password masked. Each destination, source and auth block shows the kind that the
+// for `queuebox config check`. Every secret prints as Secret(***) or Secret(empty), and so does
+// every value of a destination's headers and of an OAuth2 grant's extraParams; every URL prints
+// with its password masked. Each destination, source and auth block shows the kind that the
 // loader selected as its type.
 func (c *Config) MaskedYAML() ([]byte, error) {
 	var buf bytes.Buffer
@@ -34,6 +35,25 @@ var retentionDurationType = reflect.TypeFor[RetentionDuration]()
 // queryKeys are the keys of HTTP URLs and paths, whose query values print masked (see
 // MaskQuery): a destination baseUrl and path, an OAuth2 tokenUrl and the tracing endpoints.
 var queryKeys = map[string]bool{"baseUrl": true, "path": true, "tokenUrl": true, "endpoint": true, "tracesEndpoint": true}
+
+// maskedValueKeys are the maps whose values print masked, as a Secret prints, and whose names
+// print as they are: the static headers of a destination (an Authorization header is the usual
+// case, often from ${VAR}) and the extra parameters of an OAuth2 grant (a client assertion).
+var maskedValueKeys = map[string]bool{"headers": true, "extraParams": true}
+
+// maskedValues renders a map of strings with every value masked as Secret masks it.
+func maskedValues(v reflect.Value) *yaml.Node {
+	out := &yaml.Node{Kind: yaml.MappingNode}
+	keys := make([]string, 0, v.Len())
+	for _, k := range v.MapKeys() {
+		keys = append(keys, k.String())
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		out.Content = append(out.Content, scalar("!!str", k), scalar("!!str", NewSecret(v.MapIndex(reflect.ValueOf(k)).String()).String()))
+	}
+	return out
+}
 
 func scalar(tag, value string) *yaml.Node {
 	return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: value}
@@ -100,6 +120,10 @@ func encodeFields(out *yaml.Node, v reflect.Value, skip map[string]bool) {
 		}
 		fv := v.FieldByIndex(f.index)
 		if omitEmpty(t, f.index) && isEmptyValue(fv) {
+			continue
+		}
+		if maskedValueKeys[f.name] && fv.Kind() == reflect.Map && fv.Type().Elem().Kind() == reflect.String {
+			out.Content = append(out.Content, scalar("!!str", f.name), maskedValues(fv))
 			continue
 		}
 		if queryKeys[f.name] && fv.Kind() == reflect.String {

@@ -165,3 +165,49 @@ func TestMaskQuery(t *testing.T) {
 		assert.Equal(t, want, MaskQuery(in), in)
 	}
 }
+
+// TestMaskedYAMLMasksHeaderValuesAndExtraParams: the static headers of a destination and the
+// extra parameters of an OAuth2 grant often carry a credential (an Authorization header, a
+// client assertion), whether written in the file or taken from ${VAR}: config check prints
+// their names and masks every value.
+func TestMaskedYAMLMasksHeaderValuesAndExtraParams(t *testing.T) {
+	t.Parallel()
+	cfg := mustLoad(t, minimalDatabase+`
+destinations:
+  api:
+    type: http
+    baseUrl: https://api.example.com
+    headers:
+      Authorization: ${API_AUTHORIZATION}
+      X-Team: literal-team-value
+      X-Empty: ""
+    auth:
+      type: oauth2
+      clientId: queuebox
+      clientSecret: ${CLIENT_SECRET}
+      tokenUrl: https://auth.example.com/token
+      extraParams:
+        client_assertion: ${ASSERTION}
+        audience: literal-audience-value
+routes:
+  - topicPattern: "**"
+    destination: api
+`, map[string]string{"API_AUTHORIZATION": "Bearer hdr-secret-7f3a", "CLIENT_SECRET": "cs-8b1c", "ASSERTION": "assertion-9d2e"})
+	out, err := cfg.MaskedYAML()
+	require.NoError(t, err)
+	text := string(out)
+	for _, v := range []string{"hdr-secret-7f3a", "cs-8b1c", "assertion-9d2e", "literal-team-value", "literal-audience-value"} {
+		assert.NotContains(t, text, v)
+	}
+	for _, want := range []string{
+		"      Authorization: Secret(***)\n",
+		"      X-Team: Secret(***)\n",
+		"      X-Empty: Secret(empty)\n",
+		"        client_assertion: Secret(***)\n",
+		"        audience: Secret(***)\n",
+	} {
+		assert.Contains(t, text, want)
+	}
+	// The configuration itself keeps the values.
+	assert.Equal(t, "Bearer hdr-secret-7f3a", cfg.Destinations["api"].Headers["Authorization"])
+}

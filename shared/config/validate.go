@@ -147,6 +147,8 @@ func joinOr(words []string) string {
 
 func (v *validator) server(s Server) {
 	v.port(keyPath{"server", "httpPort"}, s.HTTPPort)
+	v.positive(keyPath{"server", "readHeaderTimeoutMs"}, int64(s.ReadHeaderTimeoutMs))
+	v.positive(keyPath{"server", "readBodyTimeoutMs"}, int64(s.ReadBodyTimeoutMs))
 	if s.ManagementPort == 0 {
 		return
 	}
@@ -554,6 +556,10 @@ func (v *validator) sourceTopic(p keyPath, s *Source) {
 	if strings.TrimSpace(s.Topic) == "" {
 		v.add(tp, "must not be blank on a push source: the relay would mark every row dead")
 		return
+	}
+	if bad := unsupportedTopicPlaceholders(s.Topic); len(bad) > 0 {
+		v.add(tp, "is %q, which reads %s: a source topic reads only {{ source }} and {{ eventType }} (also written {{source}} and {{eventType}}); any other placeholder would stay as text in every topic, and no route would match the rows",
+			s.Topic, strings.Join(bad, ", "))
 	}
 	if !readsEventType(s.Topic) || s.EventTypePath != "" {
 		return

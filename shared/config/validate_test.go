@@ -26,6 +26,13 @@ func TestValidationRules(t *testing.T) {
 			wantErr: []string{"server.httpPort (QUEUEBOX_SERVER_HTTPPORT) must be from 1 to 65535, not 65536"}},
 		{name: "management port equals http port", yaml: "server:\n  httpPort: 9000\n  managementPort: 9000\n",
 			wantErr: []string{"server.managementPort (QUEUEBOX_SERVER_MANAGEMENTPORT) must differ from server.httpPort (9000)"}},
+		{name: "read deadlines of 0", yaml: "server:\n  readHeaderTimeoutMs: 0\n  readBodyTimeoutMs: 0\n",
+			wantErr: []string{
+				"server.readHeaderTimeoutMs (QUEUEBOX_SERVER_READHEADERTIMEOUTMS) must be above 0",
+				"server.readBodyTimeoutMs (QUEUEBOX_SERVER_READBODYTIMEOUTMS) must be above 0",
+			}},
+		{name: "read deadline above an hour", yaml: "server:\n  readBodyTimeoutMs: 3600001\n",
+			wantErr: []string{"server.readBodyTimeoutMs (QUEUEBOX_SERVER_READBODYTIMEOUTMS) must be at most 3600000, not 3600001"}},
 		{name: "management port out of range", env: map[string]string{"QUEUEBOX_SERVER_MANAGEMENTPORT": "-1"},
 			wantErr: []string{"server.managementPort (QUEUEBOX_SERVER_MANAGEMENTPORT) must be from 1 to 65535, not -1"}},
 		{name: "management port", yaml: "server:\n  managementPort: 9090\n"},
@@ -424,6 +431,25 @@ routes:
     eventTypePath: $.type
 `, wantErr: []string{
 			`sources.q.topic (QUEUEBOX_SOURCES_Q_TOPIC) reads {{ eventType }}, but neither sources.q.eventTypePath nor sources.q.eventTypeFromHeader: true is set (the topic "{{ eventType }}" renders empty and the relay marks the row dead)`,
+		}},
+		{name: "unsupported placeholders in a source topic", yaml: `sources:
+  a:
+    path: /a
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+    topic: "orders.{{ payload.type }}"
+  q:
+    queueName: q
+    connectionUrl: amqp://rabbitmq
+    topic: "{{source }}.{{ key }}.{{ key }}"
+  ok:
+    path: /ok
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+    topic: "{{source}}.{{ eventType }}.{{eventType}}.{{ source }} {not a placeholder}"
+`, wantErr: []string{
+			`sources.a.topic (QUEUEBOX_SOURCES_A_TOPIC) is "orders.{{ payload.type }}", which reads {{ payload.type }}: a source topic reads only {{ source }} and {{ eventType }} (also written {{source}} and {{eventType}}); any other placeholder would stay as text in every topic, and no route would match the rows`,
+			`sources.q.topic (QUEUEBOX_SOURCES_Q_TOPIC) is "{{source }}.{{ key }}.{{ key }}", which reads {{source }}, {{ key }}: a source topic reads only {{ source }} and {{ eventType }} (also written {{source}} and {{eventType}}); any other placeholder would stay as text in every topic, and no route would match the rows`,
 		}},
 		{name: "blank topic on a push source", yaml: "sources:\n  a:\n    path: /a\n    idempotencyKeyPath: $.id\n    topic: \" \"\n  b:\n    path: /b\n    idempotencyKeyPath: $.id\n    topic: \"\"\n    consumption: pull\n",
 			wantErr: []string{"sources.a.topic (QUEUEBOX_SOURCES_A_TOPIC) must not be blank on a push source: the relay would mark every row dead"}},

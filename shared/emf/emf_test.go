@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/retention"
+	"github.com/alternayte/queuebox/shared/specdocs"
 )
 
 // The Recorder is every metrics sink that a Lambda function hands to the cycles.
@@ -37,8 +37,8 @@ var (
 	_ lease.Metrics     = (*emf.Recorder)(nil)
 )
 
-// metricsPage is spec/28-metrics.md, relative to this package.
-const metricsPage = "../../../shared/spec/28-metrics.md"
+// metricsPage is spec/28-metrics.md, read with specdocs.
+const metricsPage = "28-metrics.md"
 
 var fixedNow = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -175,10 +175,9 @@ var (
 
 func readMetricsPage(t *testing.T) map[string]docMetric {
 	t.Helper()
-	page, err := os.ReadFile(metricsPage)
-	require.NoError(t, err, "reading the metrics page of the specification")
+	page := specdocs.Read(t, metricsPage)
 	docs := map[string]docMetric{}
-	for _, row := range strings.Split(string(page), "\n") {
+	for _, row := range strings.Split(page, "\n") {
 		m := docRow.FindStringSubmatch(row)
 		if m == nil {
 			continue

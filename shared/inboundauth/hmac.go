@@ -103,7 +103,7 @@ func (v *hmacVerifier) Verify(h http.Header, body []byte, now time.Time) error {
 		return errInvalidSignature
 	}
 	var got [sha512.Size]byte
-	if !decodeHex(got[:v.macs.size], hexSig, false) {
+	if !decodeHex(got[:v.macs.size], hexSig) {
 		return errInvalidSignature
 	}
 	st := v.macs.get()
@@ -123,15 +123,16 @@ func (v *hmacVerifier) Verify(h http.Header, body []byte, now time.Time) error {
 // CredentialHeaders returns the signature header. The timestamp header is not a credential.
 func (v *hmacVerifier) CredentialHeaders() []string { return []string{v.signature.name} }
 
-// decodeHex decodes s into dst when s is exactly 2*len(dst) hexadecimal digits, lower case
-// only unless upper is set. Its time depends on s only, never on the expected signature.
-func decodeHex(dst []byte, s string, upper bool) bool {
+// decodeHex decodes s into dst when s is exactly 2*len(dst) lower-case hexadecimal digits, as
+// the HMAC check of spec/06 and Stripe's libraries compare them. Its time depends on s only,
+// never on the expected signature.
+func decodeHex(dst []byte, s string) bool {
 	if len(s) != 2*len(dst) {
 		return false
 	}
 	for i := range dst {
-		hi, ok1 := hexDigit(s[2*i], upper)
-		lo, ok2 := hexDigit(s[2*i+1], upper)
+		hi, ok1 := hexDigit(s[2*i])
+		lo, ok2 := hexDigit(s[2*i+1])
 		if !ok1 || !ok2 {
 			return false
 		}
@@ -140,14 +141,12 @@ func decodeHex(dst []byte, s string, upper bool) bool {
 	return true
 }
 
-func hexDigit(c byte, upper bool) (byte, bool) {
+func hexDigit(c byte) (byte, bool) {
 	switch {
 	case c >= '0' && c <= '9':
 		return c - '0', true
 	case c >= 'a' && c <= 'f':
 		return c - 'a' + 10, true
-	case upper && c >= 'A' && c <= 'F':
-		return c - 'A' + 10, true
 	}
 	return 0, false
 }

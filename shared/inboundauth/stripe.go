@@ -49,8 +49,9 @@ func newStripe(c *Stripe) (*stripeVerifier, error) {
 }
 
 // Verify checks, in this order: the header is present; it holds exactly one t= and at least one
-// v1=; t is within the tolerance of now in either direction; one v1 matches. The hexadecimal
-// digits of a v1 may be in either letter case, as Stripe's own libraries accept.
+// v1=; t is within the tolerance of now in either direction; one v1 matches. A v1 is
+// lower-case hexadecimal, as Stripe sends it and as its libraries compare it (stripe-node
+// refuses upper case).
 func (v *stripeVerifier) Verify(h http.Header, body []byte, now time.Time) error {
 	value, err := v.header.value(h)
 	if err != nil {
@@ -97,7 +98,7 @@ func (v *stripeVerifier) Verify(h http.Header, body []byte, now time.Time) error
 	matched := false
 	var got [sha256.Size]byte
 	for _, candidate := range v1 {
-		if decodeHex(got[:], candidate, true) && hmac.Equal(sum, got[:]) {
+		if decodeHex(got[:], candidate) && hmac.Equal(sum, got[:]) {
 			matched = true
 		}
 	}

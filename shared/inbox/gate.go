@@ -26,3 +26,9 @@ func Gate(h http.Handler, draining func() bool, limit int64) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
+
+// TooLarge answers 413 {"error":"Request body exceeds <limit> bytes"}, the answer of Gate to a
+// body above limit, for a route that finds the body too long as it reads it.
+func TooLarge(w http.ResponseWriter, limit int64) {
+	writeJSON(w, http.StatusRequestEntityTooLarge, errorBody(fmt.Sprintf("Request body exceeds %d bytes", limit)))
+}

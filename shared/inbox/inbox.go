@@ -74,7 +74,8 @@ const (
 	// DefaultMaxBodyBytes is the default of inbox.maxBodyBytes.
 	DefaultMaxBodyBytes int64 = 1 << 20
 	// MaxKeyLength is the largest idempotency key, aggregate identifier and event type, in
-	// characters (the columns are VARCHAR(255) / NVARCHAR(255)).
+	// characters as the column counts them (VARCHAR(255), code points, on PostgreSQL;
+	// NVARCHAR(255), UTF-16 code units, on SQL Server; see KeyLength).
 	MaxKeyLength = 255
 	// MaxNestingDepth is the deepest nesting of arrays and objects that a body may have. It is
 	// the default limit of the JSON parser of the original implementation (Jackson), and it
@@ -226,6 +227,10 @@ type Options struct {
 	// default, means tracing is off. With a tracer, the span continues the request's
 	// traceparent, and the stored row's traceparent and tracestate are the span's.
 	Tracer trace.Tracer
+	// KeyLength counts the idempotency key, the aggregate id and the event type against
+	// MaxKeyLength as the database's columns do: KeyLengthCodePoints on PostgreSQL,
+	// KeyLengthUTF16 on SQL Server. Default: KeyLengthUTF16, which fits both.
+	KeyLength KeyLength
 }
 
 // route is one compiled source: the rules that every source follows (rules.go) and what
@@ -285,7 +290,7 @@ func New(opts Options) (*Handler, error) {
 	h.gate = Gate(http.HandlerFunc(h.route), h.Draining, h.maxBody)
 	names := make(map[string]bool, len(opts.Sources))
 	for _, src := range opts.Sources {
-		rt, err := compileSource(src, h.sinks)
+		rt, err := compileSource(src, h.sinks, opts.KeyLength)
 		if err != nil {
 			return nil, fmt.Errorf("creating inbox handler: %w", err)
 		}
@@ -305,7 +310,7 @@ func New(opts Options) (*Handler, error) {
 // compileSource compiles the shared rules of an HTTP source (the HTTP kind: the attributes
 // come from the body only, and the idempotency key path is required) and its route: the
 // path, the rate limit and the credential headers that no row keeps.
-func compileSource(src Source, sk sinks) (*route, error) {
+func compileSource(src Source, sk sinks, keyLength KeyLength) (*route, error) {
 	if src.Name != "" && src.Path == "" {
 		return nil, fmt.Errorf("source %s: a path is required", src.Name)
 	}
@@ -319,6 +324,7 @@ func compileSource(src Source, sk sinks) (*route, error) {
 		filter:        src.Filter,
 		transform:     src.Transform,
 		onError:       src.OnError,
+		keyLength:     keyLength,
 	}, sk)
 	if err != nil {
 		return nil, err

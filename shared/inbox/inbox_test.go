@@ -334,7 +334,7 @@ func TestBodies(t *testing.T) {
 		{name: "key of 300 characters", path: "/plain", body: `{"id":"` + strings.Repeat("k", 300) + `"}`, status: 400,
 			answer: `{"error":"Idempotency key at $.id exceeds 255 characters"}`},
 		{name: "key of 255 characters", path: "/plain", body: `{"id":"` + strings.Repeat("k", 255) + `"}`, status: 202, wantKey: strings.Repeat("k", 255)},
-		{name: "key of 128 emoji counts 256 characters", path: "/plain", body: `{"id":"` + strings.Repeat("😀", 128) + `"}`, status: 400,
+		{name: "key of 128 emoji counts 256 characters under the default UTF-16 rule", path: "/plain", body: `{"id":"` + strings.Repeat("😀", 128) + `"}`, status: 400,
 			answer: `{"error":"Idempotency key at $.id exceeds 255 characters"}`},
 		{name: "bracket paths", path: "/bracket", body: `{"order":{"id":"o-7"},"kind":"order.created"}`, status: 202, wantKey: "o-7", wantEvent: "order.created"},
 		{name: "bracket path missing", path: "/bracket", body: `{"order":{}}`, status: 400, answer: `{"error":"Missing idempotency key at $['order']['id']"}`},
@@ -821,4 +821,37 @@ func TestValidJSONThatTheDatabaseRefusesGets400(t *testing.T) {
 	if n := len(e.rows(t, "orders")); n != 0 {
 		t.Errorf("%d rows stored", n)
 	}
+}
+
+// TestKeyLengthCountsAsTheColumnDoes: with KeyLengthCodePoints (PostgreSQL's VARCHAR(255)) an
+// idempotency key or an event type of up to 255 code points is stored, however many UTF-16
+// units it takes (128 and 255 emoji); 256 code points get 400. The default, KeyLengthUTF16
+// (SQL Server's NVARCHAR(255)), refuses 128 emoji (TestBodies).
+func TestKeyLengthCountsAsTheColumnDoes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, []inbox.Source{{Name: "cp", Path: "/cp", IdempotencyKeyPath: "$.id", EventTypePath: "$.type"}},
+		func(o *inbox.Options) { o.KeyLength = inbox.KeyLengthCodePoints; o.MaxBodyBytes = 1 << 16 })
+	post := func(id, typ string) response {
+		body, err := json.Marshal(map[string]string{"id": id, "type": typ})
+		require.NoError(t, err)
+		req, err := http.NewRequest(http.MethodPost, e.server.URL+"/inbox/cp", strings.NewReader(string(body)))
+		require.NoError(t, err)
+		return e.do(t, req)
+	}
+	for _, n := range []int{128, 255} {
+		key := strings.Repeat("😀", n)
+		res := post(key, strings.Repeat("é", 255))
+		require.Equal(t, http.StatusAccepted, res.status, "%d emoji: %s", n, res.body)
+		found := false
+		for _, r := range e.rows(t, "cp") {
+			found = found || r.Key == key
+		}
+		assert.True(t, found, "the key of %d emoji is stored whole", n)
+	}
+	res := post(strings.Repeat("😀", 256), "t")
+	assert.Equal(t, http.StatusBadRequest, res.status)
+	assert.Equal(t, `{"error":"Idempotency key at $.id exceeds 255 characters"}`, res.body)
+	res = post("k-256", strings.Repeat("a", 256))
+	assert.Equal(t, http.StatusBadRequest, res.status)
+	assert.Equal(t, `{"error":"Event type at $.type exceeds 255 characters"}`, res.body)
 }

@@ -152,6 +152,9 @@ type IntakeOptions struct {
 	// means tracing is off. With a tracer, the span continues the message's traceparent
 	// header, and the stored row's traceparent and tracestate are the span's.
 	Tracer trace.Tracer
+	// KeyLength counts the idempotency key, the aggregate id and the event type against
+	// MaxKeyLength as the database's columns do. Default: KeyLengthUTF16.
+	KeyLength KeyLength
 }
 
 // Intake stores the messages of one broker source: the attribute orders of spec/25, the
@@ -191,6 +194,7 @@ func NewIntake(src BrokerSource, st Inserter, o IntakeOptions) (*Intake, error) 
 		filter:    src.Filter,
 		transform: src.Transform,
 		onError:   src.OnError,
+		keyLength: o.KeyLength,
 	}, sinks{metrics: o.Metrics, waker: o.Waker, log: o.Logger, now: o.Now})
 	if err != nil {
 		return nil, fmt.Errorf("creating inbox intake: %w", err)
@@ -384,16 +388,16 @@ func (in *Intake) prepare(ctx context.Context, d *Delivery) (store.InboxInsertPa
 	switch refused.cause {
 	case causeInvalidJSON:
 		// The body paths read nothing; the other origins of each attribute still apply.
-		p.IdempotencyKey, _ = r.attrs[attrKey].resolve(nil, m, lookup, true)
-		p.AggregateID, _ = r.attrs[attrAggregate].resolve(nil, m, lookup, true)
-		p.EventType, _ = r.attrs[attrEventType].resolve(nil, m, lookup, true)
+		p.IdempotencyKey, _ = r.attrs[attrKey].resolve(nil, m, lookup, r.keyLength.fits)
+		p.AggregateID, _ = r.attrs[attrAggregate].resolve(nil, m, lookup, r.keyLength.fits)
+		p.EventType, _ = r.attrs[attrEventType].resolve(nil, m, lookup, r.keyLength.fits)
 		p.Payload = rawPayload(string(d.Body))
 	case causeTooLong:
 		p.IdempotencyKey = digest(d.Body)
-		if textLength(p.AggregateID) > MaxKeyLength {
+		if !r.keyLength.fits(p.AggregateID) {
 			p.AggregateID = ""
 		}
-		if textLength(p.EventType) > MaxKeyLength {
+		if !r.keyLength.fits(p.EventType) {
 			p.EventType = ""
 		}
 	case causeTransform:

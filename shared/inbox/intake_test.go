@@ -279,3 +279,31 @@ func TestIntakeBatchReusedAfterReset(t *testing.T) {
 	}
 	assert.Equal(t, map[string]bool{"w1-a": true, "w1-b": true, "w2-a": true}, keys)
 }
+
+// TestIntakeKeyLengthCountsAsTheColumnDoes: a broker source under KeyLengthCodePoints stores a
+// header key of 128 emoji as a pending row; under the default UTF-16 rule the same key is
+// over 255 characters, so the message is a dead row under the body's digest.
+func TestIntakeKeyLengthCountsAsTheColumnDoes(t *testing.T) {
+	t.Parallel()
+	key := strings.Repeat("😀", 128)
+	body := `{"n":1}`
+	for _, tc := range []struct {
+		rule  inbox.KeyLength
+		state string
+	}{{inbox.KeyLengthCodePoints, "pending"}, {inbox.KeyLengthUTF16, "dead"}} {
+		pool, _ := dbtest.Migrated(t)
+		st, err := postgres.New(pool, store.DefaultNames())
+		require.NoError(t, err)
+		in, err := inbox.NewIntake(inbox.BrokerSource{Name: "broker"}, st, inbox.IntakeOptions{
+			Logger: slog.New(slog.DiscardHandler), KeyLength: tc.rule})
+		require.NoError(t, err)
+		_, err = in.Store(context.Background(), []inbox.Delivery{{Body: []byte(body), Headers: map[string]string{"x-idempotency-key": key}}})
+		require.NoError(t, err)
+		rows := sourceRows(t, pool, "broker")
+		require.Len(t, rows, 1)
+		assert.Equal(t, tc.state, rows[0].State, "rule %d", tc.rule)
+		if tc.state == "pending" {
+			assert.Equal(t, key, rows[0].Key)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/theory/jsonpath"
 	"github.com/theory/jsonpath/spec"
@@ -147,10 +148,26 @@ func compactJSON(v any) (string, error) {
 	return strings.TrimSuffix(buf.String(), "\n"), nil
 }
 
-// textLength is the length of s in UTF-16 code units: the characters of SQL Server's NVARCHAR
-// and of the JVM original. It is never less than the count of PostgreSQL characters (runes),
-// so a value within it fits both databases.
-func textLength(s string) int {
+// KeyLength is how the idempotency key, the aggregate id and the event type are counted
+// against MaxKeyLength: as the columns of the database count their characters.
+type KeyLength uint8
+
+const (
+	// KeyLengthUTF16 counts UTF-16 code units: the characters of SQL Server's NVARCHAR(255)
+	// and of the JVM original, where a character outside the Basic Multilingual Plane (an
+	// emoji) counts twice. It is never less than the count of code points, so a value within
+	// it fits both databases: the default.
+	KeyLengthUTF16 KeyLength = iota
+	// KeyLengthCodePoints counts Unicode code points: the characters of PostgreSQL's
+	// VARCHAR(255).
+	KeyLengthCodePoints
+)
+
+// count returns the length of s under the rule.
+func (k KeyLength) count(s string) int {
+	if k == KeyLengthCodePoints {
+		return utf8.RuneCountInString(s)
+	}
 	n := 0
 	for _, r := range s {
 		if l := utf16.RuneLen(r); l > 0 {
@@ -161,3 +178,6 @@ func textLength(s string) int {
 	}
 	return n
 }
+
+// fits reports whether s is at most MaxKeyLength characters under the rule.
+func (k KeyLength) fits(s string) bool { return k.count(s) <= MaxKeyLength }

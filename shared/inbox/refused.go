@@ -107,7 +107,7 @@ func (in *Intake) prepareRefused(ctx context.Context, d *Delivery, f *Refusal) (
 		if fromBody != nil {
 			v = &fromBody[a]
 		}
-		ids[a], _ = r.attrs[a].resolve(v, m, lookup, true)
+		ids[a], _ = r.attrs[a].resolve(v, m, lookup, r.keyLength.fits)
 	}
 	p.IdempotencyKey, p.EventType, p.AggregateID = ids[attrKey], ids[attrEventType], ids[attrAggregate]
 	p.Headers, _ = encodeHeaders(cleanHeaders(d.Headers))

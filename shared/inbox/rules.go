@@ -112,9 +112,9 @@ type attribute struct {
 // resolve returns the attribute's value: the first origin of its order that gives a
 // non-empty value, and whether that origin is its JSONPath. lookup finds a received header
 // in any letter case. fromBody holds what the attribute's path selects in the body (empty:
-// nothing); nil skips the path (a body that is not JSON). fit skips a value longer than
-// MaxKeyLength.
-func (a *attribute) resolve(fromBody *string, m *message, lookup filter.Lookup, fit bool) (string, bool) {
+// nothing); nil skips the path (a body that is not JSON). fit, when not nil, skips a value
+// that it refuses (one longer than MaxKeyLength).
+func (a *attribute) resolve(fromBody *string, m *message, lookup filter.Lookup, fit func(string) bool) (string, bool) {
 	for _, o := range a.order {
 		var v string
 		switch o {
@@ -133,7 +133,7 @@ func (a *attribute) resolve(fromBody *string, m *message, lookup filter.Lookup, 
 		case fromDigest:
 			v = digest(m.body)
 		}
-		if v != "" && (!fit || textLength(v) <= MaxKeyLength) {
+		if v != "" && (fit == nil || fit(v)) {
 			return v, o == fromPath
 		}
 	}
@@ -171,6 +171,7 @@ type ruleSpec struct {
 	filter                                filter.Config
 	transform                             Transformer
 	onError                               OnError
+	keyLength                             KeyLength
 }
 
 // rules is the compiled rule set of one source. It is immutable and safe for concurrent use.
@@ -185,6 +186,8 @@ type rules struct {
 	filter    *filter.Filter
 	transform Transformer
 	onError   OnError
+	// keyLength counts the attributes against MaxKeyLength.
+	keyLength KeyLength
 }
 
 // compileRules compiles one source's rules. It refuses a source without a name, a missing
@@ -196,7 +199,7 @@ func compileRules(s ruleSpec, sk sinks) (*rules, error) {
 		return nil, errors.New("a source needs a name")
 	}
 	r := &rules{sinks: sk.withDefaults(), kind: s.kind, name: s.name, consumption: s.consumption,
-		transform: s.transform, onError: s.onError}
+		transform: s.transform, onError: s.onError, keyLength: s.keyLength}
 	switch r.consumption {
 	case "":
 		r.consumption = store.ConsumptionPush
@@ -345,7 +348,7 @@ func (r *rules) prepare(ctx context.Context, m *message, lookup filter.Lookup) (
 	var ids identifiers
 	var fromPath [attrCount]bool
 	for a := range ids {
-		ids[a], fromPath[a] = r.attrs[a].resolve(&fromBody[a], m, lookup, false)
+		ids[a], fromPath[a] = r.attrs[a].resolve(&fromBody[a], m, lookup, nil)
 	}
 	p.IdempotencyKey, p.EventType, p.AggregateID = ids[attrKey], ids[attrEventType], ids[attrAggregate]
 	if ids[attrKey] == "" {
@@ -353,7 +356,7 @@ func (r *rules) prepare(ctx context.Context, m *message, lookup filter.Lookup) (
 		return p, &refusal{cause: causeNoKey, attr: &r.attrs[attrKey], atPath: r.attrs[attrKey].path.raw}
 	}
 	for _, a := range r.kind.checks {
-		if textLength(ids[a]) > MaxKeyLength {
+		if !r.keyLength.fits(ids[a]) {
 			r.metrics.InboxRejection(ReasonExtraction)
 			f := &refusal{cause: causeTooLong, attr: &r.attrs[a]}
 			if r.kind.textsNamePath && fromPath[a] {

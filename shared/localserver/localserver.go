@@ -245,7 +245,7 @@ func (l *Local) listen() ([]server, error) {
 		l.mu.Lock()
 		l.listeners = append(l.listeners, ln)
 		l.mu.Unlock()
-		out = append(out, server{srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, ln: ln})
+		out = append(out, server{srv: service.NewHTTPServer(h, l.app.ServerOptions()), ln: ln})
 		return nil
 	}
 	dataPort, mgmtPort := l.app.Ports()

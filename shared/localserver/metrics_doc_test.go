@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -25,11 +24,12 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alternayte/queuebox/shared/specdocs"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
-// metricsPage is spec/28-metrics.md, relative to this package.
-const metricsPage = "../../../shared/spec/28-metrics.md"
+// metricsPage is spec/28-metrics.md, read with specdocs.
+const metricsPage = "28-metrics.md"
 
 // docMetric is one row of a metrics table of the documentation.
 type docMetric struct {
@@ -147,9 +147,8 @@ func TestParseTags(t *testing.T) {
 // types, their tag names and the documented values of the enumerated tags.
 func TestMetricsMatchTheDocumentation(t *testing.T) {
 	t.Parallel()
-	page, err := os.ReadFile(metricsPage)
-	require.NoError(t, err)
-	docs, allowlist := parseMetricsPage(t, string(page))
+	page := specdocs.Read(t, metricsPage)
+	docs, allowlist := parseMetricsPage(t, page)
 	require.Contains(t, docs, "queuebox_outbox_messages_total", "the QueueBox table was not parsed")
 	require.Contains(t, docs, "hikaricp_connections_pending", "the HikariCP table was not parsed")
 

@@ -33,7 +33,8 @@ type exchange struct {
 // test can provoke here, and validates each request (unless it is wrong on purpose) and each
 // response against docs/openapi.yaml with kin-openapi. Not provoked: 500 (storage failed) and
 // 503 (shutting down) of the inbox, 503 of readiness, 500 of a replay, 503 of the destination
-// routes.
+// routes, and the 413 of the health, metrics, destination and description routes (the data
+// port's cap, provoked on GET /; TestMaxBodyBytesCapsEveryRouteOfTheDataPort sends it to each).
 func TestTheServerAnswersAsItsOpenAPIDescriptionSays(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -52,7 +53,7 @@ database:
   password: trust-auth
   migrate: true
 inbox:
-  maxBodyBytes: 512
+  maxBodyBytes: 2048
 admin:
   enabled: true
   maxPayloadBytes: 1024
@@ -109,10 +110,11 @@ sources:
 	require.NoError(t, err)
 
 	admin := map[string]string{"Authorization": "Bearer " + adminToken}
-	big := `{"id":"` + strings.Repeat("x", 600) + `"}`
+	big := `{"id":"` + strings.Repeat("x", 2100) + `"}`
 	bigAdmin := `{"topics":["` + strings.Repeat("x", 1100) + `"]}`
 	exchanges := []exchange{
 		{method: "GET", path: "/", status: 200},
+		{method: "GET", path: "/", body: big, status: 413, invalidRequest: true},
 		{method: "GET", path: "/health/live", status: 200},
 		{method: "GET", path: "/health/ready", status: 200},
 		{method: "GET", path: "/health", status: 200},
@@ -135,6 +137,7 @@ sources:
 		{method: "POST", path: "/admin/transform/test", body: `{"expression":"$error(\"no\")","payload":{}}`, header: admin, status: 400},
 		{method: "POST", path: "/admin/transform/test", body: `{"expression":"1","payload":{}}`, status: 401},
 		{method: "POST", path: "/admin/transform/test", body: `{"expression":"1","payload":"` + strings.Repeat("x", 1100) + `"}`, header: admin, status: 413},
+		{method: "POST", path: "/admin/transform/test", body: `{"expression":"1","payload":"` + strings.Repeat("x", 2100) + `"}`, header: admin, status: 413},
 		{method: "POST", path: "/admin/replay", body: `{"topic":"order.created"}`, header: admin, status: 200},
 		{method: "POST", path: "/admin/replay", body: `{"states":["dead"],"dryRun":true}`, header: admin, status: 200},
 		{method: "POST", path: "/admin/replay", body: `{"states":["dead"],"batchSize":10}`, header: admin, status: 200},

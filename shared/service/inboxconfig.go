@@ -15,15 +15,25 @@ import (
 // and the transform blocks) to the Config types of the components, which import no
 // shared/config.
 
-// InboxOptions returns the options of the HTTP inbox: inbox.basePath, inbox.maxBodyBytes and
-// the HTTP sources (InboxSources). The caller adds the store, the metrics, the logger, the
+// InboxOptions returns the options of the HTTP inbox: inbox.basePath, inbox.maxBodyBytes, the
+// key length rule of the database (KeyLength) and the HTTP sources (InboxSources). The caller adds the store, the metrics, the logger, the
 // waker and the shutdown flag. The source transforms compile on engine.
 func InboxOptions(cfg *config.Config, engine *transform.Engine) (inbox.Options, error) {
 	sources, err := InboxSources(cfg, engine)
 	if err != nil {
 		return inbox.Options{}, err
 	}
-	return inbox.Options{BasePath: cfg.Inbox.BasePath, MaxBodyBytes: cfg.Inbox.MaxBodyBytes, Sources: sources}, nil
+	return inbox.Options{BasePath: cfg.Inbox.BasePath, MaxBodyBytes: cfg.Inbox.MaxBodyBytes, Sources: sources, KeyLength: KeyLength(cfg)}, nil
+}
+
+// KeyLength is how the inbox counts an idempotency key, an aggregate id and an event type
+// against their 255 characters: as the columns of database.type count them, code points in
+// PostgreSQL's VARCHAR(255) and UTF-16 code units in SQL Server's NVARCHAR(255).
+func KeyLength(cfg *config.Config) inbox.KeyLength {
+	if cfg.Database.Type == config.SQLServer {
+		return inbox.KeyLengthUTF16
+	}
+	return inbox.KeyLengthCodePoints
 }
 
 // InboxSources returns the HTTP sources of the configuration, sorted by name, each with its

@@ -1,12 +1,12 @@
 // Package specsql reads the code blocks of the product documentation (the handbook pages of
 // spec/) and checks that its SQL examples run against the migrated schema.
 //
-// Dir finds the pages (../shared/spec beside the checkout, or the folder that
-// QUEUEBOX_SPEC_DIR names), Blocks extracts the fenced blocks of one language, and Commands
+// Blocks extracts the fenced blocks of one language, and Commands
 // splits a shell block into its commands, also when the page lost the block's line breaks.
 // test/tutorials runs the tutorials' shell blocks with them.
 //
-// The package's test extracts every sql block, skips the SQL Server ones, fills the
+// The package's test finds the pages with shared/specdocs (skipped when they are absent),
+// extracts every sql block, skips the SQL Server ones, fills the
 // placeholders (:message_id, :topic, :limit, ...), and runs each PostgreSQL block on a fresh
 // migrated database with seeded rows.
 package specsql

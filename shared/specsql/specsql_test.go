@@ -11,18 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/alternayte/queuebox/shared/specdocs"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
-
-// specDir returns the folder of the handbook pages (Dir), failing the test when it is absent.
-func specDir(t *testing.T) string {
-	t.Helper()
-	dir, err := Dir(os.Getenv)
-	if err != nil {
-		t.Fatalf("specsql: %v", err)
-	}
-	return dir
-}
 
 // Dialects of a block.
 const (
@@ -410,7 +401,7 @@ func TestFill(t *testing.T) {
 // database.
 func TestSpecSQLBlocksRun(t *testing.T) {
 	t.Parallel()
-	dir := specDir(t)
+	dir := specdocs.Dir(t)
 	for page, want := range pages {
 		t.Run(page, func(t *testing.T) {
 			t.Parallel()

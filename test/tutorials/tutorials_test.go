@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alternayte/queuebox/shared/specdocs"
 	"github.com/alternayte/queuebox/shared/specsql"
 )
 
@@ -38,11 +39,8 @@ func TestTutorials(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the tutorials start a PostgreSQL cluster and QueueBox; skipped with -short")
 	}
-	root, err := specsql.CheckoutRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	specDir, err := specsql.Dir(os.Getenv)
+	specDir := specdocs.Dir(t)
+	root, err := specdocs.CheckoutRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -275,7 +275,7 @@ func (n *Node) Run(ctx context.Context) error {
 	n.listener = ln
 	n.mu.Unlock()
 	close(n.ready)
-	srv := &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := service.NewHTTPServer(n.Handler(), n.app.ServerOptions())
 	serveErr := make(chan error, 1)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -99,7 +99,7 @@ func FromConfig(cfg *config.Config, o Options) ([]Runner, error) {
 		if err != nil {
 			return nil, err
 		}
-		opts := inbox.IntakeOptions{Metrics: o.Metrics, Waker: o.Waker, Logger: o.Logger, Tracer: o.Tracer}
+		opts := inbox.IntakeOptions{Metrics: o.Metrics, Waker: o.Waker, Logger: o.Logger, Tracer: o.Tracer, KeyLength: service.KeyLength(cfg)}
 		var src Source
 		switch {
 		case s.RabbitMQ != nil:

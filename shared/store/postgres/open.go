@@ -10,7 +10,8 @@ import (
 )
 
 // Open builds the pgx pool of cfg, waits up to cfg.StartupTimeout for the database to answer
-// and returns the driver with its store. Errors are *store.OpenError values. The first
+// (stopping at once with a *store.RefusedError when it refuses the login or knows no such
+// database, see Refused) and returns the driver with its store. Errors are *store.OpenError values. The first
 // connection (TCP, TLS, and the server starting a backend) is most of a cold start: the store
 // builds its statements meanwhile, and a failure to connect is reported first, as when the two
 // ran one after the other.
@@ -32,7 +33,9 @@ func Open(ctx context.Context, cfg store.OpenConfig) (*store.Driver, error) {
 	}
 	connected := make(chan error, 1)
 	if cfg.WaitForDatabase != nil {
-		go func() { connected <- cfg.WaitForDatabase(ctx, connectOnce(pool), cfg.StartupTimeout) }()
+		go func() {
+			connected <- store.WaitUnlessRefused(ctx, cfg.WaitForDatabase, connectOnce(pool), cfg.StartupTimeout, Refused)
+		}()
 	} else {
 		connected <- nil
 	}

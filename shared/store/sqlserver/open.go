@@ -10,8 +10,9 @@ import (
 
 // Open opens the database/sql pool of cfg with go-mssqldb (shared/store/sqlpool: each store
 // statement waits at most cfg.AcquireTimeout for a connection, and the pool reports to
-// cfg.Tracer), waits up to cfg.StartupTimeout for the database to answer and returns the
-// driver with its store. Errors are *store.OpenError values.
+// cfg.Tracer), waits up to cfg.StartupTimeout for the database to answer (stopping at once
+// with a *store.RefusedError when it refuses the login or cannot open the database, see
+// Refused) and returns the driver with its store. Errors are *store.OpenError values.
 func Open(ctx context.Context, cfg store.OpenConfig) (*store.Driver, error) {
 	pool, err := sqlpool.Open("sqlserver", cfg.ConnString, sqlpool.Config{
 		MaxOpen: cfg.PoolSize, AcquireTimeout: cfg.AcquireTimeout, Observer: cfg.Tracer,
@@ -21,7 +22,7 @@ func Open(ctx context.Context, cfg store.OpenConfig) (*store.Driver, error) {
 	}
 	db := pool.DB()
 	if cfg.WaitForDatabase != nil {
-		if err := cfg.WaitForDatabase(ctx, db.PingContext, cfg.StartupTimeout); err != nil {
+		if err := store.WaitUnlessRefused(ctx, cfg.WaitForDatabase, db.PingContext, cfg.StartupTimeout, Refused); err != nil {
 			_ = pool.Close()
 			return nil, &store.OpenError{Step: store.StepConnect, Err: err}
 		}
