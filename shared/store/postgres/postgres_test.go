@@ -119,7 +119,7 @@ func openStore(t testing.TB, schema storetest.Schema) (store.Store, storetest.Ho
 	names := store.DefaultNames()
 	switch schema {
 	case storetest.SchemaMigrated:
-		list, err := migrations.List(migrations.PostgreSQL)
+		list, err := migrations.ListAll(migrations.PostgreSQL)
 		if err != nil {
 			t.Fatalf("listing migrations: %v", err)
 		}

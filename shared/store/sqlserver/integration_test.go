@@ -177,7 +177,7 @@ func openStore(t testing.TB, serverURL string, schema storetest.Schema) (store.S
 	var batches []string
 	switch schema {
 	case storetest.SchemaMigrated:
-		list, err := migrations.List(migrations.SQLServer)
+		list, err := migrations.ListAll(migrations.SQLServer)
 		if err != nil {
 			t.Fatalf("listing migrations: %v", err)
 		}

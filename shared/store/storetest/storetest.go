@@ -96,7 +96,7 @@ type Hooks interface {
 	// ChangeInbox applies a Change to one inbox row.
 	ChangeInbox(ctx context.Context, id string, c Change) error
 	// DropDestinationState drops store.DestinationStateTable, as on a database without
-	// migration V12.
+	// V1 of the QueueBox track.
 	DropDestinationState(ctx context.Context) error
 }
 
