@@ -91,6 +91,7 @@ type Migration struct {
 // that each file creates the table named here.
 var queueboxTables = map[int]string{
 	1: "queuebox_destination_state",
+	2: "queuebox_revoked_session",
 }
 
 // Moved is a migration that earlier builds of this QueueBox shipped in the main track, and

@@ -230,8 +230,9 @@ type column struct {
 }
 
 // sqlServerColumns is the SQL Server column of the tables in spec/29-outbox-table.md,
-// spec/27-inbox-table.md, COMPAT ("V7 queuebox_capture_state") and docs/destination-state.md
-// (V12 queuebox_destination_state, an extension).
+// spec/27-inbox-table.md, COMPAT ("V7 queuebox_capture_state"), and the QueueBox track's tables
+// (docs/migrations.md, extensions): queuebox_destination_state (docs/destination-state.md) and
+// queuebox_revoked_session (docs/console.md).
 var sqlServerColumns = map[string]map[string]column{
 	"outbox": {
 		"id":               {"UNIQUEIDENTIFIER", false, "NEWID()"},
@@ -287,6 +288,11 @@ var sqlServerColumns = map[string]map[string]column{
 		"rate_tat":          {"DATETIME2", true, "none"},
 		"updated_at":        {"DATETIME2", false, "SYSUTCDATETIME()"},
 	},
+	"queuebox_revoked_session": {
+		"session_hash": {"NVARCHAR(64)", false, "none"},
+		"expires_at":   {"DATETIME2", false, "none"},
+		"revoked_at":   {"DATETIME2", false, "SYSUTCDATETIME()"},
+	},
 }
 
 // index is one index as the documentation lists it.
@@ -312,6 +318,8 @@ var sqlServerIndexes = map[string]index{
 	"idx_inbox_consumption_pending": {"inbox", "consumption, state, scheduled_at", "none", false},
 	"idx_inbox_pull_pending":        {"inbox", "source, scheduled_at, created_at, id", "consumption = 'pull' AND state = 'pending'", false},
 	"idx_inbox_pull_busy":           {"inbox", "source, aggregate_id, lease_expires_at", "consumption = 'pull' AND state = 'processing'", false},
+
+	"idx_queuebox_revoked_session_expires": {"queuebox_revoked_session", "expires_at", "none", false},
 }
 
 var (

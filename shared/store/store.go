@@ -326,6 +326,7 @@ type Store interface {
 	OutboxStore
 	InboxStore
 	DestinationStateStore
+	SessionRevocationStore
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
 	// CheckSchema verifies at start that the inbox headers column and the outbox sequence

@@ -216,8 +216,9 @@ type pgColumn struct {
 }
 
 // The PostgreSQL columns of spec/29-outbox-table.md, spec/27-inbox-table.md and COMPAT
-// ("V7 queuebox_capture_state") and docs/destination-state.md (V12 queuebox_destination_state,
-// an extension), as the documentation writes them.
+// ("V7 queuebox_capture_state") and the QueueBox track's tables (docs/migrations.md,
+// extensions): queuebox_destination_state (docs/destination-state.md) and
+// queuebox_revoked_session (docs/console.md), as the documentation writes them.
 var documentedPGColumns = map[string]map[string]pgColumn{
 	"outbox": {
 		"id":               {"UUID", false, "gen_random_uuid()"},
@@ -272,6 +273,11 @@ var documentedPGColumns = map[string]map[string]pgColumn{
 		"window_started_at": {"TIMESTAMP WITH TIME ZONE", true, "none"},
 		"rate_tat":          {"TIMESTAMP WITH TIME ZONE", true, "none"},
 		"updated_at":        {"TIMESTAMP WITH TIME ZONE", false, "CURRENT_TIMESTAMP"},
+	},
+	"queuebox_revoked_session": {
+		"session_hash": {"VARCHAR(64)", false, "none"},
+		"expires_at":   {"TIMESTAMP WITH TIME ZONE", false, "none"},
+		"revoked_at":   {"TIMESTAMP WITH TIME ZONE", false, "CURRENT_TIMESTAMP"},
 	},
 }
 
@@ -345,7 +351,7 @@ func readColumns(t *testing.T, pool *pgxpool.Pool) map[string]map[string]actualC
 		FROM pg_attribute a
 		JOIN pg_class c ON c.oid = a.attrelid
 		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-		WHERE c.relname IN ('outbox', 'inbox', 'queuebox_capture_state', 'queuebox_destination_state') AND c.relkind = 'r'
+		WHERE c.relname IN ('outbox', 'inbox', 'queuebox_capture_state', 'queuebox_destination_state', 'queuebox_revoked_session') AND c.relkind = 'r'
 		  AND c.relnamespace = 'public'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped`)
 	require.NoError(t, err)
 	out := map[string]map[string]actualColumn{}

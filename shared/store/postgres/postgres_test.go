@@ -428,3 +428,23 @@ func TestErrorsTranslateUniqueViolation(t *testing.T) {
 		t.Fatalf("replay without a filter: got %v, want ErrNoReplayFilter", err)
 	}
 }
+
+// TestRevokedSessionsMissingTable: without queuebox_revoked_session (QueueBox's own migration
+// V2 not applied), both statements fail with store.ErrNoRevokedSessions, which names the file.
+func TestRevokedSessionsMissingTable(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	s, err := New(pool, store.DefaultNames())
+	if err != nil {
+		t.Fatalf("opening the store: %v", err)
+	}
+	ctx := context.Background()
+	key := strings.Repeat("a", 64)
+	errRevoke := s.RevokeSession(ctx, key, time.Now().Add(time.Hour))
+	_, errRead := s.SessionRevoked(ctx, key)
+	for _, err := range []error{errRevoke, errRead} {
+		if !errors.Is(err, store.ErrNoRevokedSessions) || !strings.Contains(err.Error(), "V2__add_revoked_sessions.sql") {
+			t.Errorf("got %v, want store.ErrNoRevokedSessions naming the file", err)
+		}
+	}
+}
