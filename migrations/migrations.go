@@ -92,6 +92,7 @@ type Migration struct {
 var queueboxTables = map[int]string{
 	1: "queuebox_destination_state",
 	2: "queuebox_revoked_session",
+	3: "queuebox_replay_generation",
 }
 
 // Moved is a migration that earlier builds of this QueueBox shipped in the main track, and

@@ -232,7 +232,7 @@ type column struct {
 // sqlServerColumns is the SQL Server column of the tables in spec/29-outbox-table.md,
 // spec/27-inbox-table.md, COMPAT ("V7 queuebox_capture_state"), and the QueueBox track's tables
 // (docs/migrations.md, extensions): queuebox_destination_state (docs/destination-state.md) and
-// queuebox_revoked_session (docs/console.md).
+// queuebox_revoked_session (docs/console.md), queuebox_replay_generation (docs/headers.md).
 var sqlServerColumns = map[string]map[string]column{
 	"outbox": {
 		"id":               {"UNIQUEIDENTIFIER", false, "NEWID()"},
@@ -292,6 +292,11 @@ var sqlServerColumns = map[string]map[string]column{
 		"session_hash": {"NVARCHAR(64)", false, "none"},
 		"expires_at":   {"DATETIME2", false, "none"},
 		"revoked_at":   {"DATETIME2", false, "SYSUTCDATETIME()"},
+	},
+	"queuebox_replay_generation": {
+		"outbox_id":   {"UNIQUEIDENTIFIER", false, "none"},
+		"generation":  {"BIGINT", false, "none"},
+		"replayed_at": {"DATETIME2", false, "SYSUTCDATETIME()"},
 	},
 }
 

@@ -218,7 +218,8 @@ type pgColumn struct {
 // The PostgreSQL columns of spec/29-outbox-table.md, spec/27-inbox-table.md and COMPAT
 // ("V7 queuebox_capture_state") and the QueueBox track's tables (docs/migrations.md,
 // extensions): queuebox_destination_state (docs/destination-state.md) and
-// queuebox_revoked_session (docs/console.md), as the documentation writes them.
+// queuebox_revoked_session (docs/console.md) and queuebox_replay_generation (docs/headers.md),
+// as the documentation writes them.
 var documentedPGColumns = map[string]map[string]pgColumn{
 	"outbox": {
 		"id":               {"UUID", false, "gen_random_uuid()"},
@@ -278,6 +279,11 @@ var documentedPGColumns = map[string]map[string]pgColumn{
 		"session_hash": {"VARCHAR(64)", false, "none"},
 		"expires_at":   {"TIMESTAMP WITH TIME ZONE", false, "none"},
 		"revoked_at":   {"TIMESTAMP WITH TIME ZONE", false, "CURRENT_TIMESTAMP"},
+	},
+	"queuebox_replay_generation": {
+		"outbox_id":   {"UUID", false, "none"},
+		"generation":  {"BIGINT", false, "none"},
+		"replayed_at": {"TIMESTAMP WITH TIME ZONE", false, "CURRENT_TIMESTAMP"},
 	},
 }
 
@@ -351,7 +357,7 @@ func readColumns(t *testing.T, pool *pgxpool.Pool) map[string]map[string]actualC
 		FROM pg_attribute a
 		JOIN pg_class c ON c.oid = a.attrelid
 		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-		WHERE c.relname IN ('outbox', 'inbox', 'queuebox_capture_state', 'queuebox_destination_state', 'queuebox_revoked_session') AND c.relkind = 'r'
+		WHERE c.relname IN ('outbox', 'inbox', 'queuebox_capture_state', 'queuebox_destination_state', 'queuebox_revoked_session', 'queuebox_replay_generation') AND c.relkind = 'r'
 		  AND c.relnamespace = 'public'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped`)
 	require.NoError(t, err)
 	out := map[string]map[string]actualColumn{}

@@ -552,23 +552,26 @@ func (s *Store) OutboxReclaim(ctx context.Context) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
-// outboxReplaySQL moves sent and dead rows that match every given filter back to pending. A
-// null parameter does not filter.
+// outboxReplaySQL moves sent and dead rows that match every given filter back to pending,
+// raises their replay generation, and answers the count. A null parameter does not filter.
 const outboxReplaySQL = `
-UPDATE {table} o
-SET {state} = 'pending',
-    {attempt} = 0,
-    {scheduled_at} = clock_timestamp(),
-    {last_error} = NULL,
-    {claimed_at} = NULL,
-    {claim_token} = NULL,
-    {lease_expires_at} = NULL,
-    {updated_at} = clock_timestamp()
-WHERE o.{state} IN ('sent', 'dead')
-  AND ($1::uuid[] IS NULL OR o.{id} = ANY ($1::uuid[]))
-  AND ($2::text[] IS NULL OR o.{topic} = ANY ($2::text[]))
-  AND ($3::timestamptz IS NULL OR o.{created_at} > $3::timestamptz)
-  AND ($4::timestamptz IS NULL OR o.{created_at} < $4::timestamptz)`
+WITH moved AS (
+    UPDATE {table} o
+    SET {state} = 'pending',
+        {attempt} = 0,
+        {scheduled_at} = clock_timestamp(),
+        {last_error} = NULL,
+        {claimed_at} = NULL,
+        {claim_token} = NULL,
+        {lease_expires_at} = NULL,
+        {updated_at} = clock_timestamp()
+    WHERE o.{state} IN ('sent', 'dead')
+      AND ($1::uuid[] IS NULL OR o.{id} = ANY ($1::uuid[]))
+      AND ($2::text[] IS NULL OR o.{topic} = ANY ($2::text[]))
+      AND ($3::timestamptz IS NULL OR o.{created_at} > $3::timestamptz)
+      AND ($4::timestamptz IS NULL OR o.{created_at} < $4::timestamptz)
+    RETURNING o.{id})` + bumpGenerations + `
+SELECT count(*) FROM moved`
 
 // ErrNoReplayFilter reports a replay without any filter, which would move every sent and dead
 // row of the outbox.
@@ -595,11 +598,11 @@ func (s *Store) OutboxReplay(ctx context.Context, params store.OutboxReplayParam
 	if len(params.Topics) > 0 {
 		topics = params.Topics
 	}
-	tag, err := s.pool.Exec(ctx, s.sql.outboxReplay, ids, topics, params.CreatedFrom, params.CreatedTo)
-	if err != nil {
-		return 0, wrapErr("replaying outbox rows", err)
+	var n int64
+	if err := s.pool.QueryRow(ctx, s.sql.outboxReplay, ids, topics, params.CreatedFrom, params.CreatedTo).Scan(&n); err != nil {
+		return 0, missingGenerations("replaying outbox rows", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // outboxTopicsSQL lists the distinct topics of the finished rows.

@@ -41,8 +41,8 @@ ORDER BY o.{id}
 LIMIT $7`
 
 // outboxReplayBatchSQL moves at most $7 rows of the selection, in id order, that are sent or
-// dead. The rows are locked by the select, so every picked row moves; the answer is the count
-// and the greatest id.
+// dead, and raises their replay generation. The rows are locked by the select, so every
+// picked row moves; the answer is the count and the greatest id.
 const outboxReplayBatchSQL = `
 WITH picked AS (
     SELECT o.{id} FROM {table} o` + outboxSelectionWhere + `
@@ -62,7 +62,7 @@ moved AS (
         {updated_at} = clock_timestamp()
     FROM picked p
     WHERE o.{id} = p.{id}
-    RETURNING o.{id})
+    RETURNING o.{id})` + bumpGenerations + `
 SELECT (SELECT count(*) FROM moved), (SELECT m.{id}::text FROM moved m ORDER BY m.{id} DESC LIMIT 1)`
 
 // inboxSelectionWhere is the selection of store.InboxSelection: $1 states, $2 ids, $3
@@ -269,7 +269,7 @@ func (s *Store) replayBatch(ctx context.Context, op, sql string, args []any) (st
 	var res store.ReplayBatchResult
 	var last *string
 	if err := s.pool.QueryRow(ctx, sql, args...).Scan(&res.Moved, &last); err != nil {
-		return store.ReplayBatchResult{}, wrapErr(op, err)
+		return store.ReplayBatchResult{}, missingGenerations(op, err)
 	}
 	if last != nil {
 		res.Last = *last
