@@ -302,14 +302,13 @@ func (c *Console) serveLogin(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) serveLogout(w http.ResponseWriter, r *http.Request, _ []byte) {
-	http.SetCookie(w, c.sessions.cookie("", -1))
 	if err := c.sessions.revoke(r); err != nil {
 		c.log.Error("console: the logout could not end the session", "error", err)
-		http.Error(w, "Logged out in this browser, but the session could not be ended on the server: "+
-			"its cookie stays valid until it expires. Log out again, or change the admin secret to end every session.",
-			http.StatusServiceUnavailable)
+		http.Error(w, "The logout could not be recorded, so the session is still open: log out again, "+
+			"or change the admin secret to end every session.", http.StatusServiceUnavailable)
 		return
 	}
+	http.SetCookie(w, c.sessions.cookie("", -1))
 	http.Redirect(w, r, "/console/login", http.StatusSeeOther)
 }
 
