@@ -233,3 +233,24 @@ func TestQueueBoxStatus(t *testing.T) {
 		assert.Contains(t, err.Error(), "queuebox_schema_history records version V1")
 	})
 }
+
+// TestQueueBoxTrackAppliesAVersionMissingBelowARecordedOne: on the QueueBox track, whose files
+// are safe to run again, a version that an operator deleted from the history below a recorded
+// one is pending, not an error that stops the start.
+func TestQueueBoxTrackAppliesAVersionMissingBelowARecordedOne(t *testing.T) {
+	t.Parallel()
+	lists, err := listTracks(migrations.PostgreSQL)
+	require.NoError(t, err)
+	n := len(lists.queuebox)
+	if n < 2 {
+		t.Skip("the QueueBox track has a single version")
+	}
+	var rows []store.HistoryRow
+	for v := 2; v <= n; v++ {
+		rows = append(rows, store.HistoryRow{InstalledRank: v, Version: strconv.Itoa(v), Type: "SQL", Success: true})
+	}
+	qb := queueboxStatus(lists.queuebox, rows, nil, nil)
+	require.NoError(t, qb.err(migrations.PostgreSQL))
+	assert.Equal(t, []int{1}, qb.Pending)
+	assert.Equal(t, []int{1}, qb.Missing)
+}

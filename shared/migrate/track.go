@@ -31,6 +31,7 @@ import (
 //     version as applied.
 //   - With database.migrate false, CheckStart accepts a version that is recorded or whose table
 //     exists, and stops with ErrMissingMigration otherwise, naming the files to apply.
+//   - A version missing below a recorded one is applied, not refused as on the main track.
 
 // trackLists holds the bundled files of both tracks of one dialect.
 type trackLists struct {
@@ -114,10 +115,9 @@ type TrackStatus struct {
 	// ship.
 	Unknown []string
 
-	list       []migrations.Migration
-	moved      []movedRow
-	failed     *store.HistoryRow
-	outOfOrder int
+	list   []migrations.Migration
+	moved  []movedRow
+	failed *store.HistoryRow
 }
 
 // movedRow is a row of flyway_schema_history that belongs to the QueueBox track.
@@ -170,7 +170,7 @@ func queueboxStatus(list []migrations.Migration, rows []store.HistoryRow, moved 
 	st := interpret(list, all)
 	out := TrackStatus{
 		HasHistory: len(rows) > 0, Current: st.Current, Applied: st.Applied, Pending: st.Pending,
-		Unknown: st.Unknown, list: list, moved: moved, failed: st.failed, outOfOrder: st.outOfOrder,
+		Unknown: st.Unknown, list: list, moved: moved, failed: st.failed,
 	}
 	for _, m := range moved {
 		out.InMainHistory = append(out.InMainHistory, m.to)
@@ -192,12 +192,9 @@ func (st TrackStatus) err(d migrations.Dialect) error {
 			"then delete that row and start again",
 			ErrFailedMigration, table, f.Version, f.Description, f.InstalledRank, f.Script, migrations.QueueBox.Dir(d))
 	}
-	if st.outOfOrder > 0 {
-		return fmt.Errorf("%w: %s does not record V%d but records the later V%d; "+
-			"apply V%d of migrations/%s (it is safe to run twice) and start with database.migrate true, "+
-			"or run queuebox migrate",
-			ErrOutOfOrder, table, st.outOfOrder, st.Current, st.outOfOrder, migrations.QueueBox.Dir(d))
-	}
+	// A version missing below a recorded one is not an error here, unlike on the main track:
+	// each file of this track is safe to run again, so Migrate applies it (an operator who
+	// dropped a table and deleted its row gets the table back).
 	return nil
 }
 

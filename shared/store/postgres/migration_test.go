@@ -1177,3 +1177,23 @@ func TestPostgresCheckStartUpToDateTakesNoLock(t *testing.T) {
 		"; flyway_schema_history records versions that this release does not ship (V99); "+
 		"a newer QueueBox migrated this database", start.Message)
 }
+
+// TestPostgresQueueBoxTrackRecreatesADroppedTable: an operator who drops a table of the
+// QueueBox track and deletes its history row (docs/destination-state.md) gets it back at the
+// next run, although later versions are recorded.
+func TestPostgresQueueBoxTrackRecreatesADroppedTable(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	ctx := context.Background()
+	_, err := pgMigrate(ctx, pool, migrate.Options{})
+	require.NoError(t, err)
+	dbtest.Exec(t, pool, `DROP TABLE queuebox_destination_state; DELETE FROM queuebox_schema_history WHERE version = '1'`)
+
+	res, err := pgMigrate(ctx, pool, migrate.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []int{1}, res.QueueBox.Applied)
+	var exists bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass('queuebox_destination_state') IS NOT NULL`).Scan(&exists))
+	assert.True(t, exists)
+	assert.Len(t, readQueueBoxHistory(t, pool), len(queueboxList(t)))
+}
