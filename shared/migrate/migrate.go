@@ -528,18 +528,24 @@ func (r *Runner) status(ctx context.Context, s store.MigrationSession, lists tra
 			return Status{Dialect: r.d.Dialect()}, h, fmt.Errorf("looking for %s: %w", HistoryTable, err)
 		}
 		present = tables
+		var existing []migrations.Track
 		for i, t := range migrations.Tracks {
-			if !exists[i] {
-				continue
+			if exists[i] {
+				existing = append(existing, t)
 			}
-			rows, err := p.ReadHistory(ctx, t)
+		}
+		if len(existing) > 0 {
+			all, err := p.ReadHistories(ctx, existing)
 			if err != nil {
-				return Status{Dialect: r.d.Dialect()}, h, fmt.Errorf("reading %s: %w", t.HistoryTable(), err)
+				return Status{Dialect: r.d.Dialect()}, h, fmt.Errorf("reading the migration history: %w", err)
 			}
-			if rows == nil {
-				rows = []store.HistoryRow{}
+			for i, t := range existing {
+				rows := all[i]
+				if rows == nil {
+					rows = []store.HistoryRow{}
+				}
+				h.set(t, rows)
 			}
-			h.set(t, rows)
 		}
 	} else {
 		for _, t := range migrations.Tracks {

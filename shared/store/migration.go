@@ -74,6 +74,9 @@ type MigrationProber interface {
 	// Probe reports whether the history table of each track exists (one answer per track, in
 	// the order given) and returns the names of the tables that exist, in the order given.
 	Probe(ctx context.Context, tracks []migrations.Track, names []string) (histories []bool, tables []string, err error)
+	// ReadHistories returns the rows of the history table of each track, in the order given,
+	// in one round trip. Each table must exist.
+	ReadHistories(ctx context.Context, tracks []migrations.Track) ([][]HistoryRow, error)
 }
 
 // HistoryRow is one row of a history table, the columns that the runner reads.

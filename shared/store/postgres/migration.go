@@ -69,6 +69,10 @@ const (
 	pgHistoryProbe = `to_regclass('%s') IS NOT NULL`
 	pgTableProbe   = `to_regclass(quote_ident($%d)) IS NOT NULL`
 
+	// pgReadTagged reads one history table for ReadHistories: the index of its track, then
+	// the columns of ReadHistory.
+	pgReadTagged = `SELECT %d, installed_rank, COALESCE(version, ''), COALESCE(description, ''), type, script, success FROM %s`
+
 	// pgMoveInsert copies a row of flyway_schema_history (a migration that moved to the
 	// QueueBox track) into queuebox_schema_history under the QueueBox track's version, keeping
 	// who applied it, when, and how long it took.
@@ -252,6 +256,36 @@ func (s *migrationSession) ReadHistory(ctx context.Context, t migrations.Track) 
 		err := r.Scan(&h.InstalledRank, &h.Version, &h.Description, &h.Type, &h.Script, &h.Success)
 		return h, err
 	})
+}
+
+// ReadHistories returns the rows of the history table of each track in one statement: the
+// tables' reads joined by UNION ALL, each row tagged with the index of its track.
+func (s *migrationSession) ReadHistories(ctx context.Context, tracks []migrations.Track) ([][]store.HistoryRow, error) {
+	var sql strings.Builder
+	for i, t := range tracks {
+		if _, err := pgHistoryOf(t); err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			sql.WriteString("\nUNION ALL\n")
+		}
+		fmt.Fprintf(&sql, pgReadTagged, i, t.HistoryTable())
+	}
+	rows, err := s.conn.Query(ctx, sql.String(), pgx.QueryExecModeExec)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]store.HistoryRow, len(tracks))
+	var track int
+	var h store.HistoryRow
+	_, err = pgx.ForEachRow(rows, []any{&track, &h.InstalledRank, &h.Version, &h.Description, &h.Type, &h.Script, &h.Success}, func() error {
+		if track < 0 || track >= len(tracks) {
+			return fmt.Errorf("a history row of an unknown track %d", track)
+		}
+		out[track] = append(out[track], h)
+		return nil
+	})
+	return out, err
 }
 
 // Apply runs m and inserts its history row in one transaction.
