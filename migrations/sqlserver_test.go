@@ -31,7 +31,6 @@ func TestListBothDialectsShipTheSameVersions(t *testing.T) {
 		"V6__add_consumption_and_leases.sql", "V7__capture_state.sql",
 		"V8__add_pull_claim_indexes.sql", "V9__add_aggregate_type.sql",
 		"V10__add_inbox_headers.sql", "V11__add_outbox_sequence.sql",
-		"V12__add_destination_state.sql",
 	}
 	for _, tc := range []struct {
 		name string
@@ -49,20 +48,69 @@ func TestListBothDialectsShipTheSameVersions(t *testing.T) {
 	}
 }
 
+// TestQueueBoxTrackBothDialects: the QueueBox track ships the same versions on both dialects,
+// numbered from V1, each file creating the table that Migration.Table names, guarded so that a
+// second run does nothing; the main track holds none of QueueBox's own tables.
+func TestQueueBoxTrackBothDialects(t *testing.T) {
+	t.Parallel()
+	pg, err := migrations.ListTrack(migrations.QueueBox, migrations.PostgreSQL)
+	require.NoError(t, err)
+	ms, err := migrations.ListTrack(migrations.QueueBox, migrations.SQLServer)
+	require.NoError(t, err)
+	require.Equal(t, len(pg), len(ms))
+	require.NotEmpty(t, pg)
+	assert.Equal(t, "V1__add_destination_state.sql", pg[0].Script)
+	for i := range pg {
+		assert.Equal(t, i+1, pg[i].Version)
+		assert.Equal(t, pg[i].Script, ms[i].Script)
+		assert.Equal(t, migrations.QueueBox, pg[i].Track)
+		assert.Equal(t, pg[i].Table, ms[i].Table)
+		assert.True(t, strings.HasPrefix(pg[i].Table, "queuebox_"), pg[i].Table)
+		assert.Contains(t, pg[i].SQL, "CREATE TABLE IF NOT EXISTS "+pg[i].Table+" (", pg[i].Script)
+		assert.Contains(t, ms[i].SQL, "IF OBJECT_ID(N'"+ms[i].Table+"', N'U') IS NULL\n    CREATE TABLE "+ms[i].Table+" (", ms[i].Script)
+		assert.Contains(t, pg[i].SQL, "Safe to run twice.", pg[i].Script)
+	}
+	for _, d := range []migrations.Dialect{migrations.PostgreSQL, migrations.SQLServer} {
+		main, err := migrations.List(d)
+		require.NoError(t, err)
+		for _, m := range main {
+			assert.Equal(t, migrations.Main, m.Track)
+			assert.Empty(t, m.Table)
+			for _, q := range pg {
+				assert.NotContains(t, m.SQL, q.Table, "%s/%s creates a table of the QueueBox track", d, m.Script)
+			}
+		}
+	}
+	assert.Equal(t, "flyway_schema_history", migrations.Main.HistoryTable())
+	assert.Equal(t, "queuebox_schema_history", migrations.QueueBox.HistoryTable())
+	assert.Equal(t, []migrations.Moved{{Version: 12, Script: "V12__add_destination_state.sql", To: 1}}, migrations.MovedToQueueBox())
+}
+
+// sqlServerFiles returns the SQL Server files of both tracks, main first.
+func sqlServerFiles(t *testing.T) []migrations.Migration {
+	t.Helper()
+	var out []migrations.Migration
+	for _, tr := range migrations.Tracks {
+		list, err := migrations.ListTrack(tr, migrations.SQLServer)
+		require.NoError(t, err)
+		out = append(out, list...)
+	}
+	return out
+}
+
 // sqlcmdCommand matches a line that sqlcmd would read as one of its own commands.
 var sqlcmdCommand = regexp.MustCompile(`(?i)^\s*(:|!!|(ed|reset|exit|quit)\s*$|(ed|reset|exit|quit)\s*\()`)
 
 func TestSQLServerFilesAreSafeForSqlcmd(t *testing.T) {
 	t.Parallel()
-	list, err := migrations.List(migrations.SQLServer)
-	require.NoError(t, err)
+	list := sqlServerFiles(t)
 	goLike := regexp.MustCompile(`(?i)^\s*go\b`)
 	for _, m := range list {
-		t.Run(m.Script, func(t *testing.T) {
+		t.Run(string(m.Track)+"/"+m.Script, func(t *testing.T) {
 			t.Parallel()
 			assert.NotContains(t, m.SQL, "/*", "block comments can hide a GO line from one splitter and not the other")
 			assert.NotContains(t, m.SQL, "$(", "sqlcmd reads $(name) as a variable")
-			assert.NotContains(t, m.SQL, "\r", "files use \\n line ends")
+			assert.NotContains(t, m.SQL, "\r", "files use \n line ends")
 			assert.False(t, strings.HasPrefix(m.SQL, "\uFEFF"), "no byte order mark")
 			for i, line := range strings.Split(m.SQL, "\n") {
 				if goLike.MatchString(line) {
@@ -78,10 +126,9 @@ func TestSQLServerFilesAreSafeForSqlcmd(t *testing.T) {
 
 func TestSQLServerFilesSplitIntoBatches(t *testing.T) {
 	t.Parallel()
-	list, err := migrations.List(migrations.SQLServer)
-	require.NoError(t, err)
+	list := sqlServerFiles(t)
 	for _, m := range list {
-		t.Run(m.Script, func(t *testing.T) {
+		t.Run(string(m.Track)+"/"+m.Script, func(t *testing.T) {
 			t.Parallel()
 			batches := migrations.SplitBatches(m.SQL)
 			require.GreaterOrEqual(t, len(batches), 2, "the SET batch and at least one change")
@@ -135,10 +182,9 @@ var anyChange = regexp.MustCompile(`(?i)\b(CREATE|ALTER|DROP|UPDATE|INSERT|DELET
 
 func TestSQLServerChangesAreGuarded(t *testing.T) {
 	t.Parallel()
-	list, err := migrations.List(migrations.SQLServer)
-	require.NoError(t, err)
+	list := sqlServerFiles(t)
 	for _, m := range list {
-		t.Run(m.Script, func(t *testing.T) {
+		t.Run(string(m.Track)+"/"+m.Script, func(t *testing.T) {
 			t.Parallel()
 			for i, b := range migrations.SplitBatches(m.SQL)[1:] {
 				b = stripComments(b)
@@ -184,8 +230,9 @@ type column struct {
 }
 
 // sqlServerColumns is the SQL Server column of the tables in spec/29-outbox-table.md,
-// spec/27-inbox-table.md, COMPAT ("V7 queuebox_capture_state") and docs/destination-state.md
-// (V12 queuebox_destination_state, an extension).
+// spec/27-inbox-table.md, COMPAT ("V7 queuebox_capture_state"), and the QueueBox track's tables
+// (docs/migrations.md, extensions): queuebox_destination_state (docs/destination-state.md) and
+// queuebox_revoked_session (docs/console.md), queuebox_replay_generation (docs/headers.md).
 var sqlServerColumns = map[string]map[string]column{
 	"outbox": {
 		"id":               {"UNIQUEIDENTIFIER", false, "NEWID()"},
@@ -241,6 +288,16 @@ var sqlServerColumns = map[string]map[string]column{
 		"rate_tat":          {"DATETIME2", true, "none"},
 		"updated_at":        {"DATETIME2", false, "SYSUTCDATETIME()"},
 	},
+	"queuebox_revoked_session": {
+		"session_hash": {"NVARCHAR(64)", false, "none"},
+		"expires_at":   {"DATETIME2", false, "none"},
+		"revoked_at":   {"DATETIME2", false, "SYSUTCDATETIME()"},
+	},
+	"queuebox_replay_generation": {
+		"outbox_id":   {"UNIQUEIDENTIFIER", false, "none"},
+		"generation":  {"BIGINT", false, "none"},
+		"replayed_at": {"DATETIME2", false, "SYSUTCDATETIME()"},
+	},
 }
 
 // index is one index as the documentation lists it.
@@ -266,6 +323,8 @@ var sqlServerIndexes = map[string]index{
 	"idx_inbox_consumption_pending": {"inbox", "consumption, state, scheduled_at", "none", false},
 	"idx_inbox_pull_pending":        {"inbox", "source, scheduled_at, created_at, id", "consumption = 'pull' AND state = 'pending'", false},
 	"idx_inbox_pull_busy":           {"inbox", "source, aggregate_id, lease_expires_at", "consumption = 'pull' AND state = 'processing'", false},
+
+	"idx_queuebox_revoked_session_expires": {"queuebox_revoked_session", "expires_at", "none", false},
 }
 
 var (
@@ -283,8 +342,7 @@ var (
 // file after file, and compares it with the documentation's tables.
 func TestSQLServerSchemaEqualsTheDocumentation(t *testing.T) {
 	t.Parallel()
-	list, err := migrations.List(migrations.SQLServer)
-	require.NoError(t, err)
+	list := sqlServerFiles(t)
 
 	tables := map[string]map[string]column{}
 	indexes := map[string]index{}

@@ -27,8 +27,8 @@ type Database struct {
 	logf  func(format string, args ...any)
 }
 
-// Create creates qb_bench_<random> on the server and applies the PostgreSQL migrations in
-// version order, as an operator would with psql. adminConns sizes the Admin pool; logf
+// Create creates qb_bench_<random> on the server and applies the PostgreSQL migrations of both
+// tracks in version order, as an operator would with psql. adminConns sizes the Admin pool; logf
 // receives the problems of Drop.
 func Create(ctx context.Context, server string, adminConns int32, logf func(format string, args ...any)) (*Database, error) {
 	var suffix [6]byte
@@ -51,7 +51,7 @@ func Create(ctx context.Context, server string, adminConns int32, logf func(form
 		db.Drop()
 		return nil, fmt.Errorf("opening the admin pool: %w", err)
 	}
-	list, err := migrations.List(migrations.PostgreSQL)
+	list, err := migrations.ListAll(migrations.PostgreSQL)
 	if err != nil {
 		db.Drop()
 		return nil, fmt.Errorf("listing migrations: %w", err)

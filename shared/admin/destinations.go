@@ -120,9 +120,10 @@ func unknownText(name string) string {
 	return fmt.Sprintf("Unknown destination %q: it is not configured under destinations", name)
 }
 
-// missingTableText is the error of a database without migration V12.
+// missingTableText is the error of a database without the destination state table (V1 of the
+// QueueBox track).
 const missingTableText = "The destination state table " + store.DestinationStateTable +
-	" does not exist: apply migration V12 (queuebox migrate), then retry"
+	" does not exist: apply QueueBox's own migration V1__add_destination_state.sql (queuebox migrate), then retry"
 
 // stateError answers a failed read or write of the destination state.
 func (h *Handler) stateError(w http.ResponseWriter, what string, err error) {

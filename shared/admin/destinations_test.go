@@ -208,7 +208,7 @@ func TestAMissingStateTableIs503(t *testing.T) {
 	if _, err := e.pool.Exec(context.Background(), "DROP TABLE "+store.DestinationStateTable); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"error":"The destination state table queuebox_destination_state does not exist: apply migration V12 (queuebox migrate), then retry"}`
+	want := `{"error":"The destination state table queuebox_destination_state does not exist: apply QueueBox's own migration V1__add_destination_state.sql (queuebox migrate), then retry"}`
 	for _, r := range []struct{ method, path string }{
 		{"GET", "/admin/destinations"},
 		{"POST", "/admin/destinations/billing/pause"},

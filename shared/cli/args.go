@@ -10,8 +10,10 @@ import (
 const Usage = `Usage:
   queuebox [serve]                  start QueueBox (the default command)
   queuebox config check             load and validate the configuration, print it with secrets masked
-  queuebox migrate                  apply the bundled migrations (ignores database.migrate)
-  queuebox migrate --baseline <N>   record versions 1..N as applied, for tables created by hand
+  queuebox migrate                  apply the bundled migrations, V1..V11 then QueueBox's own
+                                    (ignores database.migrate)
+  queuebox migrate --baseline <N>   record versions 1..N of V1..V11 as applied, for tables
+                                    created by hand (QueueBox's own need no baseline)
   queuebox destinations list [--json]
                                     print every destination's pause and circuit breaker state
   queuebox destinations pause <name> [--json]

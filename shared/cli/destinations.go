@@ -95,7 +95,7 @@ func destinationsSetPaused(ctx context.Context, env Env, name string, paused, as
 // printStateError prints a failed read or write of the destination state.
 func printStateError(w io.Writer, what string, err error) {
 	if errors.Is(err, store.ErrNoDestinationState) {
-		fmt.Fprintf(w, "QueueBox could not %s. Reason: the table %s does not exist; apply migration V12 (queuebox migrate) first.\n",
+		fmt.Fprintf(w, "QueueBox could not %s. Reason: the table %s does not exist; apply QueueBox's own migration V1__add_destination_state.sql (queuebox migrate) first.\n",
 			what, store.DestinationStateTable)
 		return
 	}

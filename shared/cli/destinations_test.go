@@ -164,7 +164,7 @@ func TestDestinationsWithoutTheStateTableFails(t *testing.T) {
 	}
 	for _, args := range [][]string{{"destinations", "list"}, {"destinations", "pause", "billing"}} {
 		r := run(t, ctx, env, args...)
-		if r.code != ExitFailure || !strings.Contains(r.stderr, "Reason: the table queuebox_destination_state does not exist; apply migration V12 (queuebox migrate) first.") {
+		if r.code != ExitFailure || !strings.Contains(r.stderr, "Reason: the table queuebox_destination_state does not exist; apply QueueBox's own migration V1__add_destination_state.sql (queuebox migrate) first.") {
 			t.Errorf("%v without the table: exit %d, stderr %q", args, r.code, r.stderr)
 		}
 	}

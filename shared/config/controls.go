@@ -58,7 +58,7 @@ type DeliveryControls struct {
 }
 
 // HasState reports whether the destination uses a control whose state lives in the table
-// queuebox_destination_state (migration V12): a circuit breaker or a rate limit.
+// queuebox_destination_state (V1 of the QueueBox track): a circuit breaker or a rate limit.
 func (c DeliveryControls) HasState() bool { return c.CircuitBreaker != nil || c.RateLimit != nil }
 
 // Retry is outbox.retry or destinations.<name>.retry. A nil field is not set: in outbox.retry

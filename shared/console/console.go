@@ -88,6 +88,7 @@ func New(opts Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.attach(opts.Backend, opts.Logger)
 	pages, err := parsePages()
 	if err != nil {
 		return nil, err
@@ -227,15 +228,6 @@ func (c *Console) change(f pageFunc) http.HandlerFunc {
 	}
 }
 
-// checkCookie returns the nonce of the request's live session cookie.
-func (s *sessions) checkCookie(r *http.Request) ([]byte, bool) {
-	ck, err := r.Cookie(CookieName)
-	if err != nil {
-		return nil, false
-	}
-	return s.check(ck.Value)
-}
-
 // sameOrigin accepts a request without an Origin header (the CSRF token guards it) or whose
 // Origin names the request's own host.
 func sameOrigin(r *http.Request) bool {
@@ -347,6 +339,12 @@ func (c *Console) serveLogin(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) serveLogout(w http.ResponseWriter, r *http.Request, _ []byte) {
+	if err := c.sessions.revoke(r); err != nil {
+		c.log.Error("console: the logout could not end the session", "error", err)
+		http.Error(w, "The logout could not be recorded, so the session is still open: log out again, "+
+			"or change the admin secret to end every session.", http.StatusServiceUnavailable)
+		return
+	}
 	http.SetCookie(w, c.sessions.cookie("", -1))
 	http.Redirect(w, r, "/console/login", http.StatusSeeOther)
 }

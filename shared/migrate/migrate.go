@@ -1,11 +1,15 @@
 // Package migrate applies the bundled migration files of package migrations to a PostgreSQL or
 // SQL Server database, and runs the start-up checks that go with them.
 //
-// It keeps the history in Flyway's own table, flyway_schema_history, with Flyway's columns, so a
+// The files come in two tracks (migrations.Track), each with its own history table of Flyway's
+// columns. The main track keeps its history in Flyway's own table, flyway_schema_history, so a
 // database that the original JVM QueueBox migrated is adopted as it is: a version recorded there
 // with success = true is never run again, whatever its checksum (the JVM files differ from these
 // in text, not in effect), and a Flyway baseline row marks every version up to its own as
-// applied.
+// applied. The QueueBox track (this QueueBox's own tables) keeps its history in
+// queuebox_schema_history and is applied after the last version of the main track, so that no
+// version of it can clash with a later version of the original; track.go holds its rules,
+// among them the move of the V12 that earlier builds recorded in flyway_schema_history.
 //
 // A run holds a database lock from the first read of the history to the last write, so replicas
 // that start together apply each version exactly once: pg_try_advisory_lock on a fixed key on
@@ -41,7 +45,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -79,6 +82,10 @@ var (
 	ErrInvalidVersion = errors.New("migrate: no such migration version")
 	// ErrStartupTimeout: WaitForDatabase gave up after database.startupTimeoutMs.
 	ErrStartupTimeout = errors.New("migrate: the database did not answer in time")
+	// ErrMissingMigration: with database.migrate false, a migration of the QueueBox track is
+	// neither recorded in queuebox_schema_history nor visible in the schema (its table does not
+	// exist), so a feature that needs it would be off without a word.
+	ErrMissingMigration = errors.New("migrate: QueueBox's own migrations are not all applied")
 )
 
 // Options configures a Runner. The zero value is ready to use.
@@ -127,7 +134,7 @@ func (o Options) validate() error {
 	return nil
 }
 
-// Result reports what one run did.
+// Result reports what one run did. Its top-level fields are the main track's.
 type Result struct {
 	// Dialect is the database kind.
 	Dialect migrations.Dialect
@@ -140,21 +147,29 @@ type Result struct {
 	// Unknown lists versions that the history records and this release does not ship, most
 	// likely from a newer QueueBox release. They are left alone.
 	Unknown []string
+	// QueueBox is what the run did on the QueueBox track.
+	QueueBox TrackResult
 }
 
 // String says what the run did, for the CLI and the start log: "applied V1..V11",
-// "schema is up to date at V11", or "recorded V1..V11 as baseline".
+// "schema is up to date at V11", or "recorded V1..V11 as baseline", followed by the QueueBox
+// track's part when the run reached it: "; applied QueueBox's own migrations V1..V3".
 func (r Result) String() string {
+	var main string
 	switch {
 	case r.Baseline:
-		return "recorded " + versionList(r.Applied) + " as baseline"
+		main = "recorded " + versionList(r.Applied) + " as baseline"
 	case len(r.Applied) > 0:
-		return "applied " + versionList(r.Applied)
+		main = "applied " + versionList(r.Applied)
 	case r.Current == 0:
-		return "schema has no migration applied"
+		main = "schema has no migration applied"
 	default:
-		return fmt.Sprintf("schema is up to date at V%d", r.Current)
+		main = fmt.Sprintf("schema is up to date at V%d", r.Current)
 	}
+	if q := r.QueueBox.String(); q != "" {
+		return main + "; " + q
+	}
+	return main
 }
 
 // versionList writes versions as "V1..V11" when they are consecutive, else "V3, V5".
@@ -198,6 +213,8 @@ type Status struct {
 	Unknown []string
 	// Tables lists the QueueBox tables (Options.Names) that exist.
 	Tables []string
+	// QueueBox is the state of the QueueBox track.
+	QueueBox TrackStatus
 
 	failed     *store.HistoryRow
 	outOfOrder int // a pending version below an applied one; 0 when none
@@ -254,9 +271,10 @@ func New(backend store.MigrationBackend, opts Options) (*Runner, error) {
 	return &Runner{d: backend, opts: opts.WithDefaults()}, nil
 }
 
-// Migrate applies every pending migration up to Options.Target in version order, each in its
-// own transaction together with its history row, under the migration lock. It stops with
-// ErrNoHistory when the QueueBox tables exist without a history, ErrFailedMigration when the
+// Migrate applies every pending migration of the main track up to Options.Target in version
+// order, each in its own transaction together with its history row, under the migration lock;
+// then, once the main track is complete, the QueueBox track (see migrateQueueBox). It stops with
+// ErrNoHistory when the QueueBox tables exist without a history, ErrFailedMigration when a
 // history records a failed migration and ErrOutOfOrder when a version is missing below an
 // applied one. A second run applies nothing.
 func (r *Runner) Migrate(ctx context.Context) (Result, error) {
@@ -264,10 +282,11 @@ func (r *Runner) Migrate(ctx context.Context) (Result, error) {
 	if err := r.opts.validate(); err != nil {
 		return res, err
 	}
-	list, err := migrations.List(r.d.Dialect())
+	lists, err := listTracks(r.d.Dialect())
 	if err != nil {
 		return res, err
 	}
+	list := lists.main
 	target := len(list)
 	if r.opts.Target > 0 {
 		if r.opts.Target > len(list) {
@@ -282,22 +301,23 @@ func (r *Runner) Migrate(ctx context.Context) (Result, error) {
 	}
 	defer s.Close(ctx)
 
-	st, rows, err := r.status(ctx, s, list)
+	st, h, err := r.status(ctx, s, lists)
 	if err != nil {
 		return res, err
 	}
 	res.Unknown = st.Unknown
 	res.Current = st.Current
+	res.QueueBox.Current, res.QueueBox.Unknown = st.QueueBox.Current, st.QueueBox.Unknown
 	if err := st.err(r.d.Dialect()); err != nil {
 		return res, err
 	}
-	if rows == nil {
-		if err := s.CreateHistory(ctx); err != nil {
+	if h.main == nil {
+		if err := s.CreateHistory(ctx, migrations.Main); err != nil {
 			return res, fmt.Errorf("creating %s: %w", HistoryTable, err)
 		}
 	}
 	rank := 0
-	for _, row := range rows {
+	for _, row := range h.main {
 		rank = max(rank, row.InstalledRank)
 	}
 	installedBy := r.opts.InstalledBy
@@ -316,7 +336,12 @@ func (r *Runner) Migrate(ctx context.Context) (Result, error) {
 		res.Applied = append(res.Applied, v)
 		res.Current = max(res.Current, v)
 	}
-	return res, nil
+	if res.Current < len(list) {
+		// The QueueBox track comes after the last version of the main track.
+		res.QueueBox = TrackResult{}
+		return res, nil
+	}
+	return res, r.migrateQueueBox(ctx, s, st.QueueBox, h, lists.queuebox, &res.QueueBox)
 }
 
 // Baseline records versions 1..version as applied without running them, for tables created by
@@ -337,7 +362,7 @@ func (r *Runner) Baseline(ctx context.Context, version int) (Result, error) {
 	}
 	defer s.Close(ctx)
 
-	rows, err := r.readHistory(ctx, s)
+	rows, err := r.readHistory(ctx, s, migrations.Main)
 	if err != nil {
 		return res, err
 	}
@@ -348,7 +373,7 @@ func (r *Runner) Baseline(ctx context.Context, version int) (Result, error) {
 			ErrHistoryExists, HistoryTable, len(rows), st.Current)
 	}
 	if rows == nil {
-		if err := s.CreateHistory(ctx); err != nil {
+		if err := s.CreateHistory(ctx, migrations.Main); err != nil {
 			return res, fmt.Errorf("creating %s: %w", HistoryTable, err)
 		}
 	}
@@ -368,7 +393,7 @@ func (r *Runner) Status(ctx context.Context) (Status, error) {
 	if err := r.opts.validate(); err != nil {
 		return Status{Dialect: r.d.Dialect()}, err
 	}
-	list, err := migrations.List(r.d.Dialect())
+	lists, err := listTracks(r.d.Dialect())
 	if err != nil {
 		return Status{Dialect: r.d.Dialect()}, err
 	}
@@ -377,7 +402,7 @@ func (r *Runner) Status(ctx context.Context) (Status, error) {
 		return Status{Dialect: r.d.Dialect()}, err
 	}
 	defer s.Close(ctx)
-	st, _, err := r.status(ctx, s, list)
+	st, _, err := r.status(ctx, s, lists)
 	return st, err
 }
 
@@ -388,8 +413,9 @@ func (r *Runner) Status(ctx context.Context) (Status, error) {
 //
 // With migrate = false it only reads. The operator owns the schema, so a database without any
 // history (the files applied by hand, or custom tables) is accepted at LevelInfo; a history with
-// pending versions gives LevelWarning and lists them. A failed migration in the history stops
-// the start in both modes.
+// pending versions gives LevelWarning and lists them. A version of the QueueBox track that is
+// neither recorded nor visible (its table does not exist) stops the start with
+// ErrMissingMigration. A failed migration in a history stops the start in both modes.
 func (r *Runner) CheckStart(ctx context.Context, migrate bool) (StartResult, error) {
 	if migrate {
 		res, ok := r.upToDate(ctx)
@@ -405,6 +431,10 @@ func (r *Runner) CheckStart(ctx context.Context, migrate bool) (StartResult, err
 			out.Level = LevelWarning
 			out.Message += "; " + unknownSentence(res.Unknown)
 		}
+		if len(res.QueueBox.Unknown) > 0 {
+			out.Level = LevelWarning
+			out.Message += "; " + queueboxUnknownSentence(res.QueueBox.Unknown)
+		}
 		return out, nil
 	}
 	st, err := r.Status(ctx)
@@ -413,6 +443,12 @@ func (r *Runner) CheckStart(ctx context.Context, migrate bool) (StartResult, err
 	}
 	if st.failed != nil {
 		return StartResult{}, st.err(r.d.Dialect())
+	}
+	if st.QueueBox.failed != nil {
+		return StartResult{}, st.QueueBox.err(r.d.Dialect())
+	}
+	if err := st.QueueBox.missingErr(r.d.Dialect()); err != nil {
+		return StartResult{}, err
 	}
 	out := StartResult{Level: LevelInfo, Unknown: st.Unknown}
 	switch {
@@ -431,6 +467,10 @@ func (r *Runner) CheckStart(ctx context.Context, migrate bool) (StartResult, err
 		out.Level = LevelWarning
 		out.Message += "; " + unknownSentence(st.Unknown)
 	}
+	if w := st.QueueBox.warning(); w != "" {
+		out.Level = LevelWarning
+		out.Message += "; " + w
+	}
 	return out, nil
 }
 
@@ -446,8 +486,8 @@ func (r *Runner) upToDate(ctx context.Context) (Result, bool) {
 	if r.opts.validate() != nil {
 		return res, false
 	}
-	list, err := migrations.List(r.d.Dialect())
-	if err != nil || r.opts.Target > len(list) {
+	lists, err := listTracks(r.d.Dialect())
+	if err != nil || r.opts.Target > len(lists.main) {
 		return res, false
 	}
 	s, err := r.d.Open(ctx, 0)
@@ -455,11 +495,13 @@ func (r *Runner) upToDate(ctx context.Context) (Result, bool) {
 		return res, false
 	}
 	defer s.Close(ctx)
-	st, rows, err := r.status(ctx, s, list)
-	if err != nil || rows == nil || len(st.Pending) > 0 || st.err(r.d.Dialect()) != nil {
+	st, h, err := r.status(ctx, s, lists)
+	if err != nil || h.main == nil || len(st.Pending) > 0 || st.err(r.d.Dialect()) != nil ||
+		h.queuebox == nil || len(st.QueueBox.Pending) > 0 || len(st.QueueBox.InMainHistory) > 0 {
 		return res, false
 	}
 	res.Current, res.Unknown = st.Current, st.Unknown
+	res.QueueBox.Current, res.QueueBox.Unknown = st.QueueBox.Current, st.QueueBox.Unknown
 	return res, true
 }
 
@@ -468,59 +510,89 @@ func unknownSentence(vs []string) string {
 		"a newer QueueBox migrated this database", HistoryTable, "V"+strings.Join(vs, ", V"))
 }
 
-// status reads the history and the tables. rows is nil when the history table does not exist.
-func (r *Runner) status(ctx context.Context, s store.MigrationSession, list []migrations.Migration) (Status, []store.HistoryRow, error) {
+// histories holds the rows of each track's history table; a field is nil when its table does
+// not exist.
+type histories struct {
+	main, queuebox []store.HistoryRow
+}
+
+// status reads both histories and the tables, and compares them with the bundled files.
+func (r *Runner) status(ctx context.Context, s store.MigrationSession, lists trackLists) (Status, histories, error) {
 	names := []string{r.opts.Names.OutboxTable, r.opts.Names.InboxTable}
+	probe := append(slices.Clone(names), lists.queueboxTables()...)
+	var h histories
+	var present []string
 	if p, ok := s.(store.MigrationProber); ok {
-		return r.probeStatus(ctx, p, list, names)
+		exists, tables, err := p.Probe(ctx, migrations.Tracks, probe)
+		if err != nil {
+			return Status{Dialect: r.d.Dialect()}, h, fmt.Errorf("looking for %s: %w", HistoryTable, err)
+		}
+		present = tables
+		var existing []migrations.Track
+		for i, t := range migrations.Tracks {
+			if exists[i] {
+				existing = append(existing, t)
+			}
+		}
+		if len(existing) > 0 {
+			all, err := p.ReadHistories(ctx, existing)
+			if err != nil {
+				return Status{Dialect: r.d.Dialect()}, h, fmt.Errorf("reading the migration history: %w", err)
+			}
+			for i, t := range existing {
+				rows := all[i]
+				if rows == nil {
+					rows = []store.HistoryRow{}
+				}
+				h.set(t, rows)
+			}
+		}
+	} else {
+		for _, t := range migrations.Tracks {
+			rows, err := r.readHistory(ctx, s, t)
+			if err != nil {
+				return Status{Dialect: r.d.Dialect()}, h, err
+			}
+			h.set(t, rows)
+		}
+		var err error
+		present, err = s.TablesPresent(ctx, probe)
+		if err != nil {
+			return Status{Dialect: r.d.Dialect()}, h, fmt.Errorf("looking for the tables %s: %w", strings.Join(probe, ", "), err)
+		}
 	}
-	rows, err := r.readHistory(ctx, s)
-	if err != nil {
-		return Status{Dialect: r.d.Dialect()}, nil, err
-	}
-	st := interpret(list, rows)
+	mainRows, moved := splitMoved(h.main)
+	st := interpret(lists.main, mainRows)
 	st.Dialect = r.d.Dialect()
-	st.Tables, err = s.TablesPresent(ctx, names)
-	if err != nil {
-		return st, rows, fmt.Errorf("looking for the tables %s: %w", strings.Join(names, ", "), err)
+	for _, n := range names {
+		if slices.Contains(present, n) {
+			st.Tables = append(st.Tables, n)
+		}
 	}
-	return st, rows, nil
+	st.QueueBox = queueboxStatus(lists.queuebox, h.queuebox, moved, present)
+	return st, h, nil
 }
 
-// probeStatus is status on a session that looks for the history table and the tables in one
-// statement; it reads the history only when the table exists. Its errors read as those of
-// status.
-func (r *Runner) probeStatus(ctx context.Context, p store.MigrationProber, list []migrations.Migration, names []string) (Status, []store.HistoryRow, error) {
-	exists, tables, err := p.Probe(ctx, names)
-	if err != nil {
-		return Status{Dialect: r.d.Dialect()}, nil, fmt.Errorf("looking for %s: %w", HistoryTable, err)
+func (h *histories) set(t migrations.Track, rows []store.HistoryRow) {
+	if t == migrations.QueueBox {
+		h.queuebox = rows
+	} else {
+		h.main = rows
 	}
-	var rows []store.HistoryRow
-	if exists {
-		if rows, err = p.ReadHistory(ctx); err != nil {
-			return Status{Dialect: r.d.Dialect()}, nil, fmt.Errorf("reading %s: %w", HistoryTable, err)
-		}
-		if rows == nil {
-			rows = []store.HistoryRow{}
-		}
-	}
-	st := interpret(list, rows)
-	st.Dialect = r.d.Dialect()
-	st.Tables = tables
-	return st, rows, nil
 }
 
-func (r *Runner) readHistory(ctx context.Context, s store.MigrationSession) ([]store.HistoryRow, error) {
-	exists, err := s.HistoryExists(ctx)
+// readHistory reads the history of track t; nil when its table does not exist.
+func (r *Runner) readHistory(ctx context.Context, s store.MigrationSession, t migrations.Track) ([]store.HistoryRow, error) {
+	exists, err := s.HistoryExists(ctx, t)
 	if err != nil {
-		return nil, fmt.Errorf("looking for %s: %w", HistoryTable, err)
+		return nil, fmt.Errorf("looking for %s: %w", t.HistoryTable(), err)
 	}
 	if !exists {
 		return nil, nil
 	}
-	rows, err := s.ReadHistory(ctx)
+	rows, err := s.ReadHistory(ctx, t)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", HistoryTable, err)
+		return nil, fmt.Errorf("reading %s: %w", t.HistoryTable(), err)
 	}
 	if rows == nil {
 		rows = []store.HistoryRow{}
@@ -547,78 +619,5 @@ func (st Status) err(d migrations.Dialect) error {
 			"apply V%d by hand and record it, or repair the history",
 			ErrOutOfOrder, HistoryTable, st.outOfOrder, st.Current, st.outOfOrder)
 	}
-	return nil
-}
-
-// interpret compares the history rows with the bundled files, the way Flyway reads its own
-// table: rows in installed_rank order; a successful row applies its version; a successful
-// BASELINE row applies every version up to its own; a DELETE or UNDO row takes its version
-// back; a row without a version (SCHEMA, repeatable migrations) counts for nothing.
-func interpret(list []migrations.Migration, rows []store.HistoryRow) Status {
-	st := Status{HasHistory: len(rows) > 0}
-	sorted := slices.Clone(rows)
-	slices.SortFunc(sorted, func(a, b store.HistoryRow) int { return a.InstalledRank - b.InstalledRank })
-	applied := map[int]bool{}
-	unknown := map[string]bool{}
-	baseline := 0
-	for i := range sorted {
-		row := sorted[i]
-		if row.Version == "" {
-			continue
-		}
-		v, ok := parseVersion(row.Version)
-		typ := strings.ToUpper(row.Type)
-		switch {
-		case typ == "DELETE" || strings.HasPrefix(typ, "UNDO"):
-			if ok {
-				delete(applied, v)
-			}
-			delete(unknown, row.Version)
-		case !row.Success:
-			if st.failed == nil {
-				st.failed = &sorted[i]
-			}
-		case !ok || v > len(list):
-			unknown[row.Version] = true
-		case typ == "BASELINE":
-			applied[v] = true
-			baseline = max(baseline, v)
-		default:
-			applied[v] = true
-		}
-	}
-	for _, m := range list {
-		if applied[m.Version] || m.Version <= baseline {
-			st.Applied = append(st.Applied, m.Version)
-			st.Current = m.Version
-		}
-	}
-	for _, m := range list {
-		if !applied[m.Version] && m.Version > baseline {
-			st.Pending = append(st.Pending, m.Version)
-			if m.Version < st.Current && st.outOfOrder == 0 {
-				st.outOfOrder = m.Version
-			}
-		}
-	}
-	for v := range unknown {
-		st.Unknown = append(st.Unknown, v)
-	}
-	slices.Sort(st.Unknown)
-	return st
-}
-
-// parseVersion reads a Flyway version that names a whole number: "11", "011", "11.0".
-func parseVersion(s string) (int, bool) {
-	parts := strings.Split(strings.TrimSpace(s), ".")
-	v, err := strconv.Atoi(parts[0])
-	if err != nil || v < 0 {
-		return 0, false
-	}
-	for _, p := range parts[1:] {
-		if strings.Trim(p, "0") != "" || p == "" {
-			return 0, false
-		}
-	}
-	return v, true
+	return st.QueueBox.err(d)
 }

@@ -107,7 +107,7 @@ func (c *controls) refresh(ctx context.Context, plans map[string]*destPlan) {
 	switch {
 	case errors.Is(err, store.ErrNoDestinationState):
 		if !c.missing {
-			c.log.Warn("the destination state table is missing; pause, resume and circuit breaking are off until migration V12 is applied",
+			c.log.Warn("the destination state table is missing; pause, resume and circuit breaking are off until QueueBox's own migration V1__add_destination_state.sql is applied",
 				"table", store.DestinationStateTable)
 		}
 		c.missing = true

@@ -86,6 +86,10 @@ type Message struct {
 	CreatedAt time.Time
 	// Route is the route that matched the topic.
 	Route route.Route
+	// ReplayGeneration is how many times a replay moved the row back to pending, read for a
+	// destination that sends a deduplication id (DedupPublisher); 0 otherwise. DedupID
+	// builds the id from it.
+	ReplayGeneration int64
 }
 
 // Publisher delivers messages to one destination.

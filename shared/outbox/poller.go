@@ -57,6 +57,7 @@ type Poller struct {
 	plans   map[string]*destPlan
 	defPlan *destPlan // the plan of a row that no destination takes
 	ctl     *controls
+	dedup   dedupReader // the replay generations of rows for a deduplication id (dedup.go)
 	metrics Metrics
 	log     *slog.Logger
 	tracer  trace.Tracer // nil when tracing is off
@@ -120,6 +121,7 @@ func New(opts Options) (*Poller, error) {
 		plans:     plans,
 		defPlan:   &destPlan{retry: resolveRetry(cfg, nil)},
 		ctl:       ctl,
+		dedup:     newDedupReader(opts.Store, dests),
 		metrics:   opts.Metrics,
 		log:       log,
 		tracer:    opts.Tracer,
@@ -499,6 +501,7 @@ func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
 	r.sum.Claimed += len(rows)
 	r.window = len(rows) < limit || hasKey(rows)
 	r.mu.Unlock()
+	rows = r.withReplayGenerations(ctx, rows)
 	debug := p.log.Enabled(ctx, slog.LevelDebug)
 	for _, row := range rows {
 		if debug {
@@ -686,6 +689,7 @@ func messageOf(row store.OutboxMessage, p *Poller) Message {
 	m := Message{
 		ID: row.ID, Topic: row.Topic, Key: row.Key, AggregateType: row.AggregateType,
 		Payload: row.Payload, Attempt: row.Attempt, CreatedAt: row.CreatedAt,
+		ReplayGeneration: row.ReplayGeneration,
 	}
 	if len(row.Headers) > 0 && string(row.Headers) != "{}" {
 		var raw map[string]json.RawMessage

@@ -198,7 +198,8 @@ func OpenDriver(ctx context.Context, cfg *config.Config, log *slog.Logger, o Con
 // Prepare runs the start checks of the schema: it applies the pending migrations when
 // database.migrate is true (or refuses tables without a history), then checks that the inbox
 // headers column and the outbox sequence column exist, and, when a destination sets a
-// circuit breaker or a rate limit, that the table of their state (migration V12) exists.
+// circuit breaker or a rate limit, that the table of their state (V1 of the QueueBox track)
+// exists.
 func Prepare(ctx context.Context, cfg *config.Config, db *Database, log *slog.Logger) error {
 	res, err := db.Migrations.CheckStart(ctx, cfg.Database.Migrate)
 	if err != nil {
@@ -231,8 +232,8 @@ func checkDestinationState(ctx context.Context, cfg *config.Config, st store.Des
 	_, err := st.DestinationStates(ctx)
 	switch {
 	case errors.Is(err, store.ErrNoDestinationState):
-		return fmt.Errorf("destinations %s set circuitBreaker or rateLimit, which keep their state in the table of migration V12 "+
-			"(V12__add_destination_state.sql; database.migrate: true applies it at start): apply it, or remove those keys: %w",
+		return fmt.Errorf("destinations %s set circuitBreaker or rateLimit, which keep their state in the table of QueueBox's own migration V1 "+
+			"(migrations/queuebox, V1__add_destination_state.sql; database.migrate: true applies it at start): apply it, or remove those keys: %w",
 			strings.Join(names, ", "), err)
 	case err != nil:
 		return fmt.Errorf("reading the table %s for the circuitBreaker and rateLimit of destinations %s: %w",

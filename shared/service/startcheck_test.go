@@ -13,7 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alternayte/queuebox/migrations"
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/migrate"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
@@ -34,7 +36,7 @@ func loadWithDatabase(t *testing.T, dbURL, file string) *config.Config {
 	return cfg
 }
 
-// A destination with a circuit breaker or a rate limit needs the table of migration V12:
+// A destination with a circuit breaker or a rate limit needs the table of the QueueBox track's V1:
 // without it the start stops with an error that names the destinations, the table and the
 // migration, instead of running with the controls silently off. A configuration without such
 // a destination starts as before.
@@ -72,8 +74,8 @@ func TestStartRefusesControlsWithoutTheStateTable(t *testing.T) {
 	assert.Equal(t, "check the database schema", se.Step)
 	assert.ErrorIs(t, err, store.ErrNoDestinationState)
 	assert.Equal(t, "QueueBox could not check the database schema. Reason: destinations limited, web set circuitBreaker or rateLimit, "+
-		"which keep their state in the table of migration V12 (V12__add_destination_state.sql; database.migrate: true applies it at start): "+
-		"apply it, or remove those keys | caused by reading the destination state | caused by the table queuebox_destination_state does not exist: apply migration V12",
+		"which keep their state in the table of QueueBox's own migration V1 (migrations/queuebox, V1__add_destination_state.sql; database.migrate: true applies it at start): "+
+		"apply it, or remove those keys | caused by reading the destination state | caused by the table queuebox_destination_state does not exist: apply QueueBox's own migration V1__add_destination_state.sql",
 		err.Error())
 
 	// Open, the path of serve and of every Lambda function, refuses too.
@@ -103,4 +105,43 @@ type failingStates struct {
 
 func (f failingStates) DestinationStates(context.Context) ([]store.DestinationState, error) {
 	return nil, f.err
+}
+
+// With database.migrate false, a database without the tables of QueueBox's own migrations
+// (migrations/queuebox) stops the start, the path of serve and of every Lambda function, and
+// the error names each file and its table; once the files are applied by hand the start goes
+// on.
+func TestStartWithoutMigrateRefusesAMissingQueueBoxMigration(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	dbURL := dbtest.NewDatabase(t)
+	pool := dbtest.NewPool(t, dbURL)
+	main, err := migrations.List(migrations.PostgreSQL)
+	require.NoError(t, err)
+	for _, m := range main {
+		dbtest.Exec(t, pool, m.SQL)
+	}
+	cfg := loadWithDatabase(t, dbURL, "")
+	cfg.Database.Migrate = false
+
+	_, err = Open(ctx, cfg, log)
+	require.ErrorIs(t, err, migrate.ErrMissingMigration)
+	var se *StartError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "apply the database migrations", se.Step)
+	track, lerr := migrations.ListTrack(migrations.QueueBox, migrations.PostgreSQL)
+	require.NoError(t, lerr)
+	for _, m := range track {
+		assert.Contains(t, err.Error(), m.Script+" (table "+m.Table+")")
+	}
+	t.Logf("the error: %s", err)
+
+	for _, m := range track {
+		dbtest.Exec(t, pool, m.SQL)
+	}
+	db, err := Open(ctx, cfg, log)
+	require.NoError(t, err)
+	db.Close()
 }

@@ -7,13 +7,13 @@ import (
 )
 
 // DestinationStateTable is the table that holds the operator and circuit-breaker state of each
-// destination and its rate-limit clock (migration V12). It is an extension of QueueBox's
+// destination and its rate-limit clock (V1 of the QueueBox track, migrations/queuebox). It is an extension of QueueBox's
 // documented schema: see docs/delivery-controls.md.
 const DestinationStateTable = "queuebox_destination_state"
 
 // ErrNoDestinationState is returned (wrapped) by a DestinationStateStore method when
-// DestinationStateTable does not exist: migration V12 has not been applied.
-var ErrNoDestinationState = errors.New("the table " + DestinationStateTable + " does not exist: apply migration V12")
+// DestinationStateTable does not exist: V1 of the QueueBox track has not been applied.
+var ErrNoDestinationState = errors.New("the table " + DestinationStateTable + " does not exist: apply QueueBox's own migration V1__add_destination_state.sql")
 
 // DestinationState is the row of DestinationStateTable of one destination. A destination
 // without a row is resumed, closed and has never been rate limited.

@@ -18,9 +18,13 @@ const MigrationHistoryTable = "flyway_schema_history"
 // migrate.ErrLockTimeout.
 var ErrMigrationLockTimeout = errors.New("migrate: timed out waiting for the migration lock")
 
+// QueueBoxHistoryTable is the name of the history table of the QueueBox track
+// (migrations.QueueBox): QueueBox's own tables, numbered on their own, with Flyway's columns.
+const QueueBoxHistoryTable = "queuebox_schema_history"
+
 // MigrationBackend is a dialect's side of the migration runner (shared/migrate): it opens
-// sessions on one database, on which the runner reads and writes the history and applies the
-// bundled files of package migrations. shared/store/postgres and shared/store/sqlserver
+// sessions on one database, on which the runner reads and writes the history of each track
+// (migrations.Track.HistoryTable) and applies the bundled files of package migrations. shared/store/postgres and shared/store/sqlserver
 // implement it (their NewMigrationBackend, and Driver.Migration of their Open); the runner
 // itself knows no dialect.
 type MigrationBackend interface {
@@ -36,19 +40,27 @@ type MigrationBackend interface {
 // MigrationSession is one connection of a MigrationBackend, holding the migration lock when
 // the run writes. The runner uses a session from one goroutine.
 type MigrationSession interface {
-	// HistoryExists reports whether MigrationHistoryTable exists.
-	HistoryExists(ctx context.Context) (bool, error)
-	// CreateHistory creates MigrationHistoryTable, with Flyway's columns, unless it exists.
-	CreateHistory(ctx context.Context) error
-	// ReadHistory returns the rows of MigrationHistoryTable in any order.
-	ReadHistory(ctx context.Context) ([]HistoryRow, error)
-	// Apply runs m and inserts its history row (type SQL, installed_rank rank, the checksum of
-	// migrations.Checksum, installed_by installedBy or the database user when empty) in one
-	// transaction.
+	// HistoryExists reports whether the history table of track t exists.
+	HistoryExists(ctx context.Context, t migrations.Track) (bool, error)
+	// CreateHistory creates the history table of track t, with Flyway's columns, unless it
+	// exists.
+	CreateHistory(ctx context.Context, t migrations.Track) error
+	// ReadHistory returns the rows of the history table of track t in any order.
+	ReadHistory(ctx context.Context, t migrations.Track) ([]HistoryRow, error)
+	// Apply runs m and inserts its history row into the history table of m.Track (type SQL,
+	// installed_rank rank, the checksum of migrations.Checksum, installed_by installedBy or the
+	// database user when empty) in one transaction.
 	Apply(ctx context.Context, m migrations.Migration, rank int, installedBy string) error
-	// Baseline inserts one BASELINE row per migration, ranks 1..n, checksum NULL, in one
-	// transaction.
+	// Baseline inserts one BASELINE row per migration into the history table of their track,
+	// ranks 1..n, checksum NULL, in one transaction.
 	Baseline(ctx context.Context, ms []migrations.Migration, installedBy string) error
+	// MoveToQueueBox moves the row of installed_rank fromRank of flyway_schema_history (a
+	// migrations.Moved) to queuebox_schema_history, in one transaction: with toRank > 0 it
+	// inserts the row of m there at toRank, keeping the type, installed_by, installed_on,
+	// execution_time and success of the old row (the checksum is m's for type SQL, NULL
+	// otherwise); then it deletes the old row. With toRank 0 it only deletes the old row (the
+	// QueueBox history records m already).
+	MoveToQueueBox(ctx context.Context, fromRank int, m migrations.Migration, toRank int) error
 	// TablesPresent returns the names of the tables that exist, in the order given.
 	TablesPresent(ctx context.Context, names []string) ([]string, error)
 	// Close releases the lock and the connection.
@@ -59,12 +71,15 @@ type MigrationSession interface {
 // round trip; the runner uses Probe when a session implements it.
 type MigrationProber interface {
 	MigrationSession
-	// Probe reports whether MigrationHistoryTable exists and returns the names of the tables
-	// that exist, in the order given.
-	Probe(ctx context.Context, names []string) (historyExists bool, tables []string, err error)
+	// Probe reports whether the history table of each track exists (one answer per track, in
+	// the order given) and returns the names of the tables that exist, in the order given.
+	Probe(ctx context.Context, tracks []migrations.Track, names []string) (histories []bool, tables []string, err error)
+	// ReadHistories returns the rows of the history table of each track, in the order given,
+	// in one round trip. Each table must exist.
+	ReadHistories(ctx context.Context, tracks []migrations.Track) ([][]HistoryRow, error)
 }
 
-// HistoryRow is one row of MigrationHistoryTable, the columns that the runner reads.
+// HistoryRow is one row of a history table, the columns that the runner reads.
 type HistoryRow struct {
 	// InstalledRank is installed_rank, the order in which the rows were written.
 	InstalledRank int
@@ -81,8 +96,8 @@ type HistoryRow struct {
 	Success bool
 }
 
-// HistoryDescription cuts a description to the width of the description column of
-// MigrationHistoryTable (200 characters).
+// HistoryDescription cuts a description to the width of the description column of a history
+// table (200 characters).
 func HistoryDescription(s string) string {
 	if len(s) > 200 {
 		return s[:200]

@@ -84,7 +84,8 @@ type ReplayStore interface {
 	OutboxSelectionScan(ctx context.Context, sel OutboxSelection, page ScanParams) ([]FinishedRow, error)
 	// OutboxReplayBatch moves at most Limit sent or dead rows of the selection whose id
 	// comes after After back to pending (attempt 0, scheduled_at now, last_error and the
-	// claim cleared), in one statement.
+	// claim cleared) and raises the replay generation of each (ReplayGenerationTable), in one
+	// transaction.
 	OutboxReplayBatch(ctx context.Context, sel OutboxSelection, after string, limit int) (ReplayBatchResult, error)
 	// InboxSelectionCount counts the rows of the selection.
 	InboxSelectionCount(ctx context.Context, sel InboxSelection) (int64, error)

@@ -73,6 +73,11 @@ type OutboxMessage struct {
 	ClaimToken string
 	// LeaseExpiresAt is the end of the lease, by the database clock.
 	LeaseExpiresAt time.Time
+	// ReplayGeneration is how many times a replay moved the row back to pending
+	// (ReplayGenerationTable). OutboxClaim does not read it: the outbox poller fills it, with
+	// one OutboxReplayGenerations per claimed batch, for the rows routed to a destination that
+	// sends a deduplication id. 0 otherwise, and for a row never replayed.
+	ReplayGeneration int64
 }
 
 // Claim returns the fence identity of the message.
@@ -181,7 +186,8 @@ type OutboxStore interface {
 	// unchanged, token and lease cleared, and returns the count.
 	OutboxReclaim(ctx context.Context) (int64, error)
 	// OutboxReplay moves the selected sent and dead rows to pending with attempt 0,
-	// scheduled_at now and last_error cleared, and returns the count.
+	// scheduled_at now and last_error cleared, raises the replay generation of each
+	// (ReplayGenerationTable) in the same statement, and returns the count.
 	OutboxReplay(ctx context.Context, params OutboxReplayParams) (int64, error)
 	// OutboxStats returns the figures of the pending gauges.
 	OutboxStats(ctx context.Context) (OutboxStats, error)
@@ -326,6 +332,8 @@ type Store interface {
 	OutboxStore
 	InboxStore
 	DestinationStateStore
+	SessionRevocationStore
+	ReplayGenerationStore
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
 	// CheckSchema verifies at start that the inbox headers column and the outbox sequence

@@ -450,13 +450,16 @@ func (s *suite) migrateScenario(ctx context.Context, res *result) error {
 	}
 	rows := max(100, s.o.rows/10)
 	err = s.outboxPass(ctx, res, e, rows, s.o.replicas, 2*time.Second, false, noMax, func(ctx context.Context) error {
-		var applied, distinct, failed int
-		if err := e.pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT version), count(*) FILTER (WHERE NOT success) FROM flyway_schema_history WHERE version IS NOT NULL`).Scan(&applied, &distinct, &failed); err != nil {
-			return fmt.Errorf("reading flyway_schema_history: %w", err)
-		}
-		res.fig("flyway_schema_history", "%d versions applied, %d distinct, %d failed", applied, distinct, failed)
-		if applied != distinct || failed > 0 {
-			return fmt.Errorf("a migration was applied twice or failed: %d rows, %d versions, %d failed", applied, distinct, failed)
+		// Both tracks: the original's schema and QueueBox's own tables.
+		for _, table := range []string{"flyway_schema_history", "queuebox_schema_history"} {
+			var applied, distinct, failed int
+			if err := e.pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT version), count(*) FILTER (WHERE NOT success) FROM `+table+` WHERE version IS NOT NULL`).Scan(&applied, &distinct, &failed); err != nil {
+				return fmt.Errorf("reading %s: %w", table, err)
+			}
+			res.fig(table, "%d versions applied, %d distinct, %d failed", applied, distinct, failed)
+			if applied != distinct || failed > 0 {
+				return fmt.Errorf("a migration of %s was applied twice or failed: %d rows, %d versions, %d failed", table, applied, distinct, failed)
+			}
 		}
 		return nil
 	})

@@ -29,7 +29,7 @@ const startHint =
   "start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start " +
   "(or set QUEUEBOX_TEST_DATABASE_URL to a server where the user may CREATE DATABASE)";
 
-/** The PostgreSQL migrations (V1..V12), in version order. */
+/** The PostgreSQL migrations (V1..V11), in version order. */
 export function migrations(): { version: number; sql: string }[] {
   const dir = join(repoRoot, "migrations", "postgresql");
   return readdirSync(dir)

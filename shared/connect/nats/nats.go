@@ -10,9 +10,10 @@
 // x-message-key (absent when the row has no key), then the destination's static headers, then
 // the row's own headers; a row header replaces a static header of its name and is added as a
 // second value to a standard header of its name. A JetStream publish also sets
-// Nats-Msg-Id to the row id, so that the stream's duplicate window drops a row that is
-// published again after a publish whose acknowledgement was lost; such a duplicate PubAck
-// counts as a delivery.
+// Nats-Msg-Id to outbox.Message.DedupID: the row id, so that the stream's duplicate window drops
+// a row that is published again after a publish whose acknowledgement was lost (such a
+// duplicate PubAck counts as a delivery); after a replay of the row, the row id and the replay
+// generation, so that the stream stores the replay (docs/headers.md).
 //
 // The Publisher dials on the first publish and reuses the connection. The client reconnects
 // in the background; while it is disconnected a publish fails at once (nothing is buffered),
@@ -53,8 +54,8 @@ const (
 	HeaderAttempt = "x-attempt"
 	// HeaderMessageKey carries the key of the row; it is absent when the row has no key.
 	HeaderMessageKey = "x-message-key"
-	// HeaderMsgID is the JetStream deduplication header, set to the id of the row on a
-	// JetStream publish.
+	// HeaderMsgID is the JetStream deduplication header, set on a JetStream publish to
+	// outbox.Message.DedupID: the id of the row, with its replay generation after a replay.
 	HeaderMsgID = jetstream.MsgIDHeader
 )
 
@@ -165,6 +166,11 @@ func (p *Publisher) addSecret(s string) {
 
 // Type returns "nats".
 func (p *Publisher) Type() string { return Type }
+
+var _ outbox.DedupPublisher = (*Publisher)(nil)
+
+// UsesDedupID reports whether the publisher sends Nats-Msg-Id: on JetStream only.
+func (p *Publisher) UsesDedupID() bool { return p.jetStream }
 
 // Name returns the destination name.
 func (p *Publisher) Name() string { return p.name }
@@ -285,7 +291,7 @@ func (p *Publisher) headers(m outbox.Message) natsgo.Header {
 		h[HeaderMessageKey] = []string{m.Key}
 	}
 	if p.jetStream && m.ID != "" {
-		h[HeaderMsgID] = []string{m.ID}
+		h[HeaderMsgID] = []string{m.DedupID()}
 	}
 	relayed := forwarded.IsRelayed(m.Headers)
 	for _, kv := range p.static {

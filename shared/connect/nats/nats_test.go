@@ -340,3 +340,31 @@ func TestCoreNATS(t *testing.T) {
 		"x-message-key": {m.Key},
 	})
 }
+
+// TestAReplayedRowHasItsOwnNatsMsgId: after the n-th replay of a row, a JetStream publish sets
+// Nats-Msg-Id to "<row id>:<n>" (outbox.Message.DedupID), so that the stream's duplicate window
+// does not drop it; x-message-id stays the row id. On core NATS no Nats-Msg-Id is sent and the
+// publisher uses no deduplication id.
+func TestAReplayedRowHasItsOwnNatsMsgId(t *testing.T) {
+	f := newFixture(t)
+	p := newPublisher(t, qbnats.Config{Subject: f.prefix + ".replayed", Timeout: 30 * time.Second})
+	if !p.UsesDedupID() {
+		t.Fatal("a JetStream publisher must use the deduplication id")
+	}
+	m := message("0b7f9a4e-1111-4c3a-9d55-000000000003")
+	m.ReplayGeneration = 2
+	if err := publish(t, p, m); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	got := f.msgs(t, 1)[0]
+	if id := got.Header.Get("Nats-Msg-Id"); id != m.ID+":2" {
+		t.Errorf("Nats-Msg-Id = %q, want %q", id, m.ID+":2")
+	}
+	if id := got.Header.Get("x-message-id"); id != m.ID {
+		t.Errorf("x-message-id = %q, want the row id %q", id, m.ID)
+	}
+	core := newPublisher(t, qbnats.Config{Subject: f.prefix + ".core", Mode: qbnats.ModeCore, Timeout: 30 * time.Second})
+	if core.UsesDedupID() {
+		t.Error("a core NATS publisher sends no deduplication id")
+	}
+}

@@ -55,6 +55,14 @@ func pgCheckStart(ctx context.Context, pool *pgxpool.Pool, doMigrate bool, opts 
 	return pgRunner(pool, opts).CheckStart(ctx, doMigrate)
 }
 
+// versions writes from..to as the runner's messages do: "V1" or "V1..V3".
+func versions(from, to int) string {
+	if from == to {
+		return fmt.Sprintf("V%d", from)
+	}
+	return fmt.Sprintf("V%d..V%d", from, to)
+}
+
 func seq(from, to int) []int {
 	var out []int
 	for v := from; v <= to; v++ {
@@ -70,7 +78,8 @@ func newPool(t *testing.T) (*pgxpool.Pool, string) {
 	return dbtest.NewPool(t, url), url
 }
 
-// applyFiles applies the PostgreSQL files V1..upTo directly, as an operator does with psql.
+// applyFiles applies the PostgreSQL files V1..upTo of the main track directly, as an operator
+// does with psql.
 func applyFiles(t *testing.T, pool *pgxpool.Pool, upTo int) {
 	t.Helper()
 	list, err := migrations.List(migrations.PostgreSQL)
@@ -79,6 +88,25 @@ func applyFiles(t *testing.T, pool *pgxpool.Pool, upTo int) {
 		_, err := pool.Exec(context.Background(), m.SQL)
 		require.NoError(t, err, m.Script)
 	}
+}
+
+// applyQueueBoxFiles applies every PostgreSQL file of the QueueBox track directly, as an
+// operator does with psql.
+func applyQueueBoxFiles(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	for _, m := range queueboxList(t) {
+		_, err := pool.Exec(context.Background(), m.SQL)
+		require.NoError(t, err, m.Script)
+	}
+}
+
+// queueboxList returns the PostgreSQL files of the QueueBox track.
+func queueboxList(t *testing.T) []migrations.Migration {
+	t.Helper()
+	list, err := migrations.ListTrack(migrations.QueueBox, migrations.PostgreSQL)
+	require.NoError(t, err)
+	require.NotEmpty(t, list)
+	return list
 }
 
 // storedRow is a row of flyway_schema_history as the tests read it.
@@ -94,8 +122,19 @@ type storedRow struct {
 
 func readHistory(t *testing.T, pool *pgxpool.Pool) []storedRow {
 	t.Helper()
+	return readHistoryOf(t, pool, "flyway_schema_history")
+}
+
+// readQueueBoxHistory reads queuebox_schema_history, the history of the QueueBox track.
+func readQueueBoxHistory(t *testing.T, pool *pgxpool.Pool) []storedRow {
+	t.Helper()
+	return readHistoryOf(t, pool, "queuebox_schema_history")
+}
+
+func readHistoryOf(t *testing.T, pool *pgxpool.Pool, table string) []storedRow {
+	t.Helper()
 	rows, err := pool.Query(context.Background(), `SELECT installed_rank, version, description, type, script, checksum, success
-		FROM flyway_schema_history ORDER BY installed_rank`)
+		FROM `+table+` ORDER BY installed_rank`)
 	require.NoError(t, err)
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storedRow, error) {
 		var h storedRow
@@ -111,6 +150,17 @@ func wantHistory(t *testing.T, from, to int, typ string) []storedRow {
 	t.Helper()
 	list, err := migrations.List(migrations.PostgreSQL)
 	require.NoError(t, err)
+	return wantRows(list, from, to, typ)
+}
+
+// wantQueueBoxHistory is the QueueBox track's history that applying its versions from..to
+// from rank `from` on writes.
+func wantQueueBoxHistory(t *testing.T, from, to int, typ string) []storedRow {
+	t.Helper()
+	return wantRows(queueboxList(t), from, to, typ)
+}
+
+func wantRows(list []migrations.Migration, from, to int, typ string) []storedRow {
 	var out []storedRow
 	for _, m := range list[from-1 : to] {
 		var sum *int32
@@ -129,12 +179,16 @@ func TestPostgresMigratesAFreshDatabaseOnce(t *testing.T) {
 	pool, _ := newPool(t)
 	ctx := context.Background()
 
+	n := len(queueboxList(t))
 	res, err := pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, seq(1, 12), res.Applied)
-	assert.Equal(t, 12, res.Current)
-	assert.Equal(t, "applied V1..V12", res.String())
-	assert.Equal(t, wantHistory(t, 1, 12, "SQL"), readHistory(t, pool))
+	assert.Equal(t, seq(1, 11), res.Applied)
+	assert.Equal(t, 11, res.Current)
+	assert.Equal(t, seq(1, n), res.QueueBox.Applied)
+	assert.Equal(t, n, res.QueueBox.Current)
+	assert.Equal(t, "applied V1..V11; applied QueueBox's own migrations "+versions(1, n), res.String())
+	assert.Equal(t, wantHistory(t, 1, 11, "SQL"), readHistory(t, pool), "the main track's history holds the original's versions only")
+	assert.Equal(t, wantQueueBoxHistory(t, 1, n, "SQL"), readQueueBoxHistory(t, pool))
 
 	var installedBy string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT DISTINCT installed_by FROM flyway_schema_history`).Scan(&installedBy))
@@ -143,8 +197,10 @@ func TestPostgresMigratesAFreshDatabaseOnce(t *testing.T) {
 	again, err := pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
 	assert.Empty(t, again.Applied)
-	assert.Equal(t, "schema is up to date at V12", again.String())
-	assert.Len(t, readHistory(t, pool), 12)
+	assert.Empty(t, again.QueueBox.Applied)
+	assert.Equal(t, fmt.Sprintf("schema is up to date at V11; QueueBox's own migrations are up to date at V%d", n), again.String())
+	assert.Len(t, readHistory(t, pool), 11)
+	assert.Len(t, readQueueBoxHistory(t, pool), n)
 
 	var locks int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
@@ -160,8 +216,10 @@ type pgColumn struct {
 }
 
 // The PostgreSQL columns of spec/29-outbox-table.md, spec/27-inbox-table.md and COMPAT
-// ("V7 queuebox_capture_state") and docs/destination-state.md (V12 queuebox_destination_state,
-// an extension), as the documentation writes them.
+// ("V7 queuebox_capture_state") and the QueueBox track's tables (docs/migrations.md,
+// extensions): queuebox_destination_state (docs/destination-state.md) and
+// queuebox_revoked_session (docs/console.md) and queuebox_replay_generation (docs/headers.md),
+// as the documentation writes them.
 var documentedPGColumns = map[string]map[string]pgColumn{
 	"outbox": {
 		"id":               {"UUID", false, "gen_random_uuid()"},
@@ -216,6 +274,16 @@ var documentedPGColumns = map[string]map[string]pgColumn{
 		"window_started_at": {"TIMESTAMP WITH TIME ZONE", true, "none"},
 		"rate_tat":          {"TIMESTAMP WITH TIME ZONE", true, "none"},
 		"updated_at":        {"TIMESTAMP WITH TIME ZONE", false, "CURRENT_TIMESTAMP"},
+	},
+	"queuebox_revoked_session": {
+		"session_hash": {"VARCHAR(64)", false, "none"},
+		"expires_at":   {"TIMESTAMP WITH TIME ZONE", false, "none"},
+		"revoked_at":   {"TIMESTAMP WITH TIME ZONE", false, "CURRENT_TIMESTAMP"},
+	},
+	"queuebox_replay_generation": {
+		"outbox_id":   {"UUID", false, "none"},
+		"generation":  {"BIGINT", false, "none"},
+		"replayed_at": {"TIMESTAMP WITH TIME ZONE", false, "CURRENT_TIMESTAMP"},
 	},
 }
 
@@ -289,7 +357,7 @@ func readColumns(t *testing.T, pool *pgxpool.Pool) map[string]map[string]actualC
 		FROM pg_attribute a
 		JOIN pg_class c ON c.oid = a.attrelid
 		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-		WHERE c.relname IN ('outbox', 'inbox', 'queuebox_capture_state', 'queuebox_destination_state') AND c.relkind = 'r'
+		WHERE c.relname IN ('outbox', 'inbox', 'queuebox_capture_state', 'queuebox_destination_state', 'queuebox_revoked_session', 'queuebox_replay_generation') AND c.relkind = 'r'
 		  AND c.relnamespace = 'public'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped`)
 	require.NoError(t, err)
 	out := map[string]map[string]actualColumn{}
@@ -402,7 +470,7 @@ func TestPostgresV11NumbersExistingRows(t *testing.T) {
 
 	res, err = pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
-	require.Equal(t, []int{11, 12}, res.Applied)
+	require.Equal(t, []int{11}, res.Applied)
 
 	numbers := func() map[string]int64 {
 		rows, err := pool.Query(ctx, `SELECT id::text, sequence FROM outbox`)
@@ -487,7 +555,11 @@ func TestHelperProcessMigrate(t *testing.T) {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		os.Exit(4)
 	}
-	fmt.Printf("applied: %s\n", strings.Trim(fmt.Sprint(res.Applied), "[]"))
+	applied := strings.Trim(fmt.Sprint(res.Applied), "[]")
+	for _, v := range res.QueueBox.Applied {
+		applied += fmt.Sprintf(" q%d", v)
+	}
+	fmt.Printf("applied: %s\n", applied)
 	os.Exit(0)
 }
 
@@ -529,6 +601,7 @@ func TestPostgresConcurrentMigrate(t *testing.T) {
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	applied := make([][]int, goroutines)
+	queueboxApplied := make([][]int, goroutines)
 	errs := make([]error, goroutines)
 	for i := range goroutines {
 		wg.Add(1)
@@ -536,7 +609,7 @@ func TestPostgresConcurrentMigrate(t *testing.T) {
 			defer wg.Done()
 			<-start
 			res, err := pgMigrate(ctx, pool, migrate.Options{})
-			applied[i], errs[i] = res.Applied, err
+			applied[i], queueboxApplied[i], errs[i] = res.Applied, res.QueueBox.Applied, err
 		}()
 	}
 	for _, p := range procs {
@@ -552,6 +625,12 @@ func TestPostgresConcurrentMigrate(t *testing.T) {
 		m := regexp.MustCompile(`(?m)^applied: (.*)$`).FindStringSubmatch(string(out))
 		require.NotNil(t, m, "helper %d printed %q", i, out)
 		for _, f := range strings.Fields(m[1]) {
+			if q, ok := strings.CutPrefix(f, "q"); ok {
+				v, err := strconv.Atoi(q)
+				require.NoError(t, err)
+				all = append(all, 100+v)
+				continue
+			}
 			v, err := strconv.Atoi(f)
 			require.NoError(t, err)
 			all = append(all, v)
@@ -561,17 +640,26 @@ func TestPostgresConcurrentMigrate(t *testing.T) {
 	for i := range goroutines {
 		require.NoError(t, errs[i], "goroutine %d", i)
 		all = append(all, applied[i]...)
+		for _, v := range queueboxApplied[i] {
+			all = append(all, 100+v)
+		}
 	}
 	slices.Sort(all)
-	assert.Equal(t, seq(1, 12), all, "each version applied by exactly one of the runs")
+	n := len(queueboxList(t))
+	want := seq(1, 11)
+	for v := 1; v <= n; v++ {
+		want = append(want, 100+v)
+	}
+	assert.Equal(t, want, all, "each version of each track applied by exactly one of the runs")
 
 	var perVersion []int
 	rows, err := pool.Query(ctx, `SELECT count(*) FROM flyway_schema_history GROUP BY version ORDER BY version::int`)
 	require.NoError(t, err)
 	perVersion, err = pgx.CollectRows(rows, pgx.RowTo[int])
 	require.NoError(t, err)
-	assert.Equal(t, slices.Repeat([]int{1}, 12), perVersion, "each version recorded exactly once")
-	assert.Equal(t, wantHistory(t, 1, 12, "SQL"), readHistory(t, pool))
+	assert.Equal(t, slices.Repeat([]int{1}, 11), perVersion, "each version recorded exactly once")
+	assert.Equal(t, wantHistory(t, 1, 11, "SQL"), readHistory(t, pool))
+	assert.Equal(t, wantQueueBoxHistory(t, 1, n, "SQL"), readQueueBoxHistory(t, pool))
 	assertDocumentedSchema(t, pool)
 }
 
@@ -612,13 +700,15 @@ func TestPostgresAdoptsAJVMMigratedDatabase(t *testing.T) {
 
 	res, err := pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, []int{11, 12}, res.Applied)
-	assert.Equal(t, "applied V11..V12", res.String())
+	assert.Equal(t, []int{11}, res.Applied)
+	n := len(queueboxList(t))
+	assert.Equal(t, "applied V11; applied QueueBox's own migrations "+versions(1, n), res.String())
 
 	h := readHistory(t, pool)
-	require.Len(t, h, 12)
+	require.Len(t, h, 11)
 	assert.Equal(t, int32(-1000003), *h[0].Checksum, "the JVM's rows stay as they are")
-	assert.Equal(t, wantHistory(t, 11, 12, "SQL"), h[10:], "V11 and V12 are installed_rank 11 and 12")
+	assert.Equal(t, wantHistory(t, 11, 11, "SQL"), h[10:], "V11 is installed_rank 11")
+	assert.Equal(t, wantQueueBoxHistory(t, 1, n, "SQL"), readQueueBoxHistory(t, pool))
 	assertDocumentedSchema(t, pool)
 }
 
@@ -634,11 +724,11 @@ func TestPostgresAdoptsAFlywayBaseline(t *testing.T) {
 
 	res, err := pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, []int{10, 11, 12}, res.Applied)
+	assert.Equal(t, []int{10, 11}, res.Applied)
 	h := readHistory(t, pool)
-	require.Len(t, h, 4)
-	assert.Equal(t, []string{"9", "10", "11", "12"}, []string{h[0].Version, h[1].Version, h[2].Version, h[3].Version})
-	assert.Equal(t, []int{1, 2, 3, 4}, []int{h[0].Rank, h[1].Rank, h[2].Rank, h[3].Rank})
+	require.Len(t, h, 3)
+	assert.Equal(t, []string{"9", "10", "11"}, []string{h[0].Version, h[1].Version, h[2].Version})
+	assert.Equal(t, []int{1, 2, 3}, []int{h[0].Rank, h[1].Rank, h[2].Rank})
 }
 
 func TestPostgresStopsOnAFailedHistoryRow(t *testing.T) {
@@ -679,14 +769,16 @@ func TestPostgresFailedMigrationLeavesNoTrace(t *testing.T) {
 	dbtest.Exec(t, pool, `DROP TABLE inbox`)
 	res, err := pgMigrate(ctx, pool, migrate.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, seq(2, 12), res.Applied)
+	assert.Equal(t, seq(2, 11), res.Applied)
 }
 
 func TestPostgresBaseline(t *testing.T) {
 	t.Parallel()
 	pool, _ := newPool(t)
 	ctx := context.Background()
-	applyFiles(t, pool, 12)
+	applyFiles(t, pool, 11)
+	applyQueueBoxFiles(t, pool)
+	dbtest.Exec(t, pool, `INSERT INTO queuebox_destination_state (destination, paused) VALUES ('orders', true)`)
 
 	_, err := pgCheckStart(ctx, pool, true, migrate.Options{})
 	require.ErrorIs(t, err, migrate.ErrNoHistory)
@@ -695,24 +787,36 @@ func TestPostgresBaseline(t *testing.T) {
 	_, err = pgMigrate(ctx, pool, migrate.Options{})
 	require.ErrorIs(t, err, migrate.ErrNoHistory, "queuebox migrate refuses as well")
 
-	_, err = pgBaseline(ctx, pool, 13, migrate.Options{})
-	require.ErrorIs(t, err, migrate.ErrInvalidVersion)
+	_, err = pgBaseline(ctx, pool, 12, migrate.Options{})
+	require.ErrorIs(t, err, migrate.ErrInvalidVersion, "V12 is no longer a version of the main track")
 
-	res, err := pgBaseline(ctx, pool, 12, migrate.Options{InstalledBy: "operator"})
+	res, err := pgBaseline(ctx, pool, 11, migrate.Options{InstalledBy: "operator"})
 	require.NoError(t, err)
-	assert.Equal(t, "recorded V1..V12 as baseline", res.String())
-	assert.Equal(t, wantHistory(t, 1, 12, "BASELINE"), readHistory(t, pool))
+	assert.Equal(t, "recorded V1..V11 as baseline", res.String())
+	assert.Equal(t, wantHistory(t, 1, 11, "BASELINE"), readHistory(t, pool))
+	assert.Equal(t, -1, queueboxHistoryCount(t, pool), "a baseline records the main track only")
 
+	// The QueueBox track needs no baseline: its files are safe to run again, so the next start
+	// applies them over the tables made by hand, keeps their rows, and records them.
+	n := len(queueboxList(t))
 	start, err := pgCheckStart(ctx, pool, true, migrate.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, migrate.LevelInfo, start.Level)
-	assert.Equal(t, "schema is up to date at V12", start.Message)
+	assert.Equal(t, "schema is up to date at V11; applied QueueBox's own migrations "+versions(1, n), start.Message)
 	assert.Empty(t, start.Migration.Applied)
+	assert.Equal(t, wantQueueBoxHistory(t, 1, n, "SQL"), readQueueBoxHistory(t, pool))
+	var paused bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT paused FROM queuebox_destination_state WHERE destination = 'orders'`).Scan(&paused))
+	assert.True(t, paused, "the rows of a table made by hand stay")
 
-	_, err = pgBaseline(ctx, pool, 12, migrate.Options{})
+	start, err = pgCheckStart(ctx, pool, true, migrate.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, fmt.Sprintf("schema is up to date at V11; QueueBox's own migrations are up to date at V%d", n), start.Message)
+
+	_, err = pgBaseline(ctx, pool, 11, migrate.Options{})
 	require.ErrorIs(t, err, migrate.ErrHistoryExists)
-	assert.Contains(t, err.Error(), "holds 12 rows")
-	assert.Len(t, readHistory(t, pool), 12)
+	assert.Contains(t, err.Error(), "holds 11 rows")
+	assert.Len(t, readHistory(t, pool), 11)
 }
 
 func TestPostgresBaselineBelowLatestThenMigrate(t *testing.T) {
@@ -725,8 +829,112 @@ func TestPostgresBaselineBelowLatestThenMigrate(t *testing.T) {
 	require.NoError(t, err)
 	start, err := pgCheckStart(ctx, pool, true, migrate.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, "applied V10..V12", start.Message)
+	assert.Equal(t, "applied V10..V11; applied QueueBox's own migrations "+versions(1, len(queueboxList(t))), start.Message)
 	assertDocumentedSchema(t, pool)
+}
+
+// formerV12 records V12 (the destination state) in flyway_schema_history as the builds that
+// shipped it in the main track did, after V1..V11, and creates its table.
+func formerV12(t *testing.T, pool *pgxpool.Pool, typ string) {
+	t.Helper()
+	applyQueueBoxFiles(t, pool)
+	checksum := "1234567"
+	if typ == "BASELINE" {
+		checksum = "NULL"
+	}
+	dbtest.Exec(t, pool, `INSERT INTO flyway_schema_history
+		(installed_rank, version, description, type, script, checksum, installed_by, installed_on, execution_time, success)
+		VALUES (12, '12', 'add destination state', '`+typ+`', 'V12__add_destination_state.sql', `+checksum+`,
+		        'former-build', '2025-01-02 03:04:05', 42, true)`)
+}
+
+// TestPostgresMovesTheFormerV12: a database that an earlier build migrated records V12
+// (the destination state) in flyway_schema_history. The start without migrate warns and writes
+// nothing; Migrate moves the row to queuebox_schema_history as V1 of the QueueBox track,
+// keeping who applied it and when, and leaves flyway_schema_history with the original's
+// V1..V11 only, so that a later V12 of the original applies there at the next rank; a second
+// run does nothing.
+func TestPostgresMovesTheFormerV12(t *testing.T) {
+	t.Parallel()
+	for _, typ := range []string{"SQL", "BASELINE"} {
+		t.Run(typ, func(t *testing.T) {
+			t.Parallel()
+			pool, _ := newPool(t)
+			ctx := context.Background()
+			applyFiles(t, pool, 11)
+			jvmHistory(t, pool, 11)
+			formerV12(t, pool, typ)
+			n := len(queueboxList(t))
+
+			start, err := pgCheckStart(ctx, pool, false, migrate.Options{})
+			require.NoError(t, err)
+			assert.Equal(t, migrate.LevelWarning, start.Level)
+			assert.Equal(t, "schema is up to date at V11 (database.migrate is false); flyway_schema_history records V12 "+
+				"(V12__add_destination_state.sql), which is now V1 of QueueBox's own migrations; run `queuebox migrate` once, "+
+				"or move the row by hand (docs/migrations.md), so that a later V12 of the original QueueBox can apply", start.Message)
+			assert.Empty(t, start.Unknown, "the former V12 is not a version of a newer release")
+			assert.Len(t, readHistory(t, pool), 12, "migrate=false writes nothing")
+
+			res, err := pgMigrate(ctx, pool, migrate.Options{})
+			require.NoError(t, err)
+			assert.Empty(t, res.Applied)
+			assert.Equal(t, []int{1}, res.QueueBox.Moved)
+			assert.Equal(t, seq(2, n), res.QueueBox.Applied)
+			assert.Contains(t, res.String(), "moved V12 from flyway_schema_history to queuebox_schema_history as V1")
+
+			h := readHistory(t, pool)
+			require.Len(t, h, 11, "flyway_schema_history holds the original's versions only")
+			assert.Equal(t, "11", h[10].Version)
+			q := readQueueBoxHistory(t, pool)
+			require.Len(t, q, n)
+			want := wantQueueBoxHistory(t, 1, 1, typ)[0]
+			assert.Equal(t, want, q[0])
+			var by, on string
+			var took int
+			require.NoError(t, pool.QueryRow(ctx, `SELECT installed_by, installed_on::text, execution_time
+				FROM queuebox_schema_history WHERE version = '1'`).Scan(&by, &on, &took))
+			assert.Equal(t, []any{"former-build", "2025-01-02 03:04:05", 42}, []any{by, on, took}, "the move keeps who, when and how long")
+
+			again, err := pgMigrate(ctx, pool, migrate.Options{})
+			require.NoError(t, err)
+			assert.Empty(t, again.QueueBox.Moved)
+			assert.Empty(t, again.QueueBox.Applied)
+			assert.Equal(t, fmt.Sprintf("schema is up to date at V11; QueueBox's own migrations are up to date at V%d", n), again.String())
+
+			// The original's own V12, when it comes, goes into flyway_schema_history at the next
+			// rank as Flyway writes it; this QueueBox then reads it as a version of a newer
+			// release and leaves it alone.
+			dbtest.Exec(t, pool, `INSERT INTO flyway_schema_history
+				(installed_rank, version, description, type, script, checksum, installed_by, execution_time, success)
+				VALUES ((SELECT max(installed_rank) + 1 FROM flyway_schema_history), '12', 'a change of the original', 'SQL',
+				        'V12__a_change_of_the_original.sql', 99, 'jvm', 5, true)`)
+			start, err = pgCheckStart(ctx, pool, true, migrate.Options{})
+			require.NoError(t, err)
+			assert.Equal(t, []string{"12"}, start.Unknown)
+			assert.Len(t, readHistory(t, pool), 12)
+			assert.Len(t, readQueueBoxHistory(t, pool), n)
+		})
+	}
+}
+
+// TestPostgresMovesTheFormerV12RecordedTwice: a database on which an earlier build recorded
+// V12 again after the QueueBox track recorded V1 (a roll back to that build, whose V12 is safe
+// to run twice): Migrate deletes the old row and records V1 once.
+func TestPostgresMovesTheFormerV12RecordedTwice(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	ctx := context.Background()
+	_, err := pgMigrate(ctx, pool, migrate.Options{})
+	require.NoError(t, err)
+	n := len(queueboxList(t))
+	formerV12(t, pool, "SQL")
+
+	res, err := pgMigrate(ctx, pool, migrate.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []int{1}, res.QueueBox.Moved)
+	assert.Empty(t, res.QueueBox.Applied)
+	assert.Equal(t, wantHistory(t, 1, 11, "SQL"), readHistory(t, pool))
+	assert.Equal(t, wantQueueBoxHistory(t, 1, n, "SQL"), readQueueBoxHistory(t, pool))
 }
 
 func TestPostgresCheckStartWithoutMigrate(t *testing.T) {
@@ -740,8 +948,11 @@ func TestPostgresCheckStartWithoutMigrate(t *testing.T) {
 		wantMessage string
 	}{
 		{
-			name:        "schema applied by hand, no history",
-			setup:       func(t *testing.T, pool *pgxpool.Pool) { applyFiles(t, pool, 12) },
+			name: "schema applied by hand, no history",
+			setup: func(t *testing.T, pool *pgxpool.Pool) {
+				applyFiles(t, pool, 11)
+				applyQueueBoxFiles(t, pool)
+			},
 			wantLevel:   migrate.LevelInfo,
 			wantMessage: "database.migrate is false and the database has no migration history; the schema is managed by hand",
 		},
@@ -749,6 +960,7 @@ func TestPostgresCheckStartWithoutMigrate(t *testing.T) {
 			name: "custom tables, no history",
 			setup: func(t *testing.T, pool *pgxpool.Pool) {
 				dbtest.Exec(t, pool, `CREATE TABLE qb_outbox (id UUID); CREATE TABLE qb_inbox (id UUID)`)
+				applyQueueBoxFiles(t, pool)
 			},
 			names:       func(o *migrate.Options) { o.Names.OutboxTable, o.Names.InboxTable = "qb_outbox", "qb_inbox" },
 			wantLevel:   migrate.LevelInfo,
@@ -759,10 +971,11 @@ func TestPostgresCheckStartWithoutMigrate(t *testing.T) {
 			setup: func(t *testing.T, pool *pgxpool.Pool) {
 				applyFiles(t, pool, 9)
 				jvmHistory(t, pool, 9)
+				applyQueueBoxFiles(t, pool)
 			},
 			wantLevel:   migrate.LevelWarning,
-			wantPending: []int{10, 11, 12},
-			wantMessage: "database.migrate is false and migrations V10..V12 are not applied; apply them by hand before this version runs (see Upgrade QueueBox)",
+			wantPending: []int{10, 11},
+			wantMessage: "database.migrate is false and migrations V10..V11 are not applied; apply them by hand before this version runs (see Upgrade QueueBox)",
 		},
 		{
 			name: "history up to date",
@@ -771,19 +984,20 @@ func TestPostgresCheckStartWithoutMigrate(t *testing.T) {
 				require.NoError(t, err)
 			},
 			wantLevel:   migrate.LevelInfo,
-			wantMessage: "schema is up to date at V12 (database.migrate is false)",
+			wantMessage: "schema is up to date at V11 (database.migrate is false)",
 		},
 		{
 			name: "history from a newer release",
 			setup: func(t *testing.T, pool *pgxpool.Pool) {
-				applyFiles(t, pool, 12)
-				jvmHistory(t, pool, 12)
+				applyFiles(t, pool, 11)
+				jvmHistory(t, pool, 11)
+				applyQueueBoxFiles(t, pool)
 				dbtest.Exec(t, pool, `INSERT INTO flyway_schema_history
 					(installed_rank, version, description, type, script, checksum, installed_by, execution_time, success)
-					VALUES (13, '13', 'something new', 'SQL', 'V13__something_new.sql', 1, 'queuebox', 5, true)`)
+					VALUES (12, '13', 'something new', 'SQL', 'V13__something_new.sql', 1, 'queuebox', 5, true)`)
 			},
 			wantLevel:   migrate.LevelWarning,
-			wantMessage: "schema is up to date at V12 (database.migrate is false); flyway_schema_history records versions that this release does not ship (V13); a newer QueueBox migrated this database",
+			wantMessage: "schema is up to date at V11 (database.migrate is false); flyway_schema_history records versions that this release does not ship (V13); a newer QueueBox migrated this database",
 		},
 	}
 	for _, tc := range tests {
@@ -804,6 +1018,62 @@ func TestPostgresCheckStartWithoutMigrate(t *testing.T) {
 			assert.Equal(t, before, historyCount(t, pool), "migrate=false writes nothing")
 		})
 	}
+}
+
+// TestPostgresCheckStartWithoutMigrateRefusesAMissingQueueBoxMigration: with database.migrate
+// false, a version of the QueueBox track whose table does not exist and that no history
+// records stops the start, naming the file; the table created by hand (no history) or a
+// recorded version lets it go on.
+func TestPostgresCheckStartWithoutMigrateRefusesAMissingQueueBoxMigration(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	ctx := context.Background()
+	applyFiles(t, pool, 11)
+	jvmHistory(t, pool, 11)
+	list := queueboxList(t)
+
+	_, err := pgCheckStart(ctx, pool, false, migrate.Options{})
+	require.ErrorIs(t, err, migrate.ErrMissingMigration)
+	for _, m := range list {
+		assert.Contains(t, err.Error(), m.Script+" (table "+m.Table+")")
+	}
+	assert.Contains(t, err.Error(), "migrations/queuebox/postgresql")
+	assert.Contains(t, err.Error(), "psql -v ON_ERROR_STOP=1 -f <file>")
+	assert.Equal(t, -1, queueboxHistoryCount(t, pool), "migrate=false writes nothing")
+
+	// Every file but the last applied by hand: the last one is still refused, alone.
+	for _, m := range list[:len(list)-1] {
+		dbtest.Exec(t, pool, m.SQL)
+	}
+	last := list[len(list)-1]
+	_, err = pgCheckStart(ctx, pool, false, migrate.Options{})
+	require.ErrorIs(t, err, migrate.ErrMissingMigration)
+	assert.Contains(t, err.Error(), "(database.migrate is false): missing "+last.Script+" (table "+last.Table+") of migrations/queuebox/postgresql;")
+
+	dbtest.Exec(t, pool, last.SQL)
+	start, err := pgCheckStart(ctx, pool, false, migrate.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, migrate.LevelInfo, start.Level)
+	assert.Equal(t, "schema is up to date at V11 (database.migrate is false)", start.Message)
+
+	// With every version recorded, a dropped table is a matter for the feature that reads
+	// it, not for the history check.
+	_, err = pgMigrate(ctx, pool, migrate.Options{})
+	require.NoError(t, err)
+	_, err = pgCheckStart(ctx, pool, false, migrate.Options{})
+	require.NoError(t, err)
+}
+
+func queueboxHistoryCount(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var exists bool
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT to_regclass('queuebox_schema_history') IS NOT NULL`).Scan(&exists))
+	if !exists {
+		return -1
+	}
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM queuebox_schema_history`).Scan(&n))
+	return n
 }
 
 func historyCount(t *testing.T, pool *pgxpool.Pool) int {
@@ -842,7 +1112,8 @@ func TestPostgresWaitsForTheLockThenGivesUp(t *testing.T) {
 	require.NoError(t, err)
 	res, err := pgMigrate(ctx, pool, migrate.Options{LockTimeout: 5 * time.Second})
 	require.NoError(t, err)
-	assert.Len(t, res.Applied, 12)
+	assert.Len(t, res.Applied, 11)
+	assert.Equal(t, seq(1, len(queueboxList(t))), res.QueueBox.Applied)
 }
 
 func TestPostgresRejectsBadNames(t *testing.T) {
@@ -872,23 +1143,29 @@ func TestPostgresCheckStartUpToDateTakesNoLock(t *testing.T) {
 	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, postgres.MigrationLockKey)
 	require.NoError(t, err)
 
+	n := len(queueboxList(t))
+	upToDate := fmt.Sprintf("schema is up to date at V11; QueueBox's own migrations are up to date at V%d", n)
 	opts := migrate.Options{LockTimeout: 300 * time.Millisecond}
 	start, err := pgCheckStart(ctx, pool, true, opts)
 	require.NoError(t, err)
-	assert.Equal(t, migrate.StartResult{Level: migrate.LevelInfo, Message: "schema is up to date at V12",
-		Migration: migrate.Result{Dialect: migrations.PostgreSQL, Current: 12}}, start)
+	assert.Equal(t, migrate.StartResult{Level: migrate.LevelInfo, Message: upToDate,
+		Migration: migrate.Result{Dialect: migrations.PostgreSQL, Current: 11, QueueBox: migrate.TrackResult{Current: n}}}, start)
 
 	dbtest.Exec(t, pool, `INSERT INTO flyway_schema_history
 		(installed_rank, version, description, type, script, checksum, installed_by, execution_time, success)
-		VALUES (13, '99', 'from a newer release', 'SQL', 'V99__from_a_newer_release.sql', 1, 'queuebox', 5, true)`)
+		VALUES (12, '99', 'from a newer release', 'SQL', 'V99__from_a_newer_release.sql', 1, 'queuebox', 5, true)`)
 	start, err = pgCheckStart(ctx, pool, true, opts)
 	require.NoError(t, err)
 	assert.Equal(t, migrate.LevelWarning, start.Level)
-	assert.Equal(t, "schema is up to date at V12; flyway_schema_history records versions that this release "+
+	assert.Equal(t, upToDate+"; flyway_schema_history records versions that this release "+
 		"does not ship (V99); a newer QueueBox migrated this database", start.Message)
 	assert.Equal(t, []string{"99"}, start.Unknown)
 
-	dbtest.Exec(t, pool, `DELETE FROM flyway_schema_history WHERE version = '12'`)
+	dbtest.Exec(t, pool, `DELETE FROM queuebox_schema_history WHERE version = '`+strconv.Itoa(n)+`'`)
+	_, err = pgCheckStart(ctx, pool, true, opts)
+	require.ErrorIs(t, err, migrate.ErrLockTimeout, "a pending version of the QueueBox track takes the lock")
+
+	dbtest.Exec(t, pool, `DELETE FROM flyway_schema_history WHERE version = '11'`)
 	_, err = pgCheckStart(ctx, pool, true, opts)
 	require.ErrorIs(t, err, migrate.ErrLockTimeout, "a pending version takes the lock")
 
@@ -896,6 +1173,27 @@ func TestPostgresCheckStartUpToDateTakesNoLock(t *testing.T) {
 	require.NoError(t, err)
 	start, err = pgCheckStart(ctx, pool, true, opts)
 	require.NoError(t, err)
-	assert.Equal(t, "applied V12; flyway_schema_history records versions that this release does not ship (V99); "+
+	assert.Equal(t, "applied V11; applied QueueBox's own migrations "+versions(n, n)+
+		"; flyway_schema_history records versions that this release does not ship (V99); "+
 		"a newer QueueBox migrated this database", start.Message)
+}
+
+// TestPostgresQueueBoxTrackRecreatesADroppedTable: an operator who drops a table of the
+// QueueBox track and deletes its history row (docs/destination-state.md) gets it back at the
+// next run, although later versions are recorded.
+func TestPostgresQueueBoxTrackRecreatesADroppedTable(t *testing.T) {
+	t.Parallel()
+	pool, _ := newPool(t)
+	ctx := context.Background()
+	_, err := pgMigrate(ctx, pool, migrate.Options{})
+	require.NoError(t, err)
+	dbtest.Exec(t, pool, `DROP TABLE queuebox_destination_state; DELETE FROM queuebox_schema_history WHERE version = '1'`)
+
+	res, err := pgMigrate(ctx, pool, migrate.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []int{1}, res.QueueBox.Applied)
+	var exists bool
+	require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass('queuebox_destination_state') IS NOT NULL`).Scan(&exists))
+	assert.True(t, exists)
+	assert.Len(t, readQueueBoxHistory(t, pool), len(queueboxList(t)))
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -548,56 +547,6 @@ func (s *Store) OutboxReclaim(ctx context.Context) (int64, error) {
 	tag, err := s.pool.Exec(ctx, s.sql.outboxReclaim)
 	if err != nil {
 		return 0, wrapErr("reclaiming expired outbox claims", err)
-	}
-	return tag.RowsAffected(), nil
-}
-
-// outboxReplaySQL moves sent and dead rows that match every given filter back to pending. A
-// null parameter does not filter.
-const outboxReplaySQL = `
-UPDATE {table} o
-SET {state} = 'pending',
-    {attempt} = 0,
-    {scheduled_at} = clock_timestamp(),
-    {last_error} = NULL,
-    {claimed_at} = NULL,
-    {claim_token} = NULL,
-    {lease_expires_at} = NULL,
-    {updated_at} = clock_timestamp()
-WHERE o.{state} IN ('sent', 'dead')
-  AND ($1::uuid[] IS NULL OR o.{id} = ANY ($1::uuid[]))
-  AND ($2::text[] IS NULL OR o.{topic} = ANY ($2::text[]))
-  AND ($3::timestamptz IS NULL OR o.{created_at} > $3::timestamptz)
-  AND ($4::timestamptz IS NULL OR o.{created_at} < $4::timestamptz)`
-
-// ErrNoReplayFilter reports a replay without any filter, which would move every sent and dead
-// row of the outbox.
-var ErrNoReplayFilter = errors.New("postgres: a replay needs at least one filter")
-
-// OutboxReplay moves the selected sent and dead rows to pending and returns the count. A call
-// without any filter is refused with ErrNoReplayFilter.
-func (s *Store) OutboxReplay(ctx context.Context, params store.OutboxReplayParams) (int64, error) {
-	if len(params.IDs) == 0 && len(params.Topics) == 0 && params.CreatedFrom == nil && params.CreatedTo == nil {
-		return 0, fmt.Errorf("replaying outbox rows: %w", ErrNoReplayFilter)
-	}
-	var ids, topics any
-	if len(params.IDs) > 0 {
-		// An id that is not a UUID matches no row; it must not widen the selection, so the
-		// filter stays set even when no valid id is left.
-		valid := make([]string, 0, len(params.IDs))
-		for _, id := range params.IDs {
-			if isUUID(id) {
-				valid = append(valid, id)
-			}
-		}
-		ids = valid
-	}
-	if len(params.Topics) > 0 {
-		topics = params.Topics
-	}
-	tag, err := s.pool.Exec(ctx, s.sql.outboxReplay, ids, topics, params.CreatedFrom, params.CreatedTo)
-	if err != nil {
-		return 0, wrapErr("replaying outbox rows", err)
 	}
 	return tag.RowsAffected(), nil
 }

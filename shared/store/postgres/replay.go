@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -41,8 +42,8 @@ ORDER BY o.{id}
 LIMIT $7`
 
 // outboxReplayBatchSQL moves at most $7 rows of the selection, in id order, that are sent or
-// dead. The rows are locked by the select, so every picked row moves; the answer is the count
-// and the greatest id.
+// dead, and raises their replay generation. The rows are locked by the select, so every
+// picked row moves; the answer is the count and the greatest id.
 const outboxReplayBatchSQL = `
 WITH picked AS (
     SELECT o.{id} FROM {table} o` + outboxSelectionWhere + `
@@ -62,7 +63,7 @@ moved AS (
         {updated_at} = clock_timestamp()
     FROM picked p
     WHERE o.{id} = p.{id}
-    RETURNING o.{id})
+    RETURNING o.{id})` + bumpGenerations + `
 SELECT (SELECT count(*) FROM moved), (SELECT m.{id}::text FROM moved m ORDER BY m.{id} DESC LIMIT 1)`
 
 // inboxSelectionWhere is the selection of store.InboxSelection: $1 states, $2 ids, $3
@@ -269,7 +270,7 @@ func (s *Store) replayBatch(ctx context.Context, op, sql string, args []any) (st
 	var res store.ReplayBatchResult
 	var last *string
 	if err := s.pool.QueryRow(ctx, sql, args...).Scan(&res.Moved, &last); err != nil {
-		return store.ReplayBatchResult{}, wrapErr(op, err)
+		return store.ReplayBatchResult{}, missingGenerations(op, err)
 	}
 	if last != nil {
 		res.Last = *last
@@ -284,4 +285,57 @@ func setBodies(r *store.FinishedRow, payload, headers *string) {
 	if headers != nil {
 		r.Headers = []byte(*headers)
 	}
+}
+
+// outboxReplaySQL moves sent and dead rows that match every given filter back to pending,
+// raises their replay generation, and answers the count. A null parameter does not filter.
+const outboxReplaySQL = `
+WITH moved AS (
+    UPDATE {table} o
+    SET {state} = 'pending',
+        {attempt} = 0,
+        {scheduled_at} = clock_timestamp(),
+        {last_error} = NULL,
+        {claimed_at} = NULL,
+        {claim_token} = NULL,
+        {lease_expires_at} = NULL,
+        {updated_at} = clock_timestamp()
+    WHERE o.{state} IN ('sent', 'dead')
+      AND ($1::uuid[] IS NULL OR o.{id} = ANY ($1::uuid[]))
+      AND ($2::text[] IS NULL OR o.{topic} = ANY ($2::text[]))
+      AND ($3::timestamptz IS NULL OR o.{created_at} > $3::timestamptz)
+      AND ($4::timestamptz IS NULL OR o.{created_at} < $4::timestamptz)
+    RETURNING o.{id})` + bumpGenerations + `
+SELECT count(*) FROM moved`
+
+// ErrNoReplayFilter reports a replay without any filter, which would move every sent and dead
+// row of the outbox.
+var ErrNoReplayFilter = errors.New("postgres: a replay needs at least one filter")
+
+// OutboxReplay moves the selected sent and dead rows to pending and returns the count. A call
+// without any filter is refused with ErrNoReplayFilter.
+func (s *Store) OutboxReplay(ctx context.Context, params store.OutboxReplayParams) (int64, error) {
+	if len(params.IDs) == 0 && len(params.Topics) == 0 && params.CreatedFrom == nil && params.CreatedTo == nil {
+		return 0, fmt.Errorf("replaying outbox rows: %w", ErrNoReplayFilter)
+	}
+	var ids, topics any
+	if len(params.IDs) > 0 {
+		// An id that is not a UUID matches no row; it must not widen the selection, so the
+		// filter stays set even when no valid id is left.
+		valid := make([]string, 0, len(params.IDs))
+		for _, id := range params.IDs {
+			if isUUID(id) {
+				valid = append(valid, id)
+			}
+		}
+		ids = valid
+	}
+	if len(params.Topics) > 0 {
+		topics = params.Topics
+	}
+	var n int64
+	if err := s.pool.QueryRow(ctx, s.sql.outboxReplay, ids, topics, params.CreatedFrom, params.CreatedTo).Scan(&n); err != nil {
+		return 0, missingGenerations("replaying outbox rows", err)
+	}
+	return n, nil
 }

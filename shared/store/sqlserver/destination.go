@@ -58,7 +58,7 @@ func (s *Store) OutboxDefer(ctx context.Context, defers []store.OutboxDeferParam
 	return claimIDs(changed), nil
 }
 
-// The statements of queuebox_destination_state (migration V12), whose name and columns are
+// The statements of queuebox_destination_state (V1 of the QueueBox track), whose name and columns are
 // fixed. Each reads the database clock once, into @qb_now, and changes the row with one MERGE
 // WITH (HOLDLOCK): the key-range lock makes the insert of a missing row and the update of an
 // existing one atomic against every other session. A duration is a BIGINT of microseconds,

@@ -194,7 +194,7 @@ func TestAMissingDestinationStateTableIsErrNoDestinationState(t *testing.T) {
 		}
 	}
 	_, err := newStoreWithError(t, sqlError(208)).DestinationSetPaused(context.Background(), "billing", true)
-	assert.Contains(t, err.Error(), "setting the pause of destination billing: the table queuebox_destination_state does not exist: apply migration V12")
+	assert.Contains(t, err.Error(), "setting the pause of destination billing: the table queuebox_destination_state does not exist: apply QueueBox's own migration V1__add_destination_state.sql")
 }
 
 func newStoreWithError(t *testing.T, err error) *Store {

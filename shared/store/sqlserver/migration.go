@@ -37,11 +37,28 @@ SELECT @lock_result;`
 
 	msReleaseLock = `EXEC sp_releaseapplock @Resource = N'` + MigrationLockResource + `', @LockOwner = N'Session';`
 
-	msHistoryExists = `SELECT CASE WHEN OBJECT_ID(N'dbo.flyway_schema_history', N'U') IS NULL THEN 0 ELSE 1 END;`
+	msTableExists = `SELECT CASE WHEN OBJECT_ID(QUOTENAME(@table_name), N'U') IS NULL THEN 0 ELSE 1 END;`
+)
 
-	// msCreateHistory is Flyway's own history table for SQL Server, one statement per batch.
-	msCreateHistory = `IF OBJECT_ID(N'dbo.flyway_schema_history', N'U') IS NULL
-    CREATE TABLE dbo.flyway_schema_history (
+// msHistory holds the statements of one track's history table.
+type msHistory struct {
+	exists, create, createIndex, read, insert string
+}
+
+// msHistories are the statements of each track's history table. The table names are
+// constants of package migrations, never input.
+var msHistories = map[migrations.Track]msHistory{
+	migrations.Main:     msHistoryStatements(migrations.Main.HistoryTable()),
+	migrations.QueueBox: msHistoryStatements(migrations.QueueBox.HistoryTable()),
+}
+
+// msHistoryStatements returns the statements of the history table named table: Flyway's own
+// history table for SQL Server, one statement per batch.
+func msHistoryStatements(table string) msHistory {
+	return msHistory{
+		exists: `SELECT CASE WHEN OBJECT_ID(N'dbo.` + table + `', N'U') IS NULL THEN 0 ELSE 1 END;`,
+		create: `IF OBJECT_ID(N'dbo.` + table + `', N'U') IS NULL
+    CREATE TABLE dbo.` + table + ` (
         [installed_rank] INT NOT NULL,
         [version] NVARCHAR(50) NULL,
         [description] NVARCHAR(200) NULL,
@@ -52,20 +69,46 @@ SELECT @lock_result;`
         [installed_on] DATETIME NOT NULL DEFAULT GETDATE(),
         [execution_time] INT NOT NULL,
         [success] BIT NOT NULL,
-        CONSTRAINT [flyway_schema_history_pk] PRIMARY KEY ([installed_rank])
-    );`
-	msCreateHistoryIndex = `IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = OBJECT_ID(N'dbo.flyway_schema_history') AND name = N'flyway_schema_history_s_idx')
-    CREATE INDEX [flyway_schema_history_s_idx] ON dbo.flyway_schema_history ([success]);`
-
-	msReadHistory = `SELECT [installed_rank], COALESCE([version], N''), COALESCE([description], N''), [type], [script], [success]
-FROM dbo.flyway_schema_history ORDER BY [installed_rank];`
-
-	msInsertHistory = `INSERT INTO dbo.flyway_schema_history
+        CONSTRAINT [` + table + `_pk] PRIMARY KEY ([installed_rank])
+    );`,
+		createIndex: `IF NOT EXISTS (SELECT 1 FROM sys.indexes WHERE object_id = OBJECT_ID(N'dbo.` + table + `') AND name = N'` + table + `_s_idx')
+    CREATE INDEX [` + table + `_s_idx] ON dbo.` + table + ` ([success]);`,
+		read: `SELECT [installed_rank], COALESCE([version], N''), COALESCE([description], N''), [type], [script], [success]
+FROM dbo.` + table + ` ORDER BY [installed_rank];`,
+		insert: `INSERT INTO dbo.` + table + `
     ([installed_rank], [version], [description], [type], [script], [checksum], [installed_by], [execution_time], [success])
 VALUES (@installed_rank, @version, @description, @type, @script, @checksum,
-    COALESCE(NULLIF(@installed_by, N''), LEFT(SUSER_SNAME(), 100)), @execution_time, 1);`
+    COALESCE(NULLIF(@installed_by, N''), LEFT(SUSER_SNAME(), 100)), @execution_time, 1);`,
+	}
+}
 
-	msTableExists = `SELECT CASE WHEN OBJECT_ID(QUOTENAME(@table_name), N'U') IS NULL THEN 0 ELSE 1 END;`
+func msHistoryOf(t migrations.Track) (msHistory, error) {
+	h, ok := msHistories[t]
+	if !ok {
+		return msHistory{}, fmt.Errorf("no history table for the migration track %q", t)
+	}
+	return h, nil
+}
+
+// The statements of the main track's history table, flyway_schema_history.
+var (
+	msHistoryExists      = msHistories[migrations.Main].exists
+	msCreateHistory      = msHistories[migrations.Main].create
+	msCreateHistoryIndex = msHistories[migrations.Main].createIndex
+	msReadHistory        = msHistories[migrations.Main].read
+	msInsertHistory      = msHistories[migrations.Main].insert
+)
+
+const (
+	// msMoveInsert copies a row of flyway_schema_history (a migration that moved to the
+	// QueueBox track) into queuebox_schema_history under the QueueBox track's version, keeping
+	// who applied it, when, and how long it took.
+	msMoveInsert = `INSERT INTO dbo.queuebox_schema_history
+    ([installed_rank], [version], [description], [type], [script], [checksum], [installed_by], [installed_on], [execution_time], [success])
+SELECT @to_rank, @version, @description, [type], @script, CASE WHEN [type] = N'SQL' THEN @checksum END,
+    [installed_by], [installed_on], [execution_time], [success]
+FROM dbo.flyway_schema_history WHERE [installed_rank] = @from_rank;`
+	msMoveDelete = `DELETE FROM dbo.flyway_schema_history WHERE [installed_rank] = @from_rank;`
 )
 
 // NewMigrationBackend returns the SQL Server backend of the migration runner (shared/migrate)
@@ -158,17 +201,25 @@ func (s *migrationSession) discard() {
 	_ = s.conn.Close()
 }
 
-// HistoryExists reports whether dbo.flyway_schema_history exists.
-func (s *migrationSession) HistoryExists(ctx context.Context) (bool, error) {
+// HistoryExists reports whether the history table of track t exists.
+func (s *migrationSession) HistoryExists(ctx context.Context, t migrations.Track) (bool, error) {
+	h, err := msHistoryOf(t)
+	if err != nil {
+		return false, err
+	}
 	var n int
-	err := s.conn.QueryRowContext(ctx, msHistoryExists).Scan(&n)
+	err = s.conn.QueryRowContext(ctx, h.exists).Scan(&n)
 	return n == 1, err
 }
 
-// CreateHistory creates dbo.flyway_schema_history and its index unless they exist.
-func (s *migrationSession) CreateHistory(ctx context.Context) error {
+// CreateHistory creates the history table of track t and its index unless they exist.
+func (s *migrationSession) CreateHistory(ctx context.Context, t migrations.Track) error {
+	h, err := msHistoryOf(t)
+	if err != nil {
+		return err
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		for _, q := range []string{msCreateHistory, msCreateHistoryIndex} {
+		for _, q := range []string{h.create, h.createIndex} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {
 				return err
 			}
@@ -177,9 +228,13 @@ func (s *migrationSession) CreateHistory(ctx context.Context) error {
 	})
 }
 
-// ReadHistory returns the rows of dbo.flyway_schema_history.
-func (s *migrationSession) ReadHistory(ctx context.Context) ([]store.HistoryRow, error) {
-	rows, err := s.conn.QueryContext(ctx, msReadHistory)
+// ReadHistory returns the rows of the history table of track t.
+func (s *migrationSession) ReadHistory(ctx context.Context, t migrations.Track) ([]store.HistoryRow, error) {
+	h, err := msHistoryOf(t)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.conn.QueryContext(ctx, h.read)
 	if err != nil {
 		return nil, err
 	}
@@ -197,6 +252,10 @@ func (s *migrationSession) ReadHistory(ctx context.Context) ([]store.HistoryRow,
 
 // Apply runs the batches of m and inserts its history row in one transaction.
 func (s *migrationSession) Apply(ctx context.Context, m migrations.Migration, rank int, installedBy string) error {
+	h, err := msHistoryOf(trackOf(m))
+	if err != nil {
+		return err
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		start := time.Now()
 		for i, b := range migrations.SplitBatches(m.SQL) {
@@ -205,10 +264,10 @@ func (s *migrationSession) Apply(ctx context.Context, m migrations.Migration, ra
 			}
 		}
 		elapsed := time.Since(start).Milliseconds()
-		err := insertMSHistory(ctx, tx, rank, m, "SQL", sql.NullInt32{Int32: migrations.Checksum(m.SQL), Valid: true},
+		err := insertMSHistory(ctx, tx, h.insert, rank, m, "SQL", sql.NullInt32{Int32: migrations.Checksum(m.SQL), Valid: true},
 			installedBy, int32(min(elapsed, 1<<31-1)))
 		if err != nil {
-			return fmt.Errorf("recording V%d in %s: %w", m.Version, store.MigrationHistoryTable, err)
+			return fmt.Errorf("recording V%d in %s: %w", m.Version, trackOf(m).HistoryTable(), err)
 		}
 		return nil
 	})
@@ -218,7 +277,11 @@ func (s *migrationSession) Apply(ctx context.Context, m migrations.Migration, ra
 func (s *migrationSession) Baseline(ctx context.Context, ms []migrations.Migration, installedBy string) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		for i, m := range ms {
-			if err := insertMSHistory(ctx, tx, i+1, m, "BASELINE", sql.NullInt32{}, installedBy, 0); err != nil {
+			h, err := msHistoryOf(trackOf(m))
+			if err != nil {
+				return err
+			}
+			if err := insertMSHistory(ctx, tx, h.insert, i+1, m, "BASELINE", sql.NullInt32{}, installedBy, 0); err != nil {
 				return err
 			}
 		}
@@ -226,9 +289,37 @@ func (s *migrationSession) Baseline(ctx context.Context, ms []migrations.Migrati
 	})
 }
 
-func insertMSHistory(ctx context.Context, tx *sql.Tx, rank int, m migrations.Migration, typ string,
+// MoveToQueueBox moves a row of flyway_schema_history to queuebox_schema_history in one
+// transaction; see store.MigrationSession.
+func (s *migrationSession) MoveToQueueBox(ctx context.Context, fromRank int, m migrations.Migration, toRank int) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if toRank > 0 {
+			res, err := tx.ExecContext(ctx, msMoveInsert,
+				sql.Named("to_rank", int32(toRank)),
+				sql.Named("version", strconv.Itoa(m.Version)),
+				sql.Named("description", store.HistoryDescription(m.Description)),
+				sql.Named("script", m.Script),
+				sql.Named("checksum", migrations.Checksum(m.SQL)),
+				sql.Named("from_rank", int32(fromRank)),
+			)
+			if err != nil {
+				return fmt.Errorf("recording V%d in %s: %w", m.Version, store.QueueBoxHistoryTable, err)
+			}
+			if n, err := res.RowsAffected(); err == nil && n != 1 {
+				return fmt.Errorf("recording V%d in %s: %s has no row of installed_rank %d",
+					m.Version, store.QueueBoxHistoryTable, store.MigrationHistoryTable, fromRank)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, msMoveDelete, sql.Named("from_rank", int32(fromRank))); err != nil {
+			return fmt.Errorf("deleting installed_rank %d of %s: %w", fromRank, store.MigrationHistoryTable, err)
+		}
+		return nil
+	})
+}
+
+func insertMSHistory(ctx context.Context, tx *sql.Tx, insert string, rank int, m migrations.Migration, typ string,
 	checksum sql.NullInt32, installedBy string, elapsedMs int32) error {
-	_, err := tx.ExecContext(ctx, msInsertHistory,
+	_, err := tx.ExecContext(ctx, insert,
 		sql.Named("installed_rank", int32(rank)),
 		sql.Named("version", strconv.Itoa(m.Version)),
 		sql.Named("description", store.HistoryDescription(m.Description)),
@@ -268,6 +359,14 @@ func (s *migrationSession) inTx(ctx context.Context, fn func(*sql.Tx) error) err
 		return err
 	}
 	return tx.Commit()
+}
+
+// trackOf returns the track of m; a Migration without one is of the main track.
+func trackOf(m migrations.Migration) migrations.Track {
+	if m.Track == "" {
+		return migrations.Main
+	}
+	return m.Track
 }
 
 // releaseContext returns a context for releasing a lock after ctx may have ended.

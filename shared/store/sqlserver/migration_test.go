@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,15 +31,26 @@ import (
 
 // The statements and the lock rule of the migration backend (export_test.go).
 const (
-	msSessionSettings    = sqlserver.MSSessionSettings
-	msGetLock            = sqlserver.MSGetLock
-	msReleaseLock        = sqlserver.MSReleaseLock
+	msSessionSettings = sqlserver.MSSessionSettings
+	msGetLock         = sqlserver.MSGetLock
+	msReleaseLock     = sqlserver.MSReleaseLock
+	msTableExists     = sqlserver.MSTableExists
+	msMoveInsert      = sqlserver.MSMoveInsert
+	msMoveDelete      = sqlserver.MSMoveDelete
+)
+
+var (
 	msHistoryExists      = sqlserver.MSHistoryExists
 	msCreateHistory      = sqlserver.MSCreateHistory
 	msCreateHistoryIndex = sqlserver.MSCreateHistoryIndex
 	msReadHistory        = sqlserver.MSReadHistory
 	msInsertHistory      = sqlserver.MSInsertHistory
-	msTableExists        = sqlserver.MSTableExists
+
+	msQBHistoryExists      = sqlserver.MSQueueBoxHistoryExists
+	msQBCreateHistory      = sqlserver.MSQueueBoxCreateHistory
+	msQBCreateHistoryIndex = sqlserver.MSQueueBoxCreateHistoryIndex
+	msQBReadHistory        = sqlserver.MSQueueBoxReadHistory
+	msQBInsertHistory      = sqlserver.MSQueueBoxInsertHistory
 )
 
 var lockResult = sqlserver.LockResult
@@ -65,7 +77,8 @@ func seq(from, to int) []int {
 	return out
 }
 
-// fakeServer is the state behind the fake driver.
+// fakeServer is the state behind the fake driver: the main track's history (history, rows,
+// checksum) and the QueueBox track's (qb).
 type fakeServer struct {
 	mu       sync.Mutex
 	log      []string
@@ -73,10 +86,18 @@ type fakeServer struct {
 	history  bool
 	rows     []store.HistoryRow
 	checksum []driver.Value
+	qb       fakeHistory
 	tables   map[string]bool
 	lockCode int64
 	failOn   string
 	closed   int
+}
+
+// fakeHistory is the state of one history table.
+type fakeHistory struct {
+	exists   bool
+	rows     []store.HistoryRow
+	checksum []driver.Value
 }
 
 func (s *fakeServer) record(q string, args []driver.NamedValue) {
@@ -150,24 +171,59 @@ func (c *fakeConn) ExecContext(_ context.Context, q string, args []driver.NamedV
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.record(q, args)
+	named := map[string]driver.Value{}
+	for _, a := range args {
+		named[a.Name] = a.Value
+	}
 	switch q {
 	case msCreateHistory:
 		c.pending = append(c.pending, func() { s.history = true })
-	case msInsertHistory:
-		named := map[string]driver.Value{}
-		for _, a := range args {
-			named[a.Name] = a.Value
-		}
+	case msQBCreateHistory:
+		c.pending = append(c.pending, func() { s.qb.exists = true })
+	case msInsertHistory, msQBInsertHistory:
 		c.pending = append(c.pending, func() {
-			s.rows = append(s.rows, store.HistoryRow{
+			row := store.HistoryRow{
 				InstalledRank: int(named["installed_rank"].(int64)),
 				Version:       named["version"].(string),
 				Description:   named["description"].(string),
 				Type:          named["type"].(string),
 				Script:        named["script"].(string),
 				Success:       true,
-			})
-			s.checksum = append(s.checksum, named["checksum"])
+			}
+			if q == msInsertHistory {
+				s.rows = append(s.rows, row)
+				s.checksum = append(s.checksum, named["checksum"])
+			} else {
+				s.qb.rows = append(s.qb.rows, row)
+				s.qb.checksum = append(s.qb.checksum, named["checksum"])
+			}
+		})
+	case msMoveInsert:
+		from := int(named["from_rank"].(int64))
+		i := slices.IndexFunc(s.rows, func(r store.HistoryRow) bool { return r.InstalledRank == from })
+		if i < 0 {
+			return driver.RowsAffected(0), nil
+		}
+		old := s.rows[i]
+		c.pending = append(c.pending, func() {
+			var sum driver.Value
+			if old.Type == "SQL" {
+				sum = named["checksum"]
+			}
+			s.qb.rows = append(s.qb.rows, store.HistoryRow{InstalledRank: int(named["to_rank"].(int64)),
+				Version: named["version"].(string), Description: named["description"].(string), Type: old.Type,
+				Script: named["script"].(string), Success: old.Success})
+			s.qb.checksum = append(s.qb.checksum, sum)
+		})
+		return driver.RowsAffected(1), nil
+	case msMoveDelete:
+		from := int(named["from_rank"].(int64))
+		c.pending = append(c.pending, func() {
+			i := slices.IndexFunc(s.rows, func(r store.HistoryRow) bool { return r.InstalledRank == from })
+			if i >= 0 {
+				s.rows = slices.Delete(s.rows, i, i+1)
+				s.checksum = slices.Delete(s.checksum, i, i+1)
+			}
 		})
 	default:
 		if s.failOn != "" && strings.Contains(q, s.failOn) {
@@ -187,11 +243,17 @@ func (c *fakeConn) QueryContext(_ context.Context, q string, args []driver.Named
 		return &fakeRows{cols: []string{""}, data: [][]driver.Value{{s.lockCode}}}, nil
 	case msHistoryExists:
 		return &fakeRows{cols: []string{""}, data: [][]driver.Value{{boolInt(s.history)}}}, nil
+	case msQBHistoryExists:
+		return &fakeRows{cols: []string{""}, data: [][]driver.Value{{boolInt(s.qb.exists)}}}, nil
 	case msTableExists:
 		return &fakeRows{cols: []string{""}, data: [][]driver.Value{{boolInt(s.tables[args[0].Value.(string)])}}}, nil
-	case msReadHistory:
+	case msReadHistory, msQBReadHistory:
+		rows := s.rows
+		if q == msQBReadHistory {
+			rows = s.qb.rows
+		}
 		r := &fakeRows{cols: []string{"installed_rank", "version", "description", "type", "script", "success"}}
-		for _, h := range s.rows {
+		for _, h := range rows {
 			r.data = append(r.data, []driver.Value{int64(h.InstalledRank), h.Version, h.Description, h.Type, h.Script, h.Success})
 		}
 		return r, nil
@@ -231,7 +293,7 @@ func newFakeSQLServer(t *testing.T) (*fakeServer, *sql.DB) {
 	return s, db
 }
 
-// wantMigrationStatements is what applying list[from-1:to] sends.
+// wantMigrationStatements is what applying list[from-1:to] of the main track sends.
 func wantMigrationStatements(t *testing.T, from, to int) []string {
 	t.Helper()
 	list, err := migrations.List(migrations.SQLServer)
@@ -245,38 +307,179 @@ func wantMigrationStatements(t *testing.T, from, to int) []string {
 	return out
 }
 
+// queueboxList returns the SQL Server files of the QueueBox track.
+func queueboxList(t *testing.T) []migrations.Migration {
+	t.Helper()
+	list, err := migrations.ListTrack(migrations.QueueBox, migrations.SQLServer)
+	require.NoError(t, err)
+	require.NotEmpty(t, list)
+	return list
+}
+
+// wantQueueBoxStatements is what applying versions from..to of the QueueBox track sends.
+func wantQueueBoxStatements(t *testing.T, from, to int) []string {
+	t.Helper()
+	var out []string
+	for _, m := range queueboxList(t)[from-1 : to] {
+		out = append(out, "BEGIN")
+		out = append(out, migrations.SplitBatches(m.SQL)...)
+		out = append(out, msQBInsertHistory, "COMMIT")
+	}
+	return out
+}
+
+// probeStatements is what a run sends to read both histories and look for the tables:
+// outbox, inbox and each table of the QueueBox track.
+func probeStatements(t *testing.T, mainHistory, qbHistory bool) []string {
+	t.Helper()
+	out := []string{msHistoryExists}
+	if mainHistory {
+		out = append(out, msReadHistory)
+	}
+	out = append(out, msQBHistoryExists)
+	if qbHistory {
+		out = append(out, msQBReadHistory)
+	}
+	for range 2 + len(queueboxList(t)) {
+		out = append(out, msTableExists)
+	}
+	return out
+}
+
+// versionsText writes from..to as the runner's messages do: "V1" or "V1..V3".
+func versionsText(from, to int) string {
+	if from == to {
+		return fmt.Sprintf("V%d", from)
+	}
+	return fmt.Sprintf("V%d..V%d", from, to)
+}
+
 func TestSQLServerMigratesAFreshDatabaseOnce(t *testing.T) {
 	t.Parallel()
 	s, db := newFakeSQLServer(t)
 	ctx := context.Background()
 
+	qbList := queueboxList(t)
+	nq := len(qbList)
 	res, err := msMigrate(ctx, db, migrate.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, "applied V1..V12", res.String())
+	assert.Equal(t, "applied V1..V11; applied QueueBox's own migrations "+versionsText(1, nq), res.String())
 	assert.Equal(t, migrations.SQLServer, res.Dialect)
 
-	want := []string{msSessionSettings, msGetLock, msHistoryExists, msTableExists, msTableExists,
-		"BEGIN", msCreateHistory, msCreateHistoryIndex, "COMMIT"}
-	want = append(want, wantMigrationStatements(t, 1, 12)...)
+	want := []string{msSessionSettings, msGetLock}
+	want = append(want, probeStatements(t, false, false)...)
+	want = append(want, "BEGIN", msCreateHistory, msCreateHistoryIndex, "COMMIT")
+	want = append(want, wantMigrationStatements(t, 1, 11)...)
+	want = append(want, "BEGIN", msQBCreateHistory, msQBCreateHistoryIndex, "COMMIT")
+	want = append(want, wantQueueBoxStatements(t, 1, nq)...)
 	want = append(want, msReleaseLock)
 	assert.Equal(t, want, s.statements())
 
 	assert.Equal(t, []driver.NamedValue{{Name: "lock_timeout_ms", Ordinal: 1, Value: int64(600000)}}, s.args[1])
 	list, err := migrations.List(migrations.SQLServer)
 	require.NoError(t, err)
-	require.Len(t, s.rows, 12)
+	require.Len(t, s.rows, 11)
 	for i, m := range list {
 		assert.Equal(t, store.HistoryRow{InstalledRank: i + 1, Version: fmt.Sprint(m.Version), Description: m.Description,
 			Type: "SQL", Script: m.Script, Success: true}, s.rows[i])
 		assert.Equal(t, int64(migrations.Checksum(m.SQL)), s.checksum[i], m.Script)
 	}
+	require.Len(t, s.qb.rows, nq)
+	for i, m := range qbList {
+		assert.Equal(t, store.HistoryRow{InstalledRank: i + 1, Version: fmt.Sprint(m.Version), Description: m.Description,
+			Type: "SQL", Script: m.Script, Success: true}, s.qb.rows[i])
+		assert.Equal(t, int64(migrations.Checksum(m.SQL)), s.qb.checksum[i], m.Script)
+	}
 
 	n := len(s.statements())
 	again, err := msMigrate(ctx, db, migrate.Options{})
 	require.NoError(t, err)
-	assert.Equal(t, "schema is up to date at V12", again.String())
-	assert.Equal(t, []string{msSessionSettings, msGetLock, msHistoryExists, msReadHistory, msTableExists, msTableExists, msReleaseLock},
-		s.statements()[n:])
+	assert.Equal(t, fmt.Sprintf("schema is up to date at V11; QueueBox's own migrations are up to date at V%d", nq), again.String())
+	want = append([]string{msSessionSettings, msGetLock}, probeStatements(t, true, true)...)
+	assert.Equal(t, append(want, msReleaseLock), s.statements()[n:])
+}
+
+// TestSQLServerMovesTheFormerV12: a history that an earlier build wrote, with V12 (the
+// destination state) in flyway_schema_history, is moved: one transaction inserts the row of
+// V1 into queuebox_schema_history from the old row and deletes the old row; a second run
+// moves nothing.
+func TestSQLServerMovesTheFormerV12(t *testing.T) {
+	t.Parallel()
+	s, db := newFakeSQLServer(t)
+	ctx := context.Background()
+	s.history = true
+	for v := 1; v <= 11; v++ {
+		s.rows = append(s.rows, store.HistoryRow{InstalledRank: v, Version: fmt.Sprint(v), Type: "SQL", Success: true})
+		s.checksum = append(s.checksum, int64(v))
+	}
+	s.rows = append(s.rows, store.HistoryRow{InstalledRank: 12, Version: "12", Description: "add destination state",
+		Type: "SQL", Script: "V12__add_destination_state.sql", Success: true})
+	s.checksum = append(s.checksum, int64(12))
+	s.tables["outbox"], s.tables["inbox"], s.tables["queuebox_destination_state"] = true, true, true
+	nq := len(queueboxList(t))
+
+	start, err := msRunner(db, migrate.Options{}).CheckStart(ctx, false)
+	if nq > 1 {
+		// The later versions' tables do not exist: the start without migrate refuses them.
+		require.ErrorIs(t, err, migrate.ErrMissingMigration)
+		for _, m := range queueboxList(t)[1:] {
+			s.tables[m.Table] = true
+		}
+		start, err = msRunner(db, migrate.Options{}).CheckStart(ctx, false)
+	}
+	require.NoError(t, err)
+	assert.Equal(t, migrate.LevelWarning, start.Level)
+	assert.Contains(t, start.Message, "flyway_schema_history records V12 (V12__add_destination_state.sql), which is now V1 of QueueBox's own migrations")
+	assert.Empty(t, start.Unknown)
+
+	n := len(s.statements())
+	res, err := msMigrate(ctx, db, migrate.Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []int{1}, res.QueueBox.Moved)
+	want := []string{msSessionSettings, msGetLock}
+	want = append(want, probeStatements(t, true, false)...)
+	want = append(want, "BEGIN", msQBCreateHistory, msQBCreateHistoryIndex, "COMMIT", "BEGIN", msMoveInsert)
+	moveAt := n + len(want) - 1
+	want = append(want, msMoveDelete, "COMMIT")
+	want = append(want, wantQueueBoxStatements(t, 2, nq)...)
+	assert.Equal(t, append(want, msReleaseLock), s.statements()[n:])
+	assert.Equal(t, []driver.NamedValue{
+		{Name: "to_rank", Ordinal: 1, Value: int64(1)},
+		{Name: "version", Ordinal: 2, Value: "1"},
+		{Name: "description", Ordinal: 3, Value: "add destination state"},
+		{Name: "script", Ordinal: 4, Value: "V1__add_destination_state.sql"},
+		{Name: "checksum", Ordinal: 5, Value: int64(migrations.Checksum(queueboxList(t)[0].SQL))},
+		{Name: "from_rank", Ordinal: 6, Value: int64(12)},
+	}, s.args[moveAt])
+	require.Len(t, s.rows, 11, "flyway_schema_history holds the original's versions only")
+	require.Len(t, s.qb.rows, nq)
+	assert.Equal(t, store.HistoryRow{InstalledRank: 1, Version: "1", Description: "add destination state", Type: "SQL",
+		Script: "V1__add_destination_state.sql", Success: true}, s.qb.rows[0])
+
+	again, err := msMigrate(ctx, db, migrate.Options{})
+	require.NoError(t, err)
+	assert.Empty(t, again.QueueBox.Moved)
+	assert.Empty(t, again.QueueBox.Applied)
+	assert.Len(t, s.qb.rows, nq)
+}
+
+// TestSQLServerRefusesAMissingQueueBoxMigration: with database.migrate false, a version of the
+// QueueBox track that no history records and whose table does not exist stops the start.
+func TestSQLServerRefusesAMissingQueueBoxMigration(t *testing.T) {
+	t.Parallel()
+	s, db := newFakeSQLServer(t)
+	s.tables["outbox"], s.tables["inbox"] = true, true
+	_, err := msRunner(db, migrate.Options{}).CheckStart(context.Background(), false)
+	require.ErrorIs(t, err, migrate.ErrMissingMigration)
+	assert.Contains(t, err.Error(), "migrations/queuebox/sqlserver")
+	assert.Contains(t, err.Error(), "sqlcmd -b -I -i <file>")
+	for _, m := range queueboxList(t) {
+		assert.Contains(t, err.Error(), m.Script+" (table "+m.Table+")")
+		s.tables[m.Table] = true
+	}
+	start, err := msRunner(db, migrate.Options{}).CheckStart(context.Background(), false)
+	require.NoError(t, err)
+	assert.Equal(t, migrate.LevelInfo, start.Level)
 }
 
 func TestSQLServerFailedBatchRollsBack(t *testing.T) {
@@ -339,6 +542,9 @@ func TestSQLServerBaselineAndStartCheck(t *testing.T) {
 	t.Parallel()
 	s, db := newFakeSQLServer(t)
 	s.tables["outbox"], s.tables["inbox"] = true, true
+	for _, m := range queueboxList(t) {
+		s.tables[m.Table] = true
+	}
 	r := msRunner(db, migrate.Options{})
 	ctx := context.Background()
 
@@ -363,15 +569,17 @@ func TestSQLServerBaselineAndStartCheck(t *testing.T) {
 	start, err = r.CheckStart(ctx, false)
 	require.NoError(t, err)
 	assert.Equal(t, migrate.LevelWarning, start.Level)
-	assert.Equal(t, []int{11, 12}, start.Pending)
+	assert.Equal(t, []int{11}, start.Pending)
 
 	start, err = r.CheckStart(ctx, true)
 	require.NoError(t, err)
-	assert.Equal(t, "applied V11..V12", start.Message)
+	assert.Contains(t, start.Message, "applied V11; applied QueueBox's own migrations V1")
 	assert.Equal(t, 11, s.rows[10].InstalledRank)
-	assert.Equal(t, 12, s.rows[11].InstalledRank)
+	assert.Len(t, s.qb.rows, len(queueboxList(t)), "the QueueBox track applied and recorded over the tables made by hand")
 
 	_, err = r.Baseline(ctx, 12)
+	require.ErrorIs(t, err, migrate.ErrInvalidVersion)
+	_, err = r.Baseline(ctx, 11)
 	require.ErrorIs(t, err, migrate.ErrHistoryExists)
 }
 
@@ -389,7 +597,15 @@ func TestSQLServerStatementText(t *testing.T) {
 		assert.Contains(t, msCreateHistory, col)
 	}
 	assert.True(t, strings.HasPrefix(msCreateHistory, "IF OBJECT_ID(N'dbo.flyway_schema_history', N'U') IS NULL"))
-	for _, q := range []string{msSessionSettings, msCreateHistory, msCreateHistoryIndex, msReadHistory, msHistoryExists, msReleaseLock} {
+	// The QueueBox track's history has the same columns under its own names.
+	assert.Equal(t, strings.ReplaceAll(msCreateHistory, "flyway_schema_history", "queuebox_schema_history"), msQBCreateHistory)
+	assert.Equal(t, strings.ReplaceAll(msCreateHistoryIndex, "flyway_schema_history", "queuebox_schema_history"), msQBCreateHistoryIndex)
+	assert.Equal(t, strings.ReplaceAll(msInsertHistory, "flyway_schema_history", "queuebox_schema_history"), msQBInsertHistory)
+	assert.Contains(t, msMoveInsert, "INSERT INTO dbo.queuebox_schema_history")
+	assert.Contains(t, msMoveInsert, "FROM dbo.flyway_schema_history WHERE [installed_rank] = @from_rank;")
+	assert.Equal(t, "DELETE FROM dbo.flyway_schema_history WHERE [installed_rank] = @from_rank;", msMoveDelete)
+	for _, q := range []string{msSessionSettings, msCreateHistory, msCreateHistoryIndex, msReadHistory, msHistoryExists, msReleaseLock,
+		msQBCreateHistory, msQBCreateHistoryIndex, msQBReadHistory, msQBHistoryExists} {
 		assert.NotContains(t, q, "@p", "a statement without parameters is sent as a plain batch")
 		assert.Len(t, migrations.SplitBatches(q), 1)
 	}

@@ -417,9 +417,9 @@ func (s *Store) OutboxReplay(ctx context.Context, params store.OutboxReplayParam
 	if err != nil {
 		return 0, fmt.Errorf("replaying outbox rows: %w", err)
 	}
-	n, err := s.execCount(ctx, s.stmt.outboxReplay, args...)
-	if err != nil {
-		return 0, fmt.Errorf("replaying outbox rows: %w", err)
+	var n int64
+	if err := s.inReplayTx(ctx, s.stmt.outboxReplay, args, func(row *sql.Row) error { return row.Scan(&n) }); err != nil {
+		return 0, missingGenerations("replaying outbox rows", err)
 	}
 	return n, nil
 }

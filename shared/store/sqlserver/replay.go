@@ -45,8 +45,10 @@ ORDER BY {o.id}
 OPTION (RECOMPILE);`
 
 // outboxReplayBatchSQL moves at most @p7 sent or dead rows of the selection, in id order, in
-// one statement; the subquery takes update locks, so every picked row moves. It answers the
-// count and the greatest id of the batch in uniqueidentifier order.
+// one statement; the subquery takes update locks, so every picked row moves. It raises the
+// replay generation of the moved rows (bumpGenerationsSQL; the caller runs the batch in a
+// transaction) and answers the count and the greatest id of the batch in uniqueidentifier
+// order.
 const outboxReplayBatchSQL = `SET NOCOUNT ON;
 DECLARE @moved TABLE (moved_id UNIQUEIDENTIFIER NOT NULL);
 UPDATE {outbox}
@@ -64,6 +66,7 @@ WHERE {o.id} IN (
       AND {o.state} IN (N'sent', N'dead')
     ORDER BY {o.id})
 OPTION (RECOMPILE);
+` + bumpGenerationsSQL + `
 SELECT COUNT_BIG(*), (SELECT TOP (1) LOWER(CONVERT(NVARCHAR(36), m.moved_id)) FROM @moved AS m ORDER BY m.moved_id DESC)
 FROM @moved;`
 
@@ -259,9 +262,17 @@ func (s *Store) OutboxReplayBatch(ctx context.Context, sel store.OutboxSelection
 	if err != nil {
 		return store.ReplayBatchResult{}, fmt.Errorf("replaying outbox rows: %w", err)
 	}
-	res, err := s.replayBatch(ctx, s.stmt.replay.outboxBatch, append(args, int64(limit)))
+	var res store.ReplayBatchResult
+	err = s.inReplayTx(ctx, s.stmt.replay.outboxBatch, append(args, int64(limit)), func(row *sql.Row) error {
+		var last sql.NullString
+		if err := row.Scan(&res.Moved, &last); err != nil {
+			return err
+		}
+		res.Last = last.String
+		return nil
+	})
 	if err != nil {
-		return store.ReplayBatchResult{}, fmt.Errorf("replaying outbox rows: %w", err)
+		return store.ReplayBatchResult{}, missingGenerations("replaying outbox rows", err)
 	}
 	return res, nil
 }

@@ -122,8 +122,9 @@ func TestReplayBatchIsOneStatement(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, store.ReplayBatchResult{Moved: 1, Last: idA}, res)
 
-	assert.Equal(t, []string{"query", "query", "query", "query"}, f.kinds(),
-		"each batch is one statement in its own implicit transaction; the deadlock victim ran again")
+	assert.Equal(t, []string{"begin", "query", "commit", "begin", "query", "commit", "query", "query"}, f.kinds(),
+		"an outbox batch is one statement with the MERGE of its replay generations in a transaction; an inbox batch "+
+			"is one statement in its own implicit transaction; the deadlock victim ran again")
 	sent := f.statements()
 	st := s.stmt.replay
 	assert.Equal(t, st.outboxBatch, sent[0].query)

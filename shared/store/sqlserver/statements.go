@@ -180,8 +180,11 @@ WHERE {o.state} = N'processing'
 // after (exclusive) or NULL, @p4 created before (exclusive) or NULL. A NULL parameter does not
 // filter; the caller refuses a replay without any filter. OPENJSON without a WITH clause
 // returns each array element in its value column. RECOMPILE plans each call for the filters
-// it actually sets.
-const outboxReplaySQL = `UPDATE {outbox}
+// it actually sets. It raises the replay generation of the moved rows (bumpGenerationsSQL)
+// and answers their count; the caller runs it in a transaction.
+const outboxReplaySQL = `SET NOCOUNT ON;
+DECLARE @moved TABLE (moved_id UNIQUEIDENTIFIER NOT NULL);
+UPDATE {outbox}
 SET {o.state} = N'pending',
     {o.attempt} = 0,
     {o.scheduled_at} = SYSUTCDATETIME(),
@@ -190,6 +193,7 @@ SET {o.state} = N'pending',
     {o.claim_token} = NULL,
     {o.lease_expires_at} = NULL,
     {o.updated_at} = SYSUTCDATETIME()
+OUTPUT inserted.{o.id} INTO @moved (moved_id)
 WHERE {o.state} IN (N'sent', N'dead')
   AND (@p1 IS NULL OR {o.id} IN (
         SELECT CONVERT(UNIQUEIDENTIFIER, replay.value) FROM OPENJSON(@p1) AS replay))
@@ -197,7 +201,9 @@ WHERE {o.state} IN (N'sent', N'dead')
         SELECT replay.value FROM OPENJSON(@p2) AS replay))
   AND (@p3 IS NULL OR {o.created_at} > CAST(@p3 AS DATETIME2))
   AND (@p4 IS NULL OR {o.created_at} < CAST(@p4 AS DATETIME2))
-OPTION (RECOMPILE);`
+OPTION (RECOMPILE);
+` + bumpGenerationsSQL + `
+SELECT COUNT_BIG(*) FROM @moved;`
 
 // outboxStatsSQL: no parameters. One row per topic with pending rows: the topic, the count
 // and the age in milliseconds of its oldest pending row.

@@ -387,13 +387,14 @@ func TestCheckSchema(t *testing.T) {
 
 func TestOutboxReplayRefusesNoFilter(t *testing.T) {
 	t.Parallel()
-	s, f := newFakeStore(t, func(string, []any) fakeAnswer { return fakeAnswer{rowsAffected: 3} })
+	s, f := newFakeStore(t, func(string, []any) fakeAnswer { return fakeAnswer{rows: [][]any{{int64(3)}}} })
 	_, err := s.OutboxReplay(context.Background(), store.OutboxReplayParams{})
 	assert.Error(t, err)
 	assert.Empty(t, f.kinds())
 	n, err := s.OutboxReplay(context.Background(), store.OutboxReplayParams{Topics: []string{"a"}})
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), n)
+	assert.Equal(t, []string{"begin", "query", "commit"}, f.kinds(), "the replay and the MERGE of its generations in one transaction")
 }
 
 func TestUUIDString(t *testing.T) {

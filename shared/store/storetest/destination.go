@@ -11,7 +11,7 @@ import (
 )
 
 // destinationTests are the behaviours of store.DestinationStateStore and OutboxDefer (the
-// delivery controls of docs/delivery-controls.md, migration V12). The state table is not
+// delivery controls of docs/delivery-controls.md, V1 of the QueueBox track). The state table is not
 // part of the custom-table DDL, so only the deferral also runs on SchemaCustom.
 func destinationTests() []testCase {
 	return []testCase{

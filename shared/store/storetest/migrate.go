@@ -2,10 +2,12 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alternayte/queuebox/migrations"
 	"github.com/alternayte/queuebox/shared/migrate"
@@ -59,15 +61,21 @@ func newRunner(t *testing.T, d *store.Driver, opts migrate.Options) *migrate.Run
 	return r
 }
 
-// bundled returns the number of migrations that the driver's dialect ships.
+// bundled returns the number of migrations of the main track that the driver's dialect ships.
 func bundled(t *testing.T, d *store.Driver) int {
 	t.Helper()
-	list, err := migrations.List(d.Migration.Dialect())
+	return bundledTrack(t, d, migrations.Main)
+}
+
+// bundledTrack returns the number of migrations of track tr that the driver's dialect ships.
+func bundledTrack(t *testing.T, d *store.Driver, tr migrations.Track) int {
+	t.Helper()
+	list, err := migrations.ListTrack(tr, d.Migration.Dialect())
 	if err != nil {
-		t.Fatalf("listing the %s migrations: %v", d.Migration.Dialect(), err)
+		t.Fatalf("listing the %s migrations of the %s track: %v", d.Migration.Dialect(), tr, err)
 	}
 	if len(list) == 0 {
-		t.Fatalf("the %s dialect ships no migration", d.Migration.Dialect())
+		t.Fatalf("the %s dialect ships no migration of the %s track", d.Migration.Dialect(), tr)
 	}
 	return len(list)
 }
@@ -80,11 +88,13 @@ func versions(from, to int) []int {
 	return out
 }
 
-// testMigrateFreshDatabase: Migrate applies every bundled version once, Status and CheckStart
-// (with and without database.migrate) then report the schema up to date, a second Migrate
-// applies nothing, and the schema check passes.
+// testMigrateFreshDatabase: Migrate applies every bundled version of both tracks once, Status
+// and CheckStart (with and without database.migrate) then report the schema up to date, a
+// second Migrate applies nothing, and the schema check passes.
 func testMigrateFreshDatabase(t *testing.T, ctx context.Context, d *store.Driver) {
 	n := bundled(t, d)
+	nq := bundledTrack(t, d, migrations.QueueBox)
+	upToDate := "schema is up to date at V" + strconv.Itoa(n) + "; QueueBox's own migrations are up to date at V" + strconv.Itoa(nq)
 	r := newRunner(t, d, migrate.Options{})
 	names := store.DefaultNames()
 	tables := []string{names.OutboxTable, names.InboxTable}
@@ -102,8 +112,9 @@ func testMigrateFreshDatabase(t *testing.T, ctx context.Context, d *store.Driver
 	if err != nil {
 		t.Fatalf("migrating an empty database: %v", err)
 	}
-	if res.Dialect != d.Migration.Dialect() || res.Current != n || !slices.Equal(res.Applied, versions(1, n)) || res.Baseline {
-		t.Fatalf("migrating an empty database: got %+v, want V1..V%d applied", res, n)
+	if res.Dialect != d.Migration.Dialect() || res.Current != n || !slices.Equal(res.Applied, versions(1, n)) || res.Baseline ||
+		res.QueueBox.Current != nq || !slices.Equal(res.QueueBox.Applied, versions(1, nq)) {
+		t.Fatalf("migrating an empty database: got %+v, want V1..V%d and the QueueBox track's V1..V%d applied", res, n, nq)
 	}
 
 	st, err := r.Status(ctx)
@@ -111,7 +122,8 @@ func testMigrateFreshDatabase(t *testing.T, ctx context.Context, d *store.Driver
 		t.Fatalf("status after migrating: %v", err)
 	}
 	if !st.HasHistory || st.Current != n || len(st.Pending) != 0 || len(st.Unknown) != 0 ||
-		!slices.Equal(st.Applied, versions(1, n)) || !slices.Equal(st.Tables, tables) {
+		!slices.Equal(st.Applied, versions(1, n)) || !slices.Equal(st.Tables, tables) ||
+		!st.QueueBox.HasHistory || st.QueueBox.Current != nq || len(st.QueueBox.Pending) != 0 || len(st.QueueBox.Missing) != 0 {
 		t.Fatalf("status after migrating: got %+v, want V1..V%d applied, nothing pending, tables %v", st, n, tables)
 	}
 
@@ -120,10 +132,10 @@ func testMigrateFreshDatabase(t *testing.T, ctx context.Context, d *store.Driver
 		if err != nil {
 			t.Fatalf("start check (migrate=%v) after migrating: %v", doMigrate, err)
 		}
-		want := migrate.StartResult{Level: migrate.LevelInfo, Message: "schema is up to date at V" + strconv.Itoa(n),
-			Migration: migrate.Result{Dialect: d.Migration.Dialect(), Current: n}}
+		want := migrate.StartResult{Level: migrate.LevelInfo, Message: upToDate,
+			Migration: migrate.Result{Dialect: d.Migration.Dialect(), Current: n, QueueBox: migrate.TrackResult{Current: nq}}}
 		if !doMigrate {
-			want.Message += " (database.migrate is false)"
+			want.Message = "schema is up to date at V" + strconv.Itoa(n) + " (database.migrate is false)"
 			want.Migration = migrate.Result{}
 		}
 		if !startResultEqual(start, want) {
@@ -135,7 +147,7 @@ func testMigrateFreshDatabase(t *testing.T, ctx context.Context, d *store.Driver
 	if err != nil {
 		t.Fatalf("migrating a second time: %v", err)
 	}
-	if len(again.Applied) != 0 || again.Current != n || again.String() != "schema is up to date at V"+strconv.Itoa(n) {
+	if len(again.Applied) != 0 || len(again.QueueBox.Applied) != 0 || again.Current != n || again.String() != upToDate {
 		t.Fatalf("migrating a second time: got %+v (%q), want nothing applied", again, again.String())
 	}
 	if st2, err := r.Status(ctx); err != nil || !slices.Equal(st2.Applied, st.Applied) || len(st2.Pending) != 0 {
@@ -168,9 +180,16 @@ func testCheckSchemaNamesMissingTable(t *testing.T, ctx context.Context, d *stor
 	if _, err := r.Migrate(ctx); err != nil {
 		t.Fatalf("migrating up to V1: %v", err)
 	}
+	// The QueueBox track waits for the last version of the main track, so its tables do not
+	// exist yet: the start without migrate refuses them.
+	_, err = newRunner(t, d, migrate.Options{}).CheckStart(ctx, false)
+	if !errors.Is(err, migrate.ErrMissingMigration) {
+		t.Fatalf("start check without migrate after V1: got %v, want migrate.ErrMissingMigration", err)
+	}
+	applyQueueBoxTrack(t, ctx, d)
 	start, err := newRunner(t, d, migrate.Options{}).CheckStart(ctx, false)
 	if err != nil {
-		t.Fatalf("start check without migrate after V1: %v", err)
+		t.Fatalf("start check without migrate after V1 and the QueueBox track: %v", err)
 	}
 	if start.Level != migrate.LevelWarning || !slices.Equal(start.Pending, versions(2, n)) {
 		t.Fatalf("start check without migrate after V1: got %+v, want a warning with V2..V%d pending", start, n)
@@ -188,9 +207,35 @@ func testCheckSchemaNamesMissingTable(t *testing.T, ctx context.Context, d *stor
 	}
 }
 
+// applyQueueBoxTrack applies and records every file of the QueueBox track through the
+// driver's backend, as `queuebox migrate` would once the main track is complete.
+func applyQueueBoxTrack(t *testing.T, ctx context.Context, d *store.Driver) {
+	t.Helper()
+	list, err := migrations.ListTrack(migrations.QueueBox, d.Migration.Dialect())
+	if err != nil {
+		t.Fatalf("listing the QueueBox track: %v", err)
+	}
+	s, err := d.Migration.Open(ctx, time.Minute)
+	if err != nil {
+		t.Fatalf("opening a migration session: %v", err)
+	}
+	defer s.Close(ctx)
+	if err := s.CreateHistory(ctx, migrations.QueueBox); err != nil {
+		t.Fatalf("creating %s: %v", migrations.QueueBox.HistoryTable(), err)
+	}
+	for i, m := range list {
+		if err := s.Apply(ctx, m, i+1, ""); err != nil {
+			t.Fatalf("applying %s of the QueueBox track: %v", m.Script, err)
+		}
+	}
+}
+
 func startResultEqual(a, b migrate.StartResult) bool {
 	return a.Level == b.Level && a.Message == b.Message && slices.Equal(a.Pending, b.Pending) &&
 		slices.Equal(a.Unknown, b.Unknown) && a.Migration.Dialect == b.Migration.Dialect &&
 		a.Migration.Current == b.Migration.Current && a.Migration.Baseline == b.Migration.Baseline &&
-		slices.Equal(a.Migration.Applied, b.Migration.Applied) && slices.Equal(a.Migration.Unknown, b.Migration.Unknown)
+		slices.Equal(a.Migration.Applied, b.Migration.Applied) && slices.Equal(a.Migration.Unknown, b.Migration.Unknown) &&
+		a.Migration.QueueBox.Current == b.Migration.QueueBox.Current &&
+		slices.Equal(a.Migration.QueueBox.Applied, b.Migration.QueueBox.Applied) &&
+		slices.Equal(a.Migration.QueueBox.Moved, b.Migration.QueueBox.Moved)
 }

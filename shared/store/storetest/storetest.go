@@ -96,7 +96,7 @@ type Hooks interface {
 	// ChangeInbox applies a Change to one inbox row.
 	ChangeInbox(ctx context.Context, id string, c Change) error
 	// DropDestinationState drops store.DestinationStateTable, as on a database without
-	// migration V12.
+	// V1 of the QueueBox track.
 	DropDestinationState(ctx context.Context) error
 }
 
@@ -174,7 +174,7 @@ func Run(t *testing.T, h Harness) {
 	if h.Open == nil || h.OpenEmpty == nil {
 		t.Fatal("storetest: Harness.Open or Harness.OpenEmpty is nil")
 	}
-	tests := slices.Concat(outboxTests(), inboxTests(), destinationTests(), replayTests(), schemaTests())
+	tests := slices.Concat(outboxTests(), inboxTests(), destinationTests(), sessionTests(), replayTests(), replayGenerationTests(), schemaTests())
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -113,13 +113,14 @@ func NewPool(t testing.TB, dbURL string) *pgxpool.Pool {
 	return pool
 }
 
-// Migrated creates a fresh database, applies every bundled PostgreSQL migration file in
-// version order (as an operator would with psql), and returns a pool on it.
+// Migrated creates a fresh database, applies every bundled PostgreSQL migration file in version
+// order, the main track then the QueueBox track (migrations.ListAll), as an operator would with
+// psql, and returns a pool on it. It writes no history.
 func Migrated(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
 	dbURL := NewDatabase(t)
 	pool := NewPool(t, dbURL)
-	list, err := migrations.List(migrations.PostgreSQL)
+	list, err := migrations.ListAll(migrations.PostgreSQL)
 	if err != nil {
 		t.Fatalf("dbtest: %v", err)
 	}

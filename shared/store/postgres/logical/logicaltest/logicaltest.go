@@ -228,8 +228,9 @@ func (l *Lazy) Stop() error {
 
 var unsafeName = regexp.MustCompile(`[^a-z0-9_]+`)
 
-// NewDatabase creates a database for the test, applies every bundled PostgreSQL migration in
-// version order (as an operator would with psql), and returns its URL. The database is
+// NewDatabase creates a database for the test, applies every bundled PostgreSQL migration of
+// both tracks in version order (migrations.ListAll, as an operator would with psql), and
+// returns its URL. The database is
 // dropped when the test ends, after every replication slot of it.
 func (s *Server) NewDatabase(t testing.TB) string {
 	t.Helper()
@@ -241,7 +242,7 @@ func (s *Server) NewDatabase(t testing.TB) string {
 		t.Fatalf("logicaltest: connecting to %s: %v", redact(dbURL), err)
 	}
 	defer conn.Close(ctx)
-	list, err := migrations.List(migrations.PostgreSQL)
+	list, err := migrations.ListAll(migrations.PostgreSQL)
 	if err != nil {
 		t.Fatalf("logicaltest: %v", err)
 	}

@@ -1,7 +1,7 @@
--- QueueBox V12: the state of each destination, one row per destination name: a pause by an
--- operator, the circuit breaker and the clock of the rate limit (docs/destination-state.md). An
--- extension of the documented schema: without it QueueBox delivers as before, without the
--- delivery controls. Safe to run twice.
+-- V1 of the QueueBox track (migrations/queuebox, recorded in queuebox_schema_history): the
+-- state of each destination, one row per destination name: a pause by an operator, the circuit
+-- breaker and the clock of the rate limit (docs/destination-state.md). Earlier builds shipped it
+-- as V12 of the main track. An extension of the documented schema. Safe to run twice.
 CREATE TABLE IF NOT EXISTS queuebox_destination_state (
     destination        VARCHAR(255) PRIMARY KEY,
     paused             BOOLEAN NOT NULL DEFAULT FALSE,
