@@ -18,32 +18,11 @@ import (
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
-// consoleLogin logs in to the console at base with the admin token and returns the session
-// cookie's value.
-func consoleLogin(t *testing.T, base string) string {
-	t.Helper()
-	req, err := http.NewRequest("POST", base+"/console/login", strings.NewReader(url.Values{"token": {consoleToken}}.Encode()))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the login")
-	for _, c := range resp.Cookies() {
-		if c.Name == console.CookieName && c.Value != "" {
-			return c.Value
-		}
-	}
-	t.Fatal("the login set no session cookie")
-	return ""
-}
-
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
-// consoleGet reads a console page with the cookie, without following a redirect, and returns
+// consoleGetCSRF reads a console page with the cookie, without following a redirect, and returns
 // the status and the page's CSRF token (empty when the page has none).
-func consoleGet(t *testing.T, base, path, cookie string) (int, string) {
+func consoleGetCSRF(t *testing.T, base, path, cookie string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest("GET", base+path, nil)
 	require.NoError(t, err)
@@ -109,8 +88,8 @@ routes:
 	a, b := bases[0], bases[1]
 	pool := dbtest.NewPool(t, dbURL)
 
-	cookie := consoleLogin(t, a)
-	status, csrf := consoleGet(t, b, "/console/destinations", cookie)
+	cookie, _ := consoleLogin(t, a)
+	status, csrf := consoleGetCSRF(t, b, "/console/destinations", cookie)
 	require.Equal(t, http.StatusOK, status, "replica B accepts the session of replica A")
 	require.NotEmpty(t, csrf)
 	form := url.Values{"csrf": {csrf}}
@@ -124,13 +103,13 @@ routes:
 	for name, base := range map[string]string{"replica B": b, "replica A": a} {
 		assert.Equal(t, http.StatusUnauthorized, consolePost(t, base, "/console/destinations/orders-api/pause", cookie, form, ""),
 			"%s: a pause with the logged-out cookie", name)
-		status, _ := consoleGet(t, base, "/console/", cookie)
+		status, _ := consoleGetCSRF(t, base, "/console/", cookie)
 		assert.Equal(t, http.StatusSeeOther, status, "%s: a page with the logged-out cookie redirects to the login", name)
 	}
 	assert.False(t, destinationPaused(t, pool, "orders-api"), "the logged-out cookie paused the destination")
 
-	again := consoleLogin(t, b)
-	status, csrf = consoleGet(t, a, "/console/destinations", again)
+	again, _ := consoleLogin(t, b)
+	status, csrf = consoleGetCSRF(t, a, "/console/destinations", again)
 	require.Equal(t, http.StatusOK, status, "a new login works")
 	assert.Equal(t, http.StatusSeeOther, consolePost(t, a, "/console/destinations/orders-api/pause", again, url.Values{"csrf": {csrf}}, ""))
 	assert.True(t, destinationPaused(t, pool, "orders-api"))
