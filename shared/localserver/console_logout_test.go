@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
