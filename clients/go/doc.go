@@ -8,8 +8,9 @@
 // row it opens a transaction, calls the Handler with the Message and that transaction, runs the
 // completion in the same transaction and commits, so the handler's writes and the completion
 // commit together or not at all. A completion that changes no row means that another worker
-// owns the row: the writes roll back. A lost renewal cancels the handler's context, which rolls
-// its writes back. The handler's context also ends at the row's local deadline: the time the
+// owns the row: the writes roll back. A renewal that changes no row, or that fails with an
+// error, loses the lease: it cancels the handler's context, which rolls its writes back, and
+// nothing is written to the row. The handler's context also ends at the row's local deadline: the time the
 // worker sent the claim or the last renewal that succeeded, plus the lease, minus a fifth of the
 // lease (at most 10 seconds). That comes before the lease can end on the database's clock, so a
 // worker cut off from the database stops its handler before another worker can take the row;

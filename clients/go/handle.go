@@ -149,7 +149,7 @@ func (w *InboxWorker) fail(c *claimed, failure error) {
 	}
 	switch {
 	case errors.Is(err, errLeaseLost), err != nil && errors.Is(context.Cause(c.ctx), errLeaseLost):
-		w.log.warn("handler failed, and the lease was lost before "+verb+" the row; another worker owns it", fields)
+		w.log.warn("handler failed, and the lease was lost before "+verb+" the row (another worker may own it); nothing was written to the row", fields)
 	case err != nil && errors.Is(context.Cause(c.ctx), errLeaseDeadline):
 		w.log.warn("handler failed, and the lease's local deadline passed before "+verb+" the row; it spends no attempt, and its lease expires", fields)
 	case err != nil && c.ctx.Err() != nil:

@@ -3,6 +3,7 @@ package queuebox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -15,13 +16,11 @@ import (
 // rates. The handler's context ends at that deadline, before any other worker can take the
 // row; only a renewal that succeeds moves it. A row whose deadline passed before its handler
 // started is not handed to the handler, and nothing of the handler's transaction is committed
-// after it.
+// after it. A renewal that changes no row, or that fails with an error, loses the lease at
+// once: the deadline is the backstop for a renewal that never answers.
 
 // maxLeaseMargin is the largest margin between the local deadline and the end of the lease.
 const maxLeaseMargin = 10 * time.Second
-
-// minRenewRetry is the shortest wait before a renewal that failed is tried again.
-const minRenewRetry = 100 * time.Millisecond
 
 // errLeaseDeadline is the cause of a handler's cancellation when its local deadline passed: no
 // renewal succeeded in time, so another worker may own the row.
@@ -194,10 +193,11 @@ func (w *InboxWorker) renewLoop(hard context.Context, r *renewals, quit <-chan s
 }
 
 // renew extends the lease of c once. A renewal that succeeds moves the local deadline to the
-// time it was sent plus the lease minus the margin. A renewal that fails is tried again soon,
-// within the time left before the deadline. A renewal that changes no row means that the
-// lease is lost: it cancels the handler's context, so that the handler stops and its
-// transaction rolls back, and renews the row no more.
+// time it was sent plus the lease minus the margin. A renewal that changes no row, or that
+// fails with an error (a timeout, a refused or broken connection), means that the lease is
+// lost: it cancels the handler's context, so that the handler stops, its transaction rolls
+// back and nothing is written to the row, and renews the row no more. A renewal that fails
+// while a hard stop ends the run changes nothing: the stop cancels the handler.
 func (w *InboxWorker) renew(hard context.Context, c *claimed, interval time.Duration) {
 	c.renewing.Lock()
 	defer c.renewing.Unlock()
@@ -218,19 +218,16 @@ func (w *InboxWorker) renew(hard context.Context, c *claimed, interval time.Dura
 	res, err := w.db.ExecContext(rctx, w.stmts.renew.text, args...)
 	cancel()
 	if err != nil {
-		if hard.Err() == nil {
-			// Try again soon, within the time left; once the local deadline has passed, the
-			// handler's context has ended, and once the lease has run out the renewal finds
-			// no row.
-			left := c.untilDeadline()
-			fields := c.fields(err)
-			fields["deadline_in_ms"] = max(left, 0).Milliseconds()
-			w.log.warn("renewing a lease", fields)
-			c.ren.mu.Lock()
-			if !c.stopped {
-				c.next = time.Now().Add(min(interval, max(left/2, minRenewRetry)))
-			}
-			c.ren.mu.Unlock()
+		if hard.Err() != nil {
+			return
+		}
+		c.ren.mu.Lock()
+		c.stopped = true
+		delete(c.ren.rows, c)
+		c.ren.mu.Unlock()
+		if c.ctx.Err() == nil {
+			c.cancel(fmt.Errorf("%w: renewing it failed: %s", errLeaseLost, SanitizeError(err)))
+			w.log.warn("renewing a lease failed, so the lease is lost; cancelling its handler: its writes roll back, it spends no attempt, and the lease expires", c.fields(err))
 		}
 		return
 	}

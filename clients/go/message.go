@@ -14,8 +14,9 @@ import (
 //  1. Write every change through tx, so that it commits together with the completion.
 //  2. Do not commit and do not roll back tx: the library owns both.
 //  3. Return an error to fail the message; the retry policy then decides what happens.
-//  4. Honour ctx: it is cancelled when the lease is lost and when a shutdown runs out of grace.
-//     The library then rolls tx back, whatever the handler returns.
+//  4. Honour ctx: it is cancelled when the lease is lost (a renewal changed no row, or failed),
+//     at the lease's local deadline, and when a shutdown runs out of grace. The library then
+//     rolls tx back, whatever the handler returns.
 //  5. Deduplicate work outside the database on the message's Source and IdempotencyKey
 //     together. A transaction cannot roll back a call to another system, and delivery is at
 //     least once.

@@ -11,6 +11,10 @@
 // never arrives. Only a renewal that succeeded moves the deadline, to the time the renewal was
 // sent plus the lease minus the margin.
 //
+// A renewal that updates zero rows, or that fails with an error, means that the worker lost
+// the claim: the worker calls Lose, which ends the claim's work at once, before its deadline.
+// The deadline stays the backstop for a renewal that never answers.
+//
 // The deadline is kept with the monotonic clock of this process: it does not depend on the
 // offset between this host's clock and the database's, only on their rates.
 package lease
@@ -18,6 +22,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -25,6 +30,11 @@ import (
 // ErrDeadline is the cause (context.Cause) of a context that Start returned when the claim
 // reached its local deadline.
 var ErrDeadline = errors.New("the claim reached its local lease deadline")
+
+// ErrLost is the cause (context.Cause) of a context that Start returned when the worker lost
+// the claim before its deadline (Lose): a renewal updated zero rows or failed. The cause wraps
+// ErrLost and the reason that Lose was given.
+var ErrLost = errors.New("the claim was lost")
 
 // The bounds of Margin.
 const (
@@ -69,6 +79,7 @@ type Local struct {
 	timer    *time.Timer
 	expired  bool
 	stopped  bool
+	lost     error // the cause given by Lose; nil until then
 }
 
 // Start returns the local deadline of a claim whose statement was sent at sent, with the given
@@ -89,7 +100,7 @@ func Start(parent context.Context, sent time.Time, lease time.Duration) (context
 // fire expires the claim, unless a renewal moved the deadline; then it waits for the new one.
 func (l *Local) fire() {
 	l.mu.Lock()
-	if l.expired || l.stopped {
+	if l.expired || l.stopped || l.lost != nil {
 		l.mu.Unlock()
 		return
 	}
@@ -110,7 +121,7 @@ func (l *Local) fire() {
 func (l *Local) Extend(sent time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.expired || l.stopped || !time.Now().Before(l.deadline) {
+	if l.expired || l.stopped || l.lost != nil || !time.Now().Before(l.deadline) {
 		return false
 	}
 	if d := sent.Add(l.span); d.After(l.deadline) {
@@ -120,14 +131,52 @@ func (l *Local) Extend(sent time.Time) bool {
 }
 
 // Expired reports whether the local deadline has passed: the work must not start, and work
-// under way has been cancelled.
+// under way has been cancelled. A claim that was lost first (Lose) does not expire.
 func (l *Local) Expired() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.expiredLocked()
+}
+
+func (l *Local) expiredLocked() bool {
 	if l.expired {
 		return true
 	}
-	return !l.stopped && !time.Now().Before(l.deadline)
+	return !l.stopped && l.lost == nil && !time.Now().Before(l.deadline)
+}
+
+// Lose ends the claim before its deadline because the worker lost it: a renewal updated zero
+// rows, or failed with an error (reason says which). The context is cancelled with a cause
+// that wraps ErrLost and reason, and the deadline moves no more. Lose returns false, and does
+// nothing, when the claim already expired, was lost or was stopped.
+func (l *Local) Lose(reason error) bool {
+	l.mu.Lock()
+	if l.lost != nil || l.stopped || l.expiredLocked() {
+		l.mu.Unlock()
+		return false
+	}
+	l.lost = fmt.Errorf("%w: %w", ErrLost, reason)
+	l.timer.Stop()
+	cause := l.lost
+	l.mu.Unlock()
+	l.cancel(cause)
+	return true
+}
+
+// Lost returns the cause of Lose (it wraps ErrLost) when the worker lost the claim before its
+// deadline, and nil otherwise.
+func (l *Local) Lost() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}
+
+// Ended reports whether the claim's work must stop: the local deadline passed (Expired) or the
+// claim was lost (Lose).
+func (l *Local) Ended() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost != nil || l.expiredLocked()
 }
 
 // Deadline is the current local deadline.
@@ -138,7 +187,8 @@ func (l *Local) Deadline() time.Time {
 }
 
 // Stop ends the claim's deadline: its timer stops and its context is cancelled (with the
-// cause context.Canceled, unless it expired first). Stop may be called more than once.
+// cause context.Canceled, unless it expired or was lost first). Stop may be called more than
+// once.
 func (l *Local) Stop() {
 	l.mu.Lock()
 	l.stopped = true

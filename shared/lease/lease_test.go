@@ -122,3 +122,60 @@ func TestStopCancelsWithoutTheDeadlineCause(t *testing.T) {
 		t.Error("a stopped claim reports Expired")
 	}
 }
+
+// A lost claim (a renewal that failed, or that found the claim gone) ends its work at once,
+// long before its deadline, with a cause that names the loss and its reason; a renewal's
+// answer that comes later does not resume it, and the deadline does not fire as well.
+func TestLoseEndsTheWorkBeforeTheDeadline(t *testing.T) {
+	t.Parallel()
+	ctx, l := lease.Start(context.Background(), time.Now(), time.Hour)
+	defer l.Stop()
+	reason := errors.New("renewing the lease failed: connection reset")
+	if !l.Lose(reason) {
+		t.Fatal("Lose refused a live claim")
+	}
+	waitDone(t, ctx)
+	cause := context.Cause(ctx)
+	if !errors.Is(cause, lease.ErrLost) || !errors.Is(cause, reason) {
+		t.Errorf("cause = %v, want ErrLost wrapping the reason", cause)
+	}
+	if errors.Is(cause, lease.ErrDeadline) {
+		t.Error("a lost claim reports ErrDeadline")
+	}
+	if !l.Ended() || l.Expired() {
+		t.Errorf("Ended() = %v, Expired() = %v; want a lost claim ended, not expired", l.Ended(), l.Expired())
+	}
+	if !errors.Is(l.Lost(), reason) {
+		t.Errorf("Lost() = %v, want the reason", l.Lost())
+	}
+	if l.Extend(time.Now()) {
+		t.Error("Extend resumed a lost claim")
+	}
+	if l.Lose(errors.New("again")) {
+		t.Error("a second Lose took effect")
+	}
+}
+
+// Lose does nothing to a claim that already expired or was stopped: its work ended for that
+// reason, and keeps it.
+func TestLoseAfterTheDeadlineOrStopDoesNothing(t *testing.T) {
+	t.Parallel()
+	ctx, l := lease.Start(context.Background(), time.Now().Add(-time.Hour), time.Second)
+	defer l.Stop()
+	waitDone(t, ctx)
+	if l.Lose(errors.New("late")) || l.Lost() != nil {
+		t.Error("Lose took effect on an expired claim")
+	}
+	if !errors.Is(context.Cause(ctx), lease.ErrDeadline) || !l.Ended() {
+		t.Errorf("cause = %v, Ended() = %v; want the deadline kept", context.Cause(ctx), l.Ended())
+	}
+
+	ctx2, l2 := lease.Start(context.Background(), time.Now(), time.Hour)
+	l2.Stop()
+	if l2.Lose(errors.New("late")) || l2.Lost() != nil || l2.Ended() {
+		t.Error("Lose took effect on a stopped claim")
+	}
+	if errors.Is(context.Cause(ctx2), lease.ErrLost) {
+		t.Error("a stopped claim reports ErrLost")
+	}
+}

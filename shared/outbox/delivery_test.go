@@ -383,12 +383,15 @@ func TestOrderPerKeyWithThreePollers(t *testing.T) {
 	}
 }
 
-// failingRenewals is a store whose lease renewals fail, as for a replica cut off from the
-// database while its publish runs.
-type failingRenewals struct{ store.OutboxStore }
+// unansweredRenewals is a store whose lease renewals never answer: each waits until its own
+// timeout ends it, as for a replica cut off from the database while its publish runs. The
+// renewal's timeout (at least a second) ends after the local deadline of the short leases
+// below, so the deadline, not the failed renewal, stops the work.
+type unansweredRenewals struct{ store.OutboxStore }
 
-func (failingRenewals) OutboxRenew(context.Context, store.OutboxRenewParams) ([]store.Claim, error) {
-	return nil, fmt.Errorf("renewing: connection reset by peer")
+func (unansweredRenewals) OutboxRenew(ctx context.Context, _ store.OutboxRenewParams) ([]store.Claim, error) {
+	<-ctx.Done()
+	return nil, fmt.Errorf("renewing: %w", ctx.Err())
 }
 
 // rescueLease is the lease of the pollers that rescue an expired claim: long enough that a
@@ -396,11 +399,11 @@ func (failingRenewals) OutboxRenew(context.Context, store.OutboxRenewParams) ([]
 // (once per lease / 5) comes within a second.
 const rescueLease = 5 * time.Second
 
-// heldMarkSent is a store whose renewals fail and whose first mark sent waits for the test: a
-// replica whose publish succeeded within its lease, but whose finishing write reaches the
-// database only after the lease expired and another replica took the row.
+// heldMarkSent is a store whose renewals never answer and whose first mark sent waits for the
+// test: a replica whose publish succeeded within its lease, but whose finishing write reaches
+// the database only after the lease expired and another replica took the row.
 type heldMarkSent struct {
-	failingRenewals
+	unansweredRenewals
 	once    sync.Once
 	entered chan struct{} // closed when the first mark sent starts
 	release chan struct{} // the first mark sent waits for it
@@ -418,7 +421,7 @@ func (h *heldMarkSent) OutboxMarkSent(ctx context.Context, claims []store.Claim)
 		// runs, as a slow one would.
 		ctx = context.WithoutCancel(ctx)
 	}
-	return h.failingRenewals.OutboxMarkSent(ctx, claims)
+	return h.unansweredRenewals.OutboxMarkSent(ctx, claims)
 }
 
 // A publish that succeeded within its lease, whose mark sent comes after another replica took
@@ -429,7 +432,7 @@ func TestLateMarkSentLosesItsClaimAndDuplicates(t *testing.T) {
 	fx := newFixture(t)
 	rc := newReceiver(t, nil)
 	id := insert(t, fx.store, store.OutboxInsertParams{Topic: "order.slow", Payload: json.RawMessage(`{}`)})
-	held := &heldMarkSent{failingRenewals: failingRenewals{fx.store}, entered: make(chan struct{}), release: make(chan struct{})}
+	held := &heldMarkSent{unansweredRenewals: unansweredRenewals{fx.store}, entered: make(chan struct{}), release: make(chan struct{})}
 	mA := newCountingMetrics()
 	// A's lease is long enough for its publish to a local receiver to end before the lease's
 	// local deadline on a busy machine; nothing renews it.
@@ -470,7 +473,7 @@ func TestLateMarkSentLosesItsClaimAndDuplicates(t *testing.T) {
 	}
 }
 
-// A publish that outlives its lease's local deadline (the renewals fail) is cancelled there:
+// A publish that outlives its lease's local deadline (no renewal answers) is cancelled there:
 // it spends no attempt and writes nothing; another replica delivers the row after the lease.
 func TestSlowPublishIsCancelledAtItsLeaseDeadline(t *testing.T) {
 	t.Parallel()
@@ -490,7 +493,7 @@ func TestSlowPublishIsCancelledAtItsLeaseDeadline(t *testing.T) {
 	})
 	id := insert(t, fx.store, store.OutboxInsertParams{Topic: "order.slow", Payload: json.RawMessage(`{}`)})
 	mA := newCountingMetrics()
-	a := newPoller(t, failingRenewals{fx.store}, outbox.Config{ClaimTimeout: 300 * time.Millisecond, PollInterval: 10 * time.Millisecond}, rc, mA)
+	a := newPoller(t, unansweredRenewals{fx.store}, outbox.Config{ClaimTimeout: 300 * time.Millisecond, PollInterval: 10 * time.Millisecond}, rc, mA)
 	doneA := make(chan outbox.Summary)
 	go func() { doneA <- a.RunOnce(context.Background()) }()
 	select {

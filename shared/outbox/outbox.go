@@ -120,10 +120,13 @@ type Destination struct {
 
 // Summary counts what a run did.
 type Summary struct {
-	Claimed    int `json:"claimed"`
-	Sent       int `json:"sent"`
-	Retried    int `json:"retried"`
-	Dead       int `json:"dead"`
+	Claimed int `json:"claimed"`
+	Sent    int `json:"sent"`
+	Retried int `json:"retried"`
+	Dead    int `json:"dead"`
+	// ClaimsLost counts the rows whose claim was lost: a finishing write that found it gone,
+	// or a lease renewal that updated zero rows or failed while the publish ran or waited
+	// (that publish is cancelled, spends no attempt and gets no write).
 	ClaimsLost int `json:"claimsLost"`
 	Reclaimed  int `json:"reclaimed"`
 	// Deferred counts the rows returned to pending unattempted: their destination was paused,
@@ -133,8 +136,8 @@ type Summary struct {
 	// stopped, before any publisher took them.
 	Released int `json:"released,omitempty"`
 	// LeaseExpired counts the rows whose publish was cancelled, or never started, because
-	// their claim reached its local lease deadline (the renewals failed): no attempt spent,
-	// no write, the row left to its lease.
+	// their claim reached its local lease deadline (no renewal answered in time): no attempt
+	// spent, no write, the row left to its lease.
 	LeaseExpired int `json:"leaseExpired,omitempty"`
 }
 

@@ -299,9 +299,10 @@ type result struct {
 	// sc is the row's delivery span, for the log lines about it; the zero SpanContext when
 	// tracing is off.
 	sc trace.SpanContext
-	// expired is true when the claim reached its local lease deadline before the publish
-	// succeeded: the publish was cancelled (started) or never began. Such a row spends no
-	// attempt and gets no finishing write; it is left to its lease (leasedeadline.go).
+	// expired is true when the claim reached its local lease deadline, or was lost to a
+	// renewal (renewed.go), before the publish succeeded: the publish was cancelled (started)
+	// or never began. Such a row spends no attempt and gets no finishing write; it is left to
+	// its lease (leasedeadline.go).
 	expired bool
 	started bool
 }
@@ -354,8 +355,9 @@ func (r *run) publisher() {
 			}
 		}
 		var res result
-		if f.lease.Expired() {
-			// Claimed ahead, it waited in the queue past its lease's local deadline.
+		if f.lease.Ended() {
+			// Claimed ahead, it waited in the queue past its lease's local deadline, or a
+			// renewal lost its claim meanwhile.
 			res = result{f: f, expired: true}
 		} else {
 			res = r.p.deliver(f.ctx, f)
@@ -576,8 +578,12 @@ func (p *Poller) deliver(ctx context.Context, f *flight) result {
 	var outcome string
 	switch {
 	case res.expired:
-		outcome = "lease_expired"
-		span.SetStatus(codes.Error, lease.ErrDeadline.Error())
+		var cause error
+		outcome, cause = "lease_expired", lease.ErrDeadline
+		if lost := f.lease.Lost(); lost != nil {
+			outcome, cause = "claim_lost", lost
+		}
+		span.SetStatus(codes.Error, cause.Error())
 	case res.deferBy > 0:
 		outcome = "deferred"
 		span.SetAttributes(attribute.String("queuebox.defer_reason", res.reason))
@@ -623,7 +629,7 @@ func (p *Poller) deliverRow(ctx context.Context, f *flight, span trace.Span) res
 		return res // an application row with a header that dest cannot carry (headers.go)
 	}
 	adm := p.ctl.admit(ctx, pl)
-	if f.lease.Expired() {
+	if f.lease.Ended() {
 		// The admission (a rate-limit slot) waited past the lease's local deadline.
 		p.ctl.endTrial(pl, adm.trial)
 		return result{f: f, plan: pl, expired: true}
@@ -651,7 +657,7 @@ func (p *Poller) deliverRow(ctx context.Context, f *flight, span trace.Span) res
 		}
 		msg.Payload = out.Body
 	}
-	if f.lease.Expired() {
+	if f.lease.Ended() {
 		p.ctl.endTrial(pl, adm.trial)
 		return result{f: f, plan: pl, expired: true}
 	}
@@ -662,7 +668,7 @@ func (p *Poller) deliverRow(ctx context.Context, f *flight, span trace.Span) res
 	// A publish that the lease's deadline cancelled says nothing of the destination: the
 	// breaker does not count it (outcome skips a publish whose context ended).
 	p.ctl.outcome(ctx, pl, adm, err)
-	if err != nil && f.lease.Expired() {
+	if err != nil && f.lease.Ended() {
 		return result{f: f, plan: pl, expired: true, started: true}
 	}
 	if p.log.Enabled(ctx, slog.LevelDebug) {
@@ -994,7 +1000,8 @@ func (r *run) finishDefers(ctx context.Context, defers []deferral) {
 }
 
 // renewer extends the leases of rows whose publish still runs, every third of the lease,
-// and cancels the publish of a row whose claim was lost.
+// and cancels the publish of a row whose claim was lost: a renewal that updated zero rows or
+// failed (renewed.go).
 func (r *run) renewer() {
 	defer r.helpers.Done()
 	p := r.p
@@ -1010,9 +1017,9 @@ func (r *run) renewer() {
 		var claims []store.Claim
 		flights := map[string]*flight{}
 		for id, f := range r.inflight {
-			// A row past its lease's local deadline is not renewed: its publish was stopped,
-			// or will not start, whatever the renewal would say.
-			if !f.finishing && !f.lease.Expired() {
+			// A row past its lease's local deadline, or lost, is not renewed: its publish was
+			// stopped, or will not start, whatever the renewal would say.
+			if !f.finishing && !f.lease.Ended() {
 				claims = append(claims, f.row.Claim())
 				flights[id] = f
 			}
@@ -1027,34 +1034,7 @@ func (r *run) renewer() {
 		sent := time.Now()
 		renewed, err := p.store.OutboxRenew(ctx, store.OutboxRenewParams{Claims: claims, Lease: p.cfg.ClaimTimeout})
 		cancel()
-		if err != nil {
-			p.log.Error("renewing outbox leases failed", "rows", len(claims), "error", redact.Error(err))
-			continue
-		}
-		ok := map[string]bool{}
-		for _, c := range renewed {
-			ok[c.ID] = true
-			if f := flights[c.ID]; f != nil {
-				f.lease.Extend(sent)
-			}
-		}
-		r.mu.Lock()
-		var lost []*flight
-		for id, f := range flights {
-			// A row that the renewal did not find held is lost only while its publish still
-			// runs here. Once the publish returned, the row may have been finished (by this
-			// process's finisher, between the snapshot and the renewal) and the renewal's
-			// fence no longer matches it; a claim that another replica did take is reported
-			// by the fenced finishing write instead.
-			if !ok[id] && r.inflight[id] == f && !f.finishing {
-				lost = append(lost, f)
-			}
-		}
-		r.mu.Unlock()
-		for _, f := range lost {
-			p.rowLog(f.row, p.destinationOf(f.row), trace.SpanContext{}).Warn("outbox lease renewal lost the claim; cancelling the publish")
-			f.cancel()
-		}
+		r.renewed(flights, sent, renewed, err) // renewed.go
 	}
 }
 

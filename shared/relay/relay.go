@@ -14,7 +14,8 @@
 // While a batch is being forwarded, the leases of its claimed and not yet finished rows are
 // renewed every third of the lease. A row is never forwarded past its claim's local lease
 // deadline (shared/lease: the time the claim or the last successful renewal was sent, plus the
-// lease, minus a margin), and a forward under way is abandoned there; see leasedeadline.go.
+// lease, minus a margin), and a forward under way is abandoned there; a renewal that fails
+// loses the claim at once, as one that updates zero rows does; see leasedeadline.go.
 // Expired relay leases return to pending at most once per ClaimTimeout/5, and the
 // oldest-pending gauge is refreshed at most once per PendingGaugeInterval.
 //
@@ -240,7 +241,9 @@ type Summary struct {
 	Forwarded int `json:"forwarded"`
 	// Dead counts the rows marked dead (empty topic, or a source that is not configured).
 	Dead int `json:"dead"`
-	// ClaimsLost counts the rows whose claim another replica took over before they finished.
+	// ClaimsLost counts the rows whose claim was lost before they finished: another replica
+	// took it over, or a renewal of its lease failed (the row is then not forwarded and gets no
+	// write).
 	ClaimsLost int `json:"claimsLost"`
 	// Reclaimed counts the expired relay claims that the run returned to pending.
 	Reclaimed int `json:"reclaimed"`
@@ -251,8 +254,8 @@ type Summary struct {
 	// pending when their leases expire.
 	Abandoned int `json:"abandoned"`
 	// LeaseExpired counts the claimed rows not forwarded because their claim reached its local
-	// lease deadline (the renewals failed, or the forward outlived it); they return to pending
-	// when their leases expire.
+	// lease deadline (no renewal answered in time, or the forward outlived it); they return to
+	// pending when their leases expire.
 	LeaseExpired int `json:"leaseExpired,omitempty"`
 }
 
@@ -325,7 +328,7 @@ type heldRow struct {
 	// and when the row is finished or the run's work ends.
 	ctx   context.Context
 	lease *lease.Local
-	// lost is set when a renewal found the fence gone.
+	// lost is set when a renewal found the fence gone (a failed one calls lease.Lose).
 	lost bool
 	// span is the row's forward span while tracing is on, created by the first prepare;
 	// result is its outcome so far (empty until the row is forwarded or marked dead).
@@ -679,10 +682,10 @@ func (rn *run) handleBatch(bf store.InboxBatchForwarder, rows []store.InboxMessa
 	// its rows; the row-by-row path then leaves the expired rows to their leases.
 	ctx, stop := rn.batchContext(ready)
 	forwarded, err := bf.InboxRelayForwardBatch(ctx, params)
-	expired := errors.Is(context.Cause(ctx), lease.ErrDeadline)
+	ended := leaseEnded(context.Cause(ctx))
 	stop()
 	if err != nil {
-		if expired {
+		if ended {
 			ready = rn.abandonExpired(ready)
 		} else {
 			r.log.Warn("inbox relay: forwarding a batch failed; forwarding its rows one by one", "rows", len(ready), "error", redact.Error(err))
@@ -765,8 +768,8 @@ func (rn *run) prepare(row store.InboxMessage) (store.InboxForwardParams, bool) 
 		rn.claimLost(rn.rowLog(row), "forward the message")
 		return store.InboxForwardParams{}, false
 	}
-	if h.lease.Expired() {
-		rn.leaseExpired(row, h, false)
+	if h.lease.Ended() {
+		rn.leaseEnded(row, h, false)
 		return store.InboxForwardParams{}, false
 	}
 
@@ -819,8 +822,8 @@ func (rn *run) handle(row store.InboxMessage) {
 		return r.store.InboxRelayForward(ctx, params)
 	})
 	switch {
-	case err != nil && h.lease.Expired():
-		rn.leaseExpired(row, h, true)
+	case err != nil && h.lease.Ended():
+		rn.leaseEnded(row, h, true)
 	case errors.Is(err, store.ErrInvalidValue):
 		// The outbox refuses the row (a topic longer than its column): it never will take it.
 		rn.deadLetter(rn.rowLog(row), row, "The outbox cannot store the forwarded row: "+redact.Error(err))
@@ -852,8 +855,8 @@ func (rn *run) deadLetter(log *slog.Logger, row store.InboxMessage, reason strin
 		return r.store.InboxRelayDead(ctx, row.Claim(), reason)
 	})
 	switch {
-	case err != nil && h.lease.Expired():
-		rn.leaseExpired(row, h, true)
+	case err != nil && h.lease.Ended():
+		rn.leaseEnded(row, h, true)
 	case err != nil:
 		rn.writeFailed(log, "marking dead", err)
 	case !dead:
@@ -923,7 +926,8 @@ func (rn *run) write(ctx context.Context, fn func(context.Context) (bool, error)
 }
 
 // renewer extends the leases of the claimed rows that are not finished, every third of the
-// lease, and marks a row whose fence is gone so that it is not forwarded.
+// lease, and marks a row whose fence is gone so that it is not forwarded; a renewal that
+// fails loses the claim too (renewalFailed).
 func (rn *run) renewer() {
 	defer rn.helpers.Done()
 	r := rn.r
@@ -940,7 +944,7 @@ func (rn *run) renewer() {
 		for _, h := range rn.held {
 			// A row past its lease's local deadline is not renewed: it is not forwarded,
 			// whatever a renewal would say.
-			if !h.lost && !h.lease.Expired() {
+			if !h.lost && !h.lease.Ended() {
 				rows = append(rows, h)
 			}
 		}
@@ -957,7 +961,7 @@ func (rn *run) renewer() {
 			}
 			if err != nil {
 				if rn.work.Err() == nil {
-					r.log.Warn("renewing an inbox relay lease failed", "inbox_id", h.claim.ID, "error", redact.Error(err))
+					rn.renewalFailed(h, err) // leasedeadline.go
 				}
 				continue
 			}

@@ -64,12 +64,28 @@ export function fromPg<Pool extends PgPool>(pool: Pool): InboxConnection<PgClien
   };
 }
 
+/** The event methods of a `pg` client, when it has them. */
+interface ErrorEvents {
+  on?(event: "error", listener: (error: unknown) => void): unknown;
+  removeListener?(event: "error", listener: (error: unknown) => void): unknown;
+}
+
+/** Keeps the "error" event of a checked-out client from ending the process (see begin). */
+function ignoreError(): void {}
+
 async function begin<Client extends PgClient>(pool: PgPool): Promise<InboxTransaction<Client>> {
   const client = (await pool.connect()) as Client;
+  // A pg pool listens to the "error" event of its idle clients only. A connection that drops
+  // while a handler holds its transaction and runs no query (the database restarts, the network
+  // fails) would emit an "error" that nothing handles, and end the process. The transaction's
+  // next statement fails instead; the pool listens again once the client is released.
+  const events = client as unknown as ErrorEvents;
+  events.on?.("error", ignoreError);
   let released = false;
   const release = (error?: Error): void => {
     if (!released) {
       released = true;
+      events.removeListener?.("error", ignoreError);
       client.release(error);
     }
   };

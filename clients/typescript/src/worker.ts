@@ -36,9 +36,9 @@ export type InboxCancelReason = "lease-lost" | "shutdown";
  */
 export class InboxCancelledError extends Error {
   /**
-   * `"lease-lost"` when another worker may own the message (a renewal changed no row, or the
-   * lease's local deadline passed before a renewal succeeded), `"shutdown"` when the grace ran
-   * out.
+   * `"lease-lost"` when another worker may own the message (a renewal changed no row or failed,
+   * or the lease's local deadline passed before a renewal succeeded), `"shutdown"` when the grace
+   * ran out.
    */
   readonly cancelReason: InboxCancelReason;
 
@@ -69,7 +69,8 @@ const MAX_BACKOFF_MS = 30_000;
  * the next rows while the handlers run, within that bound. For each row it:
  *
  * 1. claims the row in a statement of its own, committed before the handler starts;
- * 2. renews the lease every third of `leaseMs`, on a connection of its own;
+ * 2. renews the lease every third of `leaseMs`, on a connection of its own; a renewal that
+ *    changes no row, or that fails, means that the lease is lost, and aborts the handler;
  * 3. opens a transaction and calls the handler with the message, the transaction and a signal;
  * 4. when the handler returns, runs the completion in that transaction and commits, but only if
  *    the completion changed exactly one row; otherwise the lease was lost, and it rolls back;
@@ -652,20 +653,22 @@ class Job<Tx> {
         this.#scheduleRenewal(this.#renewInterval());
       }
     } catch (error) {
-      const remaining = this.#deadline() - performance.now();
-      this.#log("warn", "renewing the lease", { error, remaining_ms: Math.max(0, Math.round(remaining)) });
-      this.#scheduleRenewal(Math.max(1, Math.min(this.#renewInterval(), remaining / 2)));
+      // A renewal that fails (a timeout, a refused or broken connection, a statement that the
+      // database refuses) loses the lease as one that changes no row does: the worker cannot
+      // tell that it still holds the row. The local deadline is left for a renewal that never
+      // answers.
+      this.#leaseLost("the renewal failed", { error });
     }
   }
 
-  #leaseLost(why: string): void {
+  #leaseLost(why: string, fields: Record<string, unknown> = {}): void {
     if (this.#cancelReason !== undefined) {
       return;
     }
     clearTimeout(this.#deadlineTimer);
     clearTimeout(this.#renewTimer);
     this.#renewalStopped = true;
-    this.#log("warn", `the lease was lost: ${why}; cancelling the handler`);
+    this.#log("warn", `the lease was lost: ${why}; cancelling the handler`, fields);
     this.cancel("lease-lost");
   }
 

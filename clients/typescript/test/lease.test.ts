@@ -9,9 +9,9 @@ import { afterEach, beforeEach, describe, it } from "node:test";
 
 import pg from "pg";
 
-import type { InboxMessage, PgClient } from "../src/index.js";
+import { InboxCancelledError, type InboxMessage, type PgClient } from "../src/index.js";
 import { FreezeProxy } from "./freezeproxy.js";
-import { Gate, newDatabase, startWorker, waitFor, within, type RunningWorker, type TestDatabase } from "./support.js";
+import { captureLogger, Gate, newDatabase, startWorker, untilAborted, waitFor, within, type RunningWorker, type TestDatabase } from "./support.js";
 
 let db: TestDatabase;
 let proxy: FreezeProxy;
@@ -224,4 +224,86 @@ describe("the lease's local deadline", () => {
     assert.equal(first.rows[0].n, 0, "the first run committed after its lease had run out");
     await check([key]);
   });
+});
+
+/** The password in the error of a refused renewal: no log line may show it. */
+const RENEWAL_SECRET = "hunter2";
+
+/**
+ * Makes PostgreSQL refuse every lease renewal of the inbox with an error: an update that keeps a
+ * row processing under the same claim token and moves its lease_expires_at. The claim and the
+ * completion, retry and dead statements pass.
+ */
+async function refuseRenewals(): Promise<void> {
+  await db.pool.query(`
+    CREATE FUNCTION qb_test_refuse_renewal() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      RAISE EXCEPTION 'lease renewal refused by the test (password=${RENEWAL_SECRET})';
+    END $$;
+    CREATE TRIGGER qb_test_refuse_renewal BEFORE UPDATE ON inbox FOR EACH ROW
+    WHEN (OLD.state = 'processing' AND NEW.state = 'processing'
+          AND OLD.claim_token IS NOT DISTINCT FROM NEW.claim_token
+          AND NEW.lease_expires_at IS DISTINCT FROM OLD.lease_expires_at)
+    EXECUTE FUNCTION qb_test_refuse_renewal();`);
+}
+
+describe("a lease renewal that fails", () => {
+  // A renewal that fails with an error, rather than changing no row, also loses the lease: the
+  // handler's signal aborts at once (not at the local deadline), its writes roll back, nothing
+  // is written to the row (no attempt spent, even though the database still answers in the
+  // first case), and the failure is logged once, redacted. The first renewal runs a third of the
+  // lease after the claim; the local deadline comes at four fifths of it.
+  const failures: [string, () => Promise<void>][] = [
+    ["the database refuses the renewal", refuseRenewals],
+    ["the database cannot be reached", () => proxy.close()],
+  ];
+  for (const [name, fail] of failures) {
+    it(`aborts the handler at once: ${name}`, async () => {
+      const key = "renewal/fails";
+      await seed(key);
+      const logger = captureLogger();
+      const started = new Gate();
+      const ended = new Gate();
+      let reason: unknown;
+      const w = run(viaProxy, { source: "orders", leaseMs: 6000, batchSize: 1, pollIntervalMs: 20, logger }, async (message, tx, signal) => {
+        await tx.query("INSERT INTO writes VALUES ($1, 'A')", [message.idempotencyKey]);
+        const first = !started.isOpen;
+        started.open();
+        try {
+          await untilAborted(signal);
+        } catch (error) {
+          if (first) {
+            reason = error;
+            ended.open();
+          }
+          throw error;
+        }
+      });
+      await within("the handler starts", started.wait(), 30_000);
+      await fail();
+      await within("the handler's signal aborts", ended.wait(), 60_000);
+      w.stop();
+      await within("the worker's stop", w.done, 30_000);
+
+      assert.ok(reason instanceof InboxCancelledError);
+      assert.equal(reason.cancelReason, "lease-lost");
+      const lost = logger.lines.filter((l) => l.message.startsWith("the lease was lost:"));
+      assert.deepEqual(
+        lost.map((l) => l.message),
+        ["the lease was lost: the renewal failed; cancelling the handler"],
+        `the failed renewal, not the local deadline, must lose the lease, once:\n${logger.text()}`,
+      );
+      assert.equal(lost[0]!.level, "warn");
+      assert.ok(String(lost[0]!.fields.error ?? "") !== "", "the line carries the renewal's error");
+      assert.doesNotMatch(logger.text(), new RegExp(RENEWAL_SECRET), "a log line shows the password of the renewal's error");
+      const row = await db.pool.query(
+        "SELECT state, attempt, last_error, (SELECT count(*)::int FROM writes) AS writes FROM inbox WHERE idempotency_key = $1",
+        [key],
+      );
+      assert.deepEqual(
+        { state: row.rows[0].state, attempt: row.rows[0].attempt, lastError: row.rows[0].last_error, writes: row.rows[0].writes },
+        { state: "processing", attempt: 0, lastError: null, writes: 0 },
+      );
+    });
+  }
 });

@@ -480,6 +480,32 @@ describe("InboxWorker on PostgreSQL", () => {
     assert.deepEqual([row.state, row.attempt, row.lastError], ["processing", 0, null]);
   });
 
+  it("a connection that drops while the handler holds it fails the row's completion, not the process", async () => {
+    // The server ends the handler's connection while the handler waits and runs no query. A pg
+    // pool does not listen to the "error" event of a client that is checked out: unless the
+    // library does, that event is unhandled and ends the process.
+    await insertRows(db.pool, [{ key: "m1", payload: { id: "order-9", total: 9 } }]);
+    const logger = captureLogger();
+    const proceed = new Gate();
+    let pid: number | undefined;
+    const w1 = run(db.pool, { source: "orders", pollIntervalMs: 20, logger }, async (message, tx) => {
+      await insertOrder(message, tx);
+      pid = (await tx.query("SELECT pg_backend_pid() AS pid")).rows[0].pid as number;
+      await proceed.wait();
+    });
+    await waitFor("the handler waiting", () => pid !== undefined);
+    await db.pool.query("SELECT pg_terminate_backend($1)", [pid]);
+    await waitFor("the handler's connection to end", async () =>
+      (await db.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1", [pid])).rows[0].n === 0);
+    proceed.open();
+    await waitFor("the failed completion", () => /completing the message/.test(logger.text()));
+    w1.stop();
+    await within("the stop", w1.done, 10_000);
+    assert.deepEqual(await orders(), []);
+    const row = (await stateOf("m1"))!;
+    assert.deepEqual([row.state, row.attempt, row.lastError], ["processing", 0, null]);
+  });
+
   it("works on a mapped schema and refuses a name that is not an identifier", async () => {
     await db.pool.query("ALTER TABLE inbox RENAME COLUMN idempotency_key TO dedup_key");
     await db.pool.query("ALTER TABLE inbox RENAME TO qb_inbox");
