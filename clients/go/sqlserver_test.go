@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -366,5 +367,23 @@ func TestUUIDText(t *testing.T) {
 	}
 	if _, err := uuidText(nil, DialectPostgreSQL); err == nil {
 		t.Error("a NULL UUID gave no error")
+	}
+}
+
+// numberedError is a driver error with SQL Server's error number, as go-mssqldb's mssql.Error.
+type numberedError int32
+
+func (e numberedError) Error() string { return fmt.Sprintf("mssql: error %d", int32(e)) }
+
+func (e numberedError) SQLErrorNumber() int32 { return int32(e) }
+
+// TestRefusedConnectionOnSQLServer: a failed SQL Server login ends Run like PostgreSQL's
+// refused login; error 4060, which SQL Server also answers while a database recovers, and
+// every other number are retried.
+func TestRefusedConnectionOnSQLServer(t *testing.T) {
+	for number, want := range map[int32]bool{18456: true, 4060: false, 40613: false, 51000: false} {
+		if got := refusedConnection(fmt.Errorf("claiming: %w", numberedError(number))); got != want {
+			t.Errorf("refusedConnection(error %d) = %v, want %v", number, got, want)
+		}
 	}
 }

@@ -373,12 +373,22 @@ func (w *InboxWorker) claimLoop(ctx, hard context.Context, t *tracker) error {
 // entry), a wrong password (28P01), no such database (3D000).
 var refusedSQLStates = map[string]bool{"28000": true, "28P01": true, "3D000": true}
 
-// refusedConnection reports whether err carries one of refusedSQLStates. The driver's error is
-// recognised by its SQLState method (pgx's *pgconn.PgError, lib/pq's *pq.Error), never by its
-// text.
+// sqlServerLoginFailed is SQL Server's "Login failed for user" (an unknown login or a wrong
+// password). Error 4060 ("Cannot open database") is left to the retries: SQL Server also
+// answers it while a database recovers or fails over.
+const sqlServerLoginFailed = 18456
+
+// refusedConnection reports whether err carries one of refusedSQLStates, or SQL Server's
+// failed login. The driver's error is recognised by its SQLState method (pgx's
+// *pgconn.PgError, lib/pq's *pq.Error) or its SQLErrorNumber method (go-mssqldb's
+// mssql.Error), never by its text.
 func refusedConnection(err error) bool {
 	var coded interface{ SQLState() string }
-	return errors.As(err, &coded) && refusedSQLStates[coded.SQLState()]
+	if errors.As(err, &coded) && refusedSQLStates[coded.SQLState()] {
+		return true
+	}
+	var numbered interface{ SQLErrorNumber() int32 }
+	return errors.As(err, &numbered) && numbered.SQLErrorNumber() == sqlServerLoginFailed
 }
 
 // runHandlers takes queued rows one at a time and runs a handler for each, until the queue

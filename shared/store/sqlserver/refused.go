@@ -9,18 +9,15 @@ import (
 	"github.com/alternayte/queuebox/shared/store"
 )
 
-// The SQL Server errors of a login that waiting does not change.
-const (
-	// errLoginFailed is "Login failed for user": an unknown login or a wrong password.
-	errLoginFailed = 18456
-	// errCannotOpenDatabase is "Cannot open database requested by the login": the database
-	// does not exist, or the login may not use it.
-	errCannotOpenDatabase = 4060
-)
+// errLoginFailed is SQL Server's "Login failed for user": an unknown login or a wrong
+// password, a refusal that waiting does not change. Error 4060 ("Cannot open database
+// requested by the login") is not one: SQL Server also answers it while a database recovers
+// after a restart or fails over, so the start waits it out like any other error.
+const errLoginFailed = 18456
 
-// Refused classifies an error of a connection attempt: a failed login (error 18456) and a
-// database that the login cannot open (4060) are refusals that waiting does not change; it
-// returns nil for every other error, which the start retries.
+// Refused classifies an error of a connection attempt: a failed login (error 18456) is a
+// refusal that waiting does not change; it returns nil for every other error, which the start
+// retries.
 func Refused(err error) *store.RefusedError {
 	e, ok := errors.AsType[mssql.Error](err)
 	if !ok {
@@ -35,9 +32,6 @@ func Refused(err error) *store.RefusedError {
 	case errLoginFailed:
 		return store.NewRefusedError("the database refused the login ("+code+")",
 			"check database.username and database.password", err)
-	case errCannotOpenDatabase:
-		return store.NewRefusedError("the database cannot be opened by this login ("+code+"): it does not exist, or the login may not use it",
-			"create it or grant the login access, or correct the databaseName of database.url", err)
 	}
 	return nil
 }
