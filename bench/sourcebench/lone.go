@@ -18,10 +18,14 @@ import (
 // runs from the publish call to the return of the insert of its row (the publish's own round
 // trip to the broker included). At low traffic every message is such a lone one.
 type LoneResult struct {
-	Broker   string `json:"broker"`
-	Setting  string `json:"setting"`
-	Batch    int    `json:"batch"`
-	Messages int    `json:"messages"`
+	// Broker names the source's broker (rabbitmq, kafka, nats).
+	Broker string `json:"broker"`
+	// Setting names the source settings of the run.
+	Setting string `json:"setting"`
+	// Batch is the source's batch size.
+	Batch int `json:"batch"`
+	// Messages is how many lone messages were timed.
+	Messages int `json:"messages"`
 	// GapMs is the idle time before each publish.
 	GapMs float64 `json:"gapMs"`
 	// MedianMs, P95Ms and MaxMs summarise LatenciesMs, in publish order.

@@ -194,3 +194,28 @@ func MaskQuery(s string) string {
 	}
 	return s[:q+1] + strings.Join(params, "&") + fragment
 }
+
+// sourceTopic checks the topic of a push source: not blank, and {{ eventType }} only with a
+// source of the event type.
+func (v *validator) sourceTopic(p keyPath, s *Source) {
+	tp := p.child("topic")
+	if strings.TrimSpace(s.Topic) == "" {
+		v.add(tp, "must not be blank on a push source: the relay would mark every row dead")
+		return
+	}
+	if bad := unsupportedTopicPlaceholders(s.Topic); len(bad) > 0 {
+		v.add(tp, "is %q, which reads %s: a source topic reads only {{ source }} and {{ eventType }} (also written {{source}} and {{eventType}}); any other placeholder would stay as text in every topic, and no route would match the rows",
+			s.Topic, strings.Join(bad, ", "))
+	}
+	if !readsEventType(s.Topic) || s.EventTypePath != "" {
+		return
+	}
+	if s.Kind == SourceHTTP {
+		v.add(tp, "reads {{ eventType }}, but %s is not set: an http push source needs it (the topic %q renders empty and the relay marks the row dead)", p.child("eventTypePath"), s.Topic)
+		return
+	}
+	if b := s.Broker(); b != nil && !b.EventTypeFromHeader {
+		v.add(tp, "reads {{ eventType }}, but neither %s nor %s: true is set (the topic %q renders empty and the relay marks the row dead)",
+			p.child("eventTypePath"), p.child("eventTypeFromHeader"), s.Topic)
+	}
+}
