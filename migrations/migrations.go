@@ -87,6 +87,14 @@ type Migration struct {
 	Table string
 }
 
+// InTrack returns the track of m: a Migration whose Track is empty is of the main track.
+func (m Migration) InTrack() Track {
+	if m.Track == "" {
+		return Main
+	}
+	return m.Track
+}
+
 // queueboxTables is the table that each version of the QueueBox track creates. A test checks
 // that each file creates the table named here.
 var queueboxTables = map[int]string{

@@ -1,7 +1,6 @@
 package inbox
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -11,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/alternayte/queuebox/shared/forwarded"
 )
 
 // CorrelationHeader is the request and response header of the correlation identifier.
@@ -73,13 +74,10 @@ func encodeHeaders(m map[string]string) (json.RawMessage, error) {
 	return append(out, '}'), nil
 }
 
-// BinaryPrefix starts a header value that is stored as the Base64 text of its bytes
-// (spec/27-inbox-table.md).
-const BinaryPrefix = "base64:"
-
 // StoredHeaderValue returns a received header value as the headers column holds it: the value
-// itself when it is UTF-8 text without a NUL character, and otherwise BinaryPrefix and the
-// standard Base64 text of its bytes. A JSON document of the database cannot hold U+0000, and
+// itself when it is UTF-8 text without a NUL character, and otherwise its base64: form
+// (forwarded.Encode: the prefix and the standard Base64 text of its bytes), the form that a
+// delivery also uses for a value that its destination cannot carry. A JSON document of the database cannot hold U+0000, and
 // removing it would lose the value and make different values equal (the big-endian int 42,
 // 00 00 00 2a, would read "*"); a value that is not UTF-8 would lose its bytes to U+FFFD. Other
 // control characters stay text; what a destination receives of them is the delivery's rule
@@ -88,7 +86,7 @@ func StoredHeaderValue(v string) string {
 	if strings.IndexByte(v, 0) < 0 && utf8.ValidString(v) {
 		return v
 	}
-	return BinaryPrefix + base64.StdEncoding.EncodeToString([]byte(v))
+	return forwarded.Encode(v)
 }
 
 // CleanCorrelationID returns a received correlation identifier as QueueBox keeps it: control

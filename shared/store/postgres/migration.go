@@ -290,7 +290,7 @@ func (s *migrationSession) ReadHistories(ctx context.Context, tracks []migration
 
 // Apply runs m and inserts its history row in one transaction.
 func (s *migrationSession) Apply(ctx context.Context, m migrations.Migration, rank int, installedBy string) error {
-	h, err := pgHistoryOf(trackOf(m))
+	h, err := pgHistoryOf(m.InTrack())
 	if err != nil {
 		return err
 	}
@@ -304,7 +304,7 @@ func (s *migrationSession) Apply(ctx context.Context, m migrations.Migration, ra
 		_, err := tx.Exec(ctx, h.insert, rank, strconv.Itoa(m.Version), store.HistoryDescription(m.Description),
 			"SQL", m.Script, &checksum, installedBy, int32(min(elapsed, 1<<31-1)))
 		if err != nil {
-			return fmt.Errorf("recording V%d in %s: %w", m.Version, trackOf(m).HistoryTable(), err)
+			return fmt.Errorf("recording V%d in %s: %w", m.Version, m.InTrack().HistoryTable(), err)
 		}
 		return nil
 	})
@@ -314,7 +314,7 @@ func (s *migrationSession) Apply(ctx context.Context, m migrations.Migration, ra
 func (s *migrationSession) Baseline(ctx context.Context, ms []migrations.Migration, installedBy string) error {
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		for i, m := range ms {
-			h, err := pgHistoryOf(trackOf(m))
+			h, err := pgHistoryOf(m.InTrack())
 			if err != nil {
 				return err
 			}
@@ -378,14 +378,6 @@ func (s *migrationSession) inTx(ctx context.Context, fn func(pgx.Tx) error) erro
 		return err
 	}
 	return tx.Commit(ctx)
-}
-
-// trackOf returns the track of m; a Migration without one is of the main track.
-func trackOf(m migrations.Migration) migrations.Track {
-	if m.Track == "" {
-		return migrations.Main
-	}
-	return m.Track
 }
 
 // releaseContext returns a context for releasing a lock after ctx may have ended.

@@ -252,7 +252,7 @@ func (s *migrationSession) ReadHistory(ctx context.Context, t migrations.Track) 
 
 // Apply runs the batches of m and inserts its history row in one transaction.
 func (s *migrationSession) Apply(ctx context.Context, m migrations.Migration, rank int, installedBy string) error {
-	h, err := msHistoryOf(trackOf(m))
+	h, err := msHistoryOf(m.InTrack())
 	if err != nil {
 		return err
 	}
@@ -267,7 +267,7 @@ func (s *migrationSession) Apply(ctx context.Context, m migrations.Migration, ra
 		err := insertMSHistory(ctx, tx, h.insert, rank, m, "SQL", sql.NullInt32{Int32: migrations.Checksum(m.SQL), Valid: true},
 			installedBy, int32(min(elapsed, 1<<31-1)))
 		if err != nil {
-			return fmt.Errorf("recording V%d in %s: %w", m.Version, trackOf(m).HistoryTable(), err)
+			return fmt.Errorf("recording V%d in %s: %w", m.Version, m.InTrack().HistoryTable(), err)
 		}
 		return nil
 	})
@@ -277,7 +277,7 @@ func (s *migrationSession) Apply(ctx context.Context, m migrations.Migration, ra
 func (s *migrationSession) Baseline(ctx context.Context, ms []migrations.Migration, installedBy string) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		for i, m := range ms {
-			h, err := msHistoryOf(trackOf(m))
+			h, err := msHistoryOf(m.InTrack())
 			if err != nil {
 				return err
 			}
@@ -359,14 +359,6 @@ func (s *migrationSession) inTx(ctx context.Context, fn func(*sql.Tx) error) err
 		return err
 	}
 	return tx.Commit()
-}
-
-// trackOf returns the track of m; a Migration without one is of the main track.
-func trackOf(m migrations.Migration) migrations.Track {
-	if m.Track == "" {
-		return migrations.Main
-	}
-	return m.Track
 }
 
 // releaseContext returns a context for releasing a lock after ctx may have ended.
