@@ -41,7 +41,7 @@ func (d *Database) withoutTrackFiles(missing []migrate.MissingFile, log *slog.Lo
 			off = "the feature that needs it is off"
 		}
 		log.Warn(fmt.Sprintf("database.migrate is false and QueueBox's own migration %s (table %s) is not applied: "+
-			"until it is, %s; to apply it, %s", m.Path, m.Table, off, m.Apply),
+			"until it is, %s; %s", m.Path, m.Table, off, m.Apply),
 			"migration", m.Script, "table", m.Table)
 	}
 	if tt, ok := d.Store.(store.TrackTables); ok {
