@@ -95,7 +95,8 @@ routes:
 	for _, m := range qb {
 		var found int
 		for _, line := range strings.Split(logs.String(), "\n") {
-			if strings.Contains(line, `"level":"WARN"`) && strings.Contains(line, m.Script) && strings.Contains(line, m.Table) {
+			if strings.Contains(line, `"level":"WARN"`) && strings.Contains(line, `"migration":"`+m.Script+`"`) &&
+				strings.Contains(line, "migrations/queuebox/postgresql/"+m.Script+" (table "+m.Table+")") {
 				found++
 			}
 		}
