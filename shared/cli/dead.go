@@ -80,6 +80,9 @@ func deadCommand(ctx context.Context, env Env, d deadArgs) int {
 		return ExitFailure
 	}
 	defer db.Close()
+	if err := db.CheckTrack(ctx, nil); err != nil {
+		return fail(env, "read the migration history", err)
+	}
 	b, err := service.NewOperatorBackend(cfg, db.Store)
 	if err != nil {
 		fmt.Fprintln(env.Stderr, err.Error())

@@ -178,6 +178,9 @@ func replayCommand(ctx context.Context, env Env, r *replayArgs) int {
 		return ExitFailure
 	}
 	defer db.Close()
+	if err := db.CheckTrack(ctx, nil); err != nil {
+		return fail(env, "read the migration history", err)
+	}
 	rs, isReplay := db.Store.(store.ReplayStore)
 	if !isReplay {
 		fmt.Fprintln(env.Stderr, "QueueBox could not replay. Reason: this store has no batched replay.")

@@ -82,10 +82,6 @@ var (
 	ErrInvalidVersion = errors.New("migrate: no such migration version")
 	// ErrStartupTimeout: WaitForDatabase gave up after database.startupTimeoutMs.
 	ErrStartupTimeout = errors.New("migrate: the database did not answer in time")
-	// ErrMissingMigration: with database.migrate false, a migration of the QueueBox track is
-	// neither recorded in queuebox_schema_history nor visible in the schema (its table does not
-	// exist), so a feature that needs it would be off without a word.
-	ErrMissingMigration = errors.New("migrate: QueueBox's own migrations are not all applied")
 )
 
 // Options configures a Runner. The zero value is ready to use.
@@ -252,6 +248,9 @@ type StartResult struct {
 	Pending []int
 	// Unknown lists versions that the history records and this release does not ship.
 	Unknown []string
+	// Missing lists the files of the QueueBox track that are neither recorded nor applied
+	// (migrate = false): the start goes on without their tables and warns once per file.
+	Missing []MissingFile
 }
 
 // Runner applies the migrations of one dialect to one database. Its methods are safe to call
@@ -414,8 +413,9 @@ func (r *Runner) Status(ctx context.Context) (Status, error) {
 // With migrate = false it only reads. The operator owns the schema, so a database without any
 // history (the files applied by hand, or custom tables) is accepted at LevelInfo; a history with
 // pending versions gives LevelWarning and lists them. A version of the QueueBox track that is
-// neither recorded nor visible (its table does not exist) stops the start with
-// ErrMissingMigration. A failed migration in a history stops the start in both modes.
+// neither recorded nor visible (its table does not exist) does not stop the start: it is listed
+// in StartResult.Missing, for the caller to warn and to run without that table. A failed
+// migration in a history stops the start in both modes.
 func (r *Runner) CheckStart(ctx context.Context, migrate bool) (StartResult, error) {
 	if migrate {
 		res, ok := r.upToDate(ctx)
@@ -447,10 +447,7 @@ func (r *Runner) CheckStart(ctx context.Context, migrate bool) (StartResult, err
 	if st.QueueBox.failed != nil {
 		return StartResult{}, st.QueueBox.err(r.d.Dialect())
 	}
-	if err := st.QueueBox.missingErr(r.d.Dialect()); err != nil {
-		return StartResult{}, err
-	}
-	out := StartResult{Level: LevelInfo, Unknown: st.Unknown}
+	out := StartResult{Level: LevelInfo, Unknown: st.Unknown, Missing: st.QueueBox.MissingFiles(r.d.Dialect())}
 	switch {
 	case !st.HasHistory:
 		out.Message = "database.migrate is false and the database has no migration history; " +

@@ -198,17 +198,20 @@ func TestQueueBoxStatus(t *testing.T) {
 		qb := queueboxStatus(lists.queuebox, nil, nil, lists.queueboxTables())
 		assert.Equal(t, seq(1, n), qb.Pending)
 		assert.Empty(t, qb.Missing)
-		require.NoError(t, qb.missingErr(migrations.PostgreSQL))
+		assert.Empty(t, qb.MissingFiles(migrations.PostgreSQL))
 	})
 	t.Run("a table that does not exist is missing", func(t *testing.T) {
 		t.Parallel()
 		qb := queueboxStatus(lists.queuebox, nil, nil, nil)
 		assert.Equal(t, seq(1, n), qb.Missing)
-		err := qb.missingErr(migrations.SQLServer)
-		require.ErrorIs(t, err, ErrMissingMigration)
-		for _, want := range []string{"database.migrate is false", "migrations/queuebox/sqlserver",
-			"V1__add_destination_state.sql (table queuebox_destination_state)", "sqlcmd -b -I -i", "queuebox migrate"} {
-			assert.Contains(t, err.Error(), want)
+		files := qb.MissingFiles(migrations.SQLServer)
+		require.Len(t, files, n)
+		assert.Equal(t, "V1__add_destination_state.sql", files[0].Script)
+		assert.Equal(t, "queuebox_destination_state", files[0].Table)
+		assert.Equal(t, "migrations/queuebox/sqlserver/V1__add_destination_state.sql", files[0].Path)
+		for _, want := range []string{"sqlcmd -b -I -i migrations/queuebox/sqlserver/V1__add_destination_state.sql",
+			"restart QueueBox", "queuebox migrate", "queuebox_schema_history"} {
+			assert.Contains(t, files[0].Apply, want)
 		}
 	})
 	t.Run("recorded versions", func(t *testing.T) {

@@ -30,7 +30,9 @@ import (
 //     track ignores the row (it is neither applied nor unknown there) and the track counts its
 //     version as applied.
 //   - With database.migrate false, CheckStart accepts a version that is recorded or whose table
-//     exists, and stops with ErrMissingMigration otherwise, naming the files to apply.
+//     exists, and reports the others in StartResult.Missing: the start goes on without them,
+//     each feature that needs one of their tables off (as before the track existed), with a
+//     warning per file.
 //   - A version missing below a recorded one is applied, not refused as on the main track.
 
 // trackLists holds the bundled files of both tracks of one dialect.
@@ -198,28 +200,48 @@ func (st TrackStatus) err(d migrations.Dialect) error {
 	return nil
 }
 
-// missingErr is the error of CheckStart without migrate when a version is neither recorded
-// nor visible; nil when none is.
-func (st TrackStatus) missingErr(d migrations.Dialect) error {
+// MissingFile is a file of the QueueBox track that CheckStart without migrate found neither
+// recorded in queuebox_schema_history nor applied (its table does not exist). The start goes
+// on without it: each feature that needs its table is off until it is applied (the start logs
+// what), and the store is told so once (store.TrackTables).
+type MissingFile struct {
+	// Version is the file's version on the QueueBox track.
+	Version int
+	// Script is the file name, for example V2__add_revoked_sessions.sql.
+	Script string
+	// Table is the table that the file creates.
+	Table string
+	// Path is the file's path in the repository and the release archive, for example
+	// migrations/queuebox/postgresql/V2__add_revoked_sessions.sql.
+	Path string
+	// Apply says how to apply it: by hand with the dialect's client, or with
+	// `queuebox migrate`.
+	Apply string
+}
+
+// MissingFiles lists the files whose version is neither recorded nor visible (Missing), in
+// version order, for the dialect d of the status.
+func (st TrackStatus) MissingFiles(d migrations.Dialect) []MissingFile {
 	if len(st.Missing) == 0 {
 		return nil
 	}
 	dir := "migrations/" + migrations.QueueBox.Dir(d)
-	var files []string
+	how := "psql -v ON_ERROR_STOP=1 -f"
+	if d == migrations.SQLServer {
+		how = "sqlcmd -b -I -i"
+	}
+	out := make([]MissingFile, 0, len(st.Missing))
 	for _, v := range st.Missing {
 		m := st.list[v-1]
-		files = append(files, fmt.Sprintf("%s (table %s)", m.Script, m.Table))
+		path := dir + "/" + m.Script
+		out = append(out, MissingFile{
+			Version: v, Script: m.Script, Table: m.Table, Path: path,
+			Apply: fmt.Sprintf("apply it by hand (%s %s; safe to run twice; the files of %s in version order) and restart QueueBox, "+
+				"or run `queuebox migrate` with a database user that may create tables, which applies and records it in %s "+
+				"(see docs/migrations.md)", how, path, dir, migrations.QueueBox.HistoryTable()),
+		})
 	}
-	how := "psql -v ON_ERROR_STOP=1 -f <file>"
-	if d == migrations.SQLServer {
-		how = "sqlcmd -b -I -i <file>"
-	}
-	return fmt.Errorf("%w (database.migrate is false): missing %s of %s; "+
-		"apply %s by hand in version order (%s; each file of that folder is safe to run twice), "+
-		"or run `queuebox migrate` with a database user that may create tables, which applies and records them in %s "+
-		"(see docs/migrations.md)",
-		ErrMissingMigration, strings.Join(files, ", "), dir,
-		plural(len(st.Missing), "it", "them"), how, migrations.QueueBox.HistoryTable())
+	return out
 }
 
 // warning is the sentence that CheckStart without migrate adds at LevelWarning, or "".

@@ -212,6 +212,7 @@ func Prepare(ctx context.Context, cfg *config.Config, db *Database, log *slog.Lo
 			log.Info(res.Message)
 		}
 	}
+	db.withoutTrackFiles(res.Missing, log)
 	if err := db.Store.CheckSchema(ctx); err != nil {
 		return startError("check the database schema", err)
 	}

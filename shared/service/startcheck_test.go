@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +16,6 @@ import (
 
 	"github.com/alternayte/queuebox/migrations"
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/migrate"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
@@ -108,14 +108,15 @@ func (f failingStates) DestinationStates(context.Context) ([]store.DestinationSt
 }
 
 // With database.migrate false, a database without the tables of QueueBox's own migrations
-// (migrations/queuebox) stops the start, the path of serve and of every Lambda function, and
-// the error names each file and its table; once the files are applied by hand the start goes
-// on.
-func TestStartWithoutMigrateRefusesAMissingQueueBoxMigration(t *testing.T) {
+// (migrations/queuebox) starts, on the path of serve and of every Lambda function: the start
+// logs one warning per file, naming the file, its table, what is off and how to apply it; a
+// replay moves a row without the table of the replay generations, whose read answers
+// generation 0; the logouts answer store.ErrNoRevokedSessions without a statement. Once the
+// files are applied by hand the start warns no more.
+func TestStartWithoutMigrateRunsWithoutTheQueueBoxMigrations(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	log := slog.New(slog.DiscardHandler)
 	dbURL := dbtest.NewDatabase(t)
 	pool := dbtest.NewPool(t, dbURL)
 	main, err := migrations.List(migrations.PostgreSQL)
@@ -126,22 +127,44 @@ func TestStartWithoutMigrateRefusesAMissingQueueBoxMigration(t *testing.T) {
 	cfg := loadWithDatabase(t, dbURL, "")
 	cfg.Database.Migrate = false
 
-	_, err = Open(ctx, cfg, log)
-	require.ErrorIs(t, err, migrate.ErrMissingMigration)
-	var se *StartError
-	require.ErrorAs(t, err, &se)
-	assert.Equal(t, "apply the database migrations", se.Step)
-	track, lerr := migrations.ListTrack(migrations.QueueBox, migrations.PostgreSQL)
-	require.NoError(t, lerr)
+	var logs strings.Builder
+	db, err := Open(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	require.NoError(t, err)
+	defer db.Close()
+	track, err := migrations.ListTrack(migrations.QueueBox, migrations.PostgreSQL)
+	require.NoError(t, err)
+	warnings := strings.Count(logs.String(), "level=WARN")
+	assert.Equal(t, len(track), warnings, "one warning per missing file:\n%s", logs.String())
 	for _, m := range track {
-		assert.Contains(t, err.Error(), m.Script+" (table "+m.Table+")")
+		for _, want := range []string{"migrations/queuebox/postgresql/" + m.Script, "table " + m.Table, "until it is,",
+			"psql -v ON_ERROR_STOP=1 -f migrations/queuebox/postgresql/" + m.Script, "queuebox migrate"} {
+			assert.Contains(t, logs.String(), want)
+		}
 	}
-	t.Logf("the error: %s", err)
+	assert.Contains(t, logs.String(), "a console logout clears the browser's cookie only")
+	assert.Contains(t, logs.String(), "Nats-Msg-Id")
+
+	var id string
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO outbox (topic, payload, state) VALUES ('t', '{}', 'dead') RETURNING id::text`).Scan(&id))
+	moved, err := db.Store.OutboxReplay(ctx, store.OutboxReplayParams{IDs: []string{id}})
+	require.NoError(t, err, "the replay without the table of the replay generations")
+	assert.Equal(t, int64(1), moved)
+	dbtest.Exec(t, pool, `UPDATE outbox SET state = 'dead' WHERE id = $1`, id)
+	res, err := db.Store.(store.ReplayStore).OutboxReplayBatch(ctx, store.OutboxSelection{IDs: []string{id}}, "", 10)
+	require.NoError(t, err, "the batched replay without the table of the replay generations")
+	assert.Equal(t, int64(1), res.Moved)
+	gens, err := db.Store.OutboxReplayGenerations(ctx, []string{id})
+	require.NoError(t, err)
+	assert.Empty(t, gens, "generation 0")
+	_, err = db.Store.SessionRevoked(ctx, strings.Repeat("a", 64))
+	require.ErrorIs(t, err, store.ErrNoRevokedSessions)
 
 	for _, m := range track {
 		dbtest.Exec(t, pool, m.SQL)
 	}
-	db, err := Open(ctx, cfg, log)
+	logs.Reset()
+	again, err := Open(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	require.NoError(t, err)
-	db.Close()
+	defer again.Close()
+	assert.NotContains(t, logs.String(), "level=WARN")
 }

@@ -1020,11 +1020,11 @@ func TestPostgresCheckStartWithoutMigrate(t *testing.T) {
 	}
 }
 
-// TestPostgresCheckStartWithoutMigrateRefusesAMissingQueueBoxMigration: with database.migrate
+// TestPostgresCheckStartWithoutMigrateListsAMissingQueueBoxMigration: with database.migrate
 // false, a version of the QueueBox track whose table does not exist and that no history
-// records stops the start, naming the file; the table created by hand (no history) or a
-// recorded version lets it go on.
-func TestPostgresCheckStartWithoutMigrateRefusesAMissingQueueBoxMigration(t *testing.T) {
+// records is listed as missing, with its file and the way to apply it, and the start goes on;
+// the table created by hand (no history) or a recorded version is not listed.
+func TestPostgresCheckStartWithoutMigrateListsAMissingQueueBoxMigration(t *testing.T) {
 	t.Parallel()
 	pool, _ := newPool(t)
 	ctx := context.Background()
@@ -1032,27 +1032,30 @@ func TestPostgresCheckStartWithoutMigrateRefusesAMissingQueueBoxMigration(t *tes
 	jvmHistory(t, pool, 11)
 	list := queueboxList(t)
 
-	_, err := pgCheckStart(ctx, pool, false, migrate.Options{})
-	require.ErrorIs(t, err, migrate.ErrMissingMigration)
-	for _, m := range list {
-		assert.Contains(t, err.Error(), m.Script+" (table "+m.Table+")")
+	start, err := pgCheckStart(ctx, pool, false, migrate.Options{})
+	require.NoError(t, err)
+	require.Len(t, start.Missing, len(list))
+	for i, m := range list {
+		assert.Equal(t, m.Script, start.Missing[i].Script)
+		assert.Equal(t, m.Table, start.Missing[i].Table)
+		assert.Contains(t, start.Missing[i].Apply, "psql -v ON_ERROR_STOP=1 -f migrations/queuebox/postgresql/"+m.Script)
 	}
-	assert.Contains(t, err.Error(), "migrations/queuebox/postgresql")
-	assert.Contains(t, err.Error(), "psql -v ON_ERROR_STOP=1 -f <file>")
 	assert.Equal(t, -1, queueboxHistoryCount(t, pool), "migrate=false writes nothing")
 
-	// Every file but the last applied by hand: the last one is still refused, alone.
+	// Every file but the last applied by hand: the last one is still missing, alone.
 	for _, m := range list[:len(list)-1] {
 		dbtest.Exec(t, pool, m.SQL)
 	}
 	last := list[len(list)-1]
-	_, err = pgCheckStart(ctx, pool, false, migrate.Options{})
-	require.ErrorIs(t, err, migrate.ErrMissingMigration)
-	assert.Contains(t, err.Error(), "(database.migrate is false): missing "+last.Script+" (table "+last.Table+") of migrations/queuebox/postgresql;")
+	start, err = pgCheckStart(ctx, pool, false, migrate.Options{})
+	require.NoError(t, err)
+	require.Len(t, start.Missing, 1)
+	assert.Equal(t, last.Script, start.Missing[0].Script)
 
 	dbtest.Exec(t, pool, last.SQL)
-	start, err := pgCheckStart(ctx, pool, false, migrate.Options{})
+	start, err = pgCheckStart(ctx, pool, false, migrate.Options{})
 	require.NoError(t, err)
+	assert.Empty(t, start.Missing)
 	assert.Equal(t, migrate.LevelInfo, start.Level)
 	assert.Equal(t, "schema is up to date at V11 (database.migrate is false)", start.Message)
 

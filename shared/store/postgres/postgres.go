@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,6 +33,9 @@ type Store struct {
 	// claimTexts, windowTexts and relayTexts are the outbox claims and the relay's claim with
 	// their limits in the text.
 	claimTexts, windowTexts, relayTexts limitTexts
+	// noGenerations and noSessions are set once at start (SetMissingTables) when the database
+	// lacks store.ReplayGenerationTable or store.RevokedSessionTable.
+	noGenerations, noSessions atomic.Bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -48,6 +52,7 @@ type statements struct {
 	outboxMarkDead       string
 	outboxReclaim        string
 	outboxReplay         string
+	outboxReplayNoGen    string
 	outboxStats          string
 	outboxTopics         string
 	outboxDeleteFinished string
@@ -251,6 +256,9 @@ func buildStatements(n store.Names) (statements, error) {
 	outbox(&st.outboxMarkDead, outboxMarkDeadSQL)
 	outbox(&st.outboxReclaim, outboxReclaimSQL)
 	outbox(&st.outboxReplay, outboxReplaySQL)
+	noGen, err := withoutGenerations(outboxReplaySQL)
+	errs = append(errs, err)
+	outbox(&st.outboxReplayNoGen, noGen)
 	outbox(&st.outboxStats, outboxStatsSQL)
 	outbox(&st.outboxTopics, outboxTopicsSQL)
 	outbox(&st.outboxDeleteFinished, outboxDeleteFinishedSQL)

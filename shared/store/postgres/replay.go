@@ -13,7 +13,9 @@ import (
 // replayStatements are the statements of store.ReplayStore.
 type replayStatements struct {
 	outboxCount, outboxScan, outboxBatch string
-	inboxCount, inboxScan, inboxBatch    string
+	// outboxBatchNoGen is outboxBatch without the generation bump (store.TrackTables).
+	outboxBatchNoGen                  string
+	inboxCount, inboxScan, inboxBatch string
 }
 
 var _ store.ReplayStore = (*Store)(nil)
@@ -125,6 +127,9 @@ func buildReplayStatements(n store.Names) (replayStatements, error) {
 	r(&st.outboxCount, outboxSelectionCountSQL, n.OutboxTable, outboxColumns(n))
 	r(&st.outboxScan, outboxSelectionScanSQL, n.OutboxTable, outboxColumns(n))
 	r(&st.outboxBatch, outboxReplayBatchSQL, n.OutboxTable, outboxColumns(n))
+	noGen, err := withoutGenerations(outboxReplayBatchSQL)
+	errs = append(errs, err)
+	r(&st.outboxBatchNoGen, noGen, n.OutboxTable, outboxColumns(n))
 	r(&st.inboxCount, inboxSelectionCountSQL, n.InboxTable, inboxColumns(n))
 	r(&st.inboxScan, inboxSelectionScanSQL, n.InboxTable, inboxColumns(n))
 	r(&st.inboxBatch, inboxReplayBatchSQL, n.InboxTable, inboxColumns(n))
@@ -223,7 +228,11 @@ func (s *Store) OutboxReplayBatch(ctx context.Context, sel store.OutboxSelection
 	if limit <= 0 {
 		return store.ReplayBatchResult{}, errors.New("replaying outbox rows: the batch size must be above 0")
 	}
-	return s.replayBatch(ctx, "replaying outbox rows", s.sql.replay.outboxBatch, append(outboxArgs(sel, cursor), limit))
+	sql := s.sql.replay.outboxBatch
+	if s.noGenerations.Load() {
+		sql = s.sql.replay.outboxBatchNoGen
+	}
+	return s.replayBatch(ctx, "replaying outbox rows", sql, append(outboxArgs(sel, cursor), limit))
 }
 
 // InboxSelectionCount counts the rows of the selection.
@@ -333,8 +342,12 @@ func (s *Store) OutboxReplay(ctx context.Context, params store.OutboxReplayParam
 	if len(params.Topics) > 0 {
 		topics = params.Topics
 	}
+	sql := s.sql.outboxReplay
+	if s.noGenerations.Load() {
+		sql = s.sql.outboxReplayNoGen
+	}
 	var n int64
-	if err := s.pool.QueryRow(ctx, s.sql.outboxReplay, ids, topics, params.CreatedFrom, params.CreatedTo).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, sql, ids, topics, params.CreatedFrom, params.CreatedTo).Scan(&n); err != nil {
 		return 0, missingGenerations("replaying outbox rows", err)
 	}
 	return n, nil

@@ -26,7 +26,32 @@ bumped AS (
 // replayGenerationsSQL: $1 the ids.
 const replayGenerationsSQL = `SELECT outbox_id::text, generation FROM queuebox_replay_generation WHERE outbox_id = ANY ($1::uuid[])`
 
-var _ store.ReplayGenerationStore = (*Store)(nil)
+var (
+	_ store.ReplayGenerationStore = (*Store)(nil)
+	_ store.TrackTables           = (*Store)(nil)
+)
+
+// withoutGenerations returns an outbox replay statement without its bumpGenerations part: the
+// statement of a database that lacks queuebox_replay_generation.
+func withoutGenerations(sql string) (string, error) {
+	if strings.Count(sql, bumpGenerations) != 1 {
+		return "", errors.New("an outbox replay statement does not raise the replay generation once")
+	}
+	return strings.Replace(sql, bumpGenerations, "", 1), nil
+}
+
+// SetMissingTables tells the store which tables of QueueBox's own migration track the
+// database lacks (store.TrackTables).
+func (s *Store) SetMissingTables(tables []string) {
+	for _, t := range tables {
+		switch t {
+		case store.ReplayGenerationTable:
+			s.noGenerations.Store(true)
+		case store.RevokedSessionTable:
+			s.noSessions.Store(true)
+		}
+	}
+}
 
 // missingGenerations wraps the undefined-table error of queuebox_replay_generation in
 // store.ErrNoReplayGenerations; the statements that also name the outbox table keep that
@@ -43,7 +68,8 @@ func missingGenerations(op string, err error) error {
 func (s *Store) OutboxReplayGenerations(ctx context.Context, ids []string) (map[string]int64, error) {
 	const op = "reading the replay generations"
 	valid := validIDs(ids)
-	if valid == nil {
+	if valid == nil || s.noGenerations.Load() {
+		// Without the table no replay was counted: every row is at generation 0.
 		return map[string]int64{}, nil
 	}
 	rows, err := s.pool.Query(ctx, replayGenerationsSQL, valid)

@@ -417,8 +417,12 @@ func (s *Store) OutboxReplay(ctx context.Context, params store.OutboxReplayParam
 	if err != nil {
 		return 0, fmt.Errorf("replaying outbox rows: %w", err)
 	}
+	query := s.stmt.outboxReplay
+	if s.noGenerations.Load() {
+		query = s.stmt.outboxReplayNoGen
+	}
 	var n int64
-	if err := s.inReplayTx(ctx, s.stmt.outboxReplay, args, func(row *sql.Row) error { return row.Scan(&n) }); err != nil {
+	if err := s.inReplayTx(ctx, query, args, func(row *sql.Row) error { return row.Scan(&n) }); err != nil {
 		return 0, missingGenerations("replaying outbox rows", err)
 	}
 	return n, nil

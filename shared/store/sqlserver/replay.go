@@ -16,7 +16,9 @@ var _ store.ReplayStore = (*Store)(nil)
 // replayStatements are the statements of store.ReplayStore.
 type replayStatements struct {
 	outboxCount, outboxScan, outboxBatch string
-	inboxCount, inboxScan, inboxBatch    string
+	// outboxBatchNoGen is outboxBatch without the generation bump (store.TrackTables).
+	outboxBatchNoGen                  string
+	inboxCount, inboxScan, inboxBatch string
 }
 
 // outboxSelectionWhere: @p1 states JSON array, @p2 ids JSON array or NULL, @p3 topics JSON
@@ -118,12 +120,13 @@ FROM @moved;`
 
 func buildReplayStatements(e *expander) replayStatements {
 	return replayStatements{
-		outboxCount: e.expand(outboxSelectionCountSQL),
-		outboxScan:  e.expand(outboxSelectionScanSQL),
-		outboxBatch: e.expand(outboxReplayBatchSQL),
-		inboxCount:  e.expand(inboxSelectionCountSQL),
-		inboxScan:   e.expand(inboxSelectionScanSQL),
-		inboxBatch:  e.expand(inboxReplayBatchSQL),
+		outboxCount:      e.expand(outboxSelectionCountSQL),
+		outboxScan:       e.expand(outboxSelectionScanSQL),
+		outboxBatch:      e.expand(outboxReplayBatchSQL),
+		outboxBatchNoGen: e.expand(withoutGenerations(outboxReplayBatchSQL)),
+		inboxCount:       e.expand(inboxSelectionCountSQL),
+		inboxScan:        e.expand(inboxSelectionScanSQL),
+		inboxBatch:       e.expand(inboxReplayBatchSQL),
 	}
 }
 
@@ -263,7 +266,11 @@ func (s *Store) OutboxReplayBatch(ctx context.Context, sel store.OutboxSelection
 		return store.ReplayBatchResult{}, fmt.Errorf("replaying outbox rows: %w", err)
 	}
 	var res store.ReplayBatchResult
-	err = s.inReplayTx(ctx, s.stmt.replay.outboxBatch, append(args, int64(limit)), func(row *sql.Row) error {
+	query := s.stmt.replay.outboxBatch
+	if s.noGenerations.Load() {
+		query = s.stmt.replay.outboxBatchNoGen
+	}
+	err = s.inReplayTx(ctx, query, append(args, int64(limit)), func(row *sql.Row) error {
 		var last sql.NullString
 		if err := row.Scan(&res.Moved, &last); err != nil {
 			return err

@@ -25,7 +25,30 @@ const replayGenerationsSQL = `SELECT LOWER(CONVERT(NVARCHAR(36), g.outbox_id)), 
 FROM queuebox_replay_generation AS g
 WHERE g.outbox_id IN (SELECT CONVERT(UNIQUEIDENTIFIER, sel.value) FROM OPENJSON(@p1) AS sel);`
 
-var _ store.ReplayGenerationStore = (*Store)(nil)
+var (
+	_ store.ReplayGenerationStore = (*Store)(nil)
+	_ store.TrackTables           = (*Store)(nil)
+)
+
+// withoutGenerations returns an outbox replay statement without its bumpGenerationsSQL
+// batch: the statement of a database that lacks queuebox_replay_generation. A statement
+// without the bump is returned as it is; a test checks that none is.
+func withoutGenerations(query string) string {
+	return strings.Replace(query, bumpGenerationsSQL+"\n", "", 1)
+}
+
+// SetMissingTables tells the store which tables of QueueBox's own migration track the
+// database lacks (store.TrackTables).
+func (s *Store) SetMissingTables(tables []string) {
+	for _, t := range tables {
+		switch t {
+		case store.ReplayGenerationTable:
+			s.noGenerations.Store(true)
+		case store.RevokedSessionTable:
+			s.noSessions.Store(true)
+		}
+	}
+}
 
 // missingGenerations wraps Msg 208 about queuebox_replay_generation in
 // store.ErrNoReplayGenerations; an error about another table keeps its own text.
@@ -61,7 +84,8 @@ func (s *Store) OutboxReplayGenerations(ctx context.Context, ids []string) (map[
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	out := map[string]int64{}
-	if arg == nil {
+	if arg == nil || s.noGenerations.Load() {
+		// Without the table no replay was counted: every row is at generation 0.
 		return out, nil
 	}
 	type pair struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -67,4 +68,48 @@ func TestReplayGenerationsMissingTable(t *testing.T) {
 	assert.False(t, errors.Is(err, store.ErrNoReplayGenerations))
 	assert.Contains(t, missingGenerations("replaying", errors.Join(missing, errors.New("Invalid object name 'queuebox_replay_generation'."))).Error(),
 		"V3__add_replay_generation.sql")
+}
+
+// TestOutboxReplaysWithoutTheGenerationTable: once SetMissingTables names
+// queuebox_replay_generation, both outbox replays run their statement without the MERGE (the
+// UPDATE and the answer stay as they are), the generations are 0 without a statement, and the
+// logouts answer ErrNoRevokedSessions without one.
+func TestOutboxReplaysWithoutTheGenerationTable(t *testing.T) {
+	t.Parallel()
+	s, f := newFakeStore(t, func(query string, _ []any) fakeAnswer {
+		if strings.Contains(query, "SELECT COUNT_BIG(*) FROM @moved;") {
+			return fakeAnswer{columns: []string{"n"}, rows: [][]any{{int64(1)}}}
+		}
+		return fakeAnswer{columns: []string{"n", "last"}, rows: [][]any{{int64(1), "3f2b1c1e-8d4a-4c1b-9a53-2d0f6f1e7a10"}}}
+	})
+	for name, pair := range map[string][2]string{
+		"replay":       {s.stmt.outboxReplay, s.stmt.outboxReplayNoGen},
+		"replay batch": {s.stmt.replay.outboxBatch, s.stmt.replay.outboxBatchNoGen},
+	} {
+		with, without := pair[0], pair[1]
+		require.NoError(t, checkBalanced(without), name)
+		assert.NotContains(t, without, "queuebox_replay_generation", name)
+		assert.Equal(t, strings.Replace(with, bumpGenerationsSQL+"\n", "", 1), without, name)
+		assert.Contains(t, without, "OUTPUT inserted.[id] INTO @moved (moved_id)", name)
+	}
+	s.SetMissingTables([]string{store.ReplayGenerationTable, store.RevokedSessionTable})
+	ctx := context.Background()
+	_, err := s.OutboxReplay(ctx, store.OutboxReplayParams{IDs: []string{"3f2b1c1e-8d4a-4c1b-9a53-2d0f6f1e7a10"}})
+	require.NoError(t, err)
+	_, err = s.OutboxReplayBatch(ctx, store.OutboxSelection{Topics: []string{"t"}}, "", 10)
+	require.NoError(t, err)
+	var queries []string
+	for _, st := range f.statements() {
+		queries = append(queries, st.query)
+	}
+	assert.Contains(t, queries, s.stmt.outboxReplayNoGen)
+	assert.Contains(t, queries, s.stmt.replay.outboxBatchNoGen)
+	n := len(queries)
+	gens, err := s.OutboxReplayGenerations(ctx, []string{"3f2b1c1e-8d4a-4c1b-9a53-2d0f6f1e7a10"})
+	require.NoError(t, err)
+	assert.Empty(t, gens)
+	_, err = s.SessionRevoked(ctx, strings.Repeat("a", 64))
+	assert.ErrorIs(t, err, store.ErrNoRevokedSessions)
+	assert.ErrorIs(t, s.RevokeSession(ctx, strings.Repeat("a", 64), time.Now().Add(time.Hour)), store.ErrNoRevokedSessions)
+	assert.Len(t, f.statements(), n, "no statement without the tables")
 }

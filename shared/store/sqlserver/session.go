@@ -42,6 +42,9 @@ func (s *Store) RevokeSession(ctx context.Context, key string, expiresAt time.Ti
 	if err := store.CheckSessionKey(key); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
+	if s.noSessions.Load() {
+		return fmt.Errorf("%s: %w", op, store.ErrNoRevokedSessions)
+	}
 	_, err := retryDeadlock(ctx, func() (struct{}, error) {
 		_, err := s.db.ExecContext(ctx, revokeSessionSQL, key, expiresAt.UTC())
 		return struct{}{}, err
@@ -55,6 +58,9 @@ func (s *Store) RevokeSession(ctx context.Context, key string, expiresAt time.Ti
 // SessionRevoked reports whether the session of key was revoked.
 func (s *Store) SessionRevoked(ctx context.Context, key string) (bool, error) {
 	const op = "reading the revoked console sessions"
+	if s.noSessions.Load() {
+		return false, fmt.Errorf("%s: %w", op, store.ErrNoRevokedSessions)
+	}
 	var revoked bool
 	if err := s.db.QueryRowContext(ctx, sessionRevokedSQL, key).Scan(&revoked); err != nil {
 		return false, missingSessions(op, err)

@@ -37,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	mssql "github.com/microsoft/go-mssqldb"
 
@@ -81,6 +82,9 @@ type Store struct {
 	db    *sqlpool.Pool
 	names store.Names
 	stmt  statements
+	// noGenerations and noSessions are set once at start (SetMissingTables) when the database
+	// lacks store.ReplayGenerationTable or store.RevokedSessionTable.
+	noGenerations, noSessions atomic.Bool
 }
 
 var _ store.Store = (*Store)(nil)

@@ -32,6 +32,7 @@ type statements struct {
 	outboxMarkDead       string
 	outboxReclaim        string
 	outboxReplay         string
+	outboxReplayNoGen    string
 	outboxStats          string
 	outboxTopics         string
 	outboxDeleteFinished string
@@ -395,6 +396,7 @@ func buildStatements(n store.Names) (statements, error) {
 	st.outboxMarkDead = e.expand(outboxMarkDeadSQL + fmt.Sprintf(outboxFence, deadColumns))
 	st.outboxReclaim = e.expand(outboxReclaimSQL)
 	st.outboxReplay = e.expand(outboxReplaySQL)
+	st.outboxReplayNoGen = e.expand(withoutGenerations(outboxReplaySQL))
 	st.outboxStats = e.expand(outboxStatsSQL)
 	st.outboxTopics = e.expand(outboxTopicsSQL)
 	st.outboxDeleteFinished = e.expand(outboxDeleteFinishedSQL)

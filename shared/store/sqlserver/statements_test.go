@@ -701,6 +701,10 @@ func exerciseStore(t *testing.T, names store.Names) ([]fakeEvent, statements) {
 	_, _ = s.DestinationRecordFailure(ctx, store.BreakerFailureParams{Destination: "billing", Threshold: 3, Window: time.Minute, CoolDown: time.Hour})
 	_, _ = s.DestinationRecordSuccess(ctx, "billing")
 	_, _ = s.DestinationReserve(ctx, store.RateReserveParams{Destination: "billing", Interval: 20 * time.Millisecond, Burst: 5, MaxWait: 100 * time.Millisecond})
+	// A database without the table of the replay generations (store.TrackTables).
+	s.SetMissingTables([]string{store.ReplayGenerationTable})
+	_, _ = s.OutboxReplay(ctx, store.OutboxReplayParams{IDs: []string{claim.ID}, Topics: []string{"a"}, CreatedFrom: &from, CreatedTo: &to})
+	_, _ = s.OutboxReplayBatch(ctx, outSel, claim.ID, 10)
 	return f.statements(), s.stmt
 }
 

@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -181,10 +180,10 @@ func testCheckSchemaNamesMissingTable(t *testing.T, ctx context.Context, d *stor
 		t.Fatalf("migrating up to V1: %v", err)
 	}
 	// The QueueBox track waits for the last version of the main track, so its tables do not
-	// exist yet: the start without migrate refuses them.
-	_, err = newRunner(t, d, migrate.Options{}).CheckStart(ctx, false)
-	if !errors.Is(err, migrate.ErrMissingMigration) {
-		t.Fatalf("start check without migrate after V1: got %v, want migrate.ErrMissingMigration", err)
+	// exist yet: the start without migrate lists them and goes on.
+	early, err := newRunner(t, d, migrate.Options{}).CheckStart(ctx, false)
+	if err != nil || len(early.Missing) == 0 {
+		t.Fatalf("start check without migrate after V1: got %+v, %v; want the QueueBox track listed as missing", early, err)
 	}
 	applyQueueBoxTrack(t, ctx, d)
 	start, err := newRunner(t, d, migrate.Options{}).CheckStart(ctx, false)
