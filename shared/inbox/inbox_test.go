@@ -46,6 +46,12 @@ func (m *countingMetrics) InboxMessage(status string)   { m.add("message:" + sta
 func (m *countingMetrics) InboxRejection(reason string) { m.add("rejection:" + reason) }
 func (m *countingMetrics) InboxFiltered(source string)  { m.add("filtered:" + source) }
 
+func (m *countingMetrics) InboxUndecodable(source string) { m.add("undecodable:" + source) }
+func (m *countingMetrics) InboxTooLarge(source string)    { m.add("too_large:" + source) }
+func (m *countingMetrics) InboxTombstoneSkipped(source string) {
+	m.add("tombstone_skipped:" + source)
+}
+
 func (m *countingMetrics) get(key string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()

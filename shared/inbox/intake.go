@@ -358,9 +358,8 @@ func (in *Intake) prepare(ctx context.Context, d *Delivery) (store.InboxInsertPa
 	if d.Refused != nil {
 		return in.prepareRefused(ctx, d, d.Refused)
 	}
-	if in.maxBody > 0 && len(d.Body) > in.maxBody {
-		return in.prepareRefused(ctx, d, &Refusal{Cause: RefusedTooLarge,
-			Text: fmt.Sprintf("The body of %d bytes exceeds the source's maxBodyBytes of %d", len(d.Body), in.maxBody)})
+	if in.tooLarge(d.Body) {
+		return in.prepareRefused(ctx, d, &Refusal{Cause: RefusedTooLarge, Text: in.tooLargeText(d.Body)})
 	}
 	r := in.rules
 	lookup := filter.FoldLookup(d.Headers)
@@ -405,6 +404,14 @@ func (in *Intake) prepare(ctx context.Context, d *Delivery) (store.InboxInsertPa
 		p.Payload = json.RawMessage(d.Body)
 	}
 	return p, true
+}
+
+// tooLarge reports whether body is over the source's maxBodyBytes.
+func (in *Intake) tooLarge(body []byte) bool { return in.maxBody > 0 && len(body) > in.maxBody }
+
+// tooLargeText is the last_error of a body over the source's maxBodyBytes.
+func (in *Intake) tooLargeText(body []byte) string {
+	return fmt.Sprintf("The body of %d bytes exceeds the source's maxBodyBytes of %d", len(body), in.maxBody)
 }
 
 // digest is the idempotency key of a message that gives none: sha256: and the hexadecimal

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -306,4 +307,30 @@ func TestIntakeKeyLengthCountsAsTheColumnDoes(t *testing.T) {
 			assert.Equal(t, key, rows[0].Key)
 		}
 	}
+}
+
+// TestIntakeUndecodableBodyOverMaxBodyBytesIsNotStored: a delivery that its source refused as
+// undecodable still obeys the source's maxBodyBytes: a larger body is not stored, the payload
+// names its size, last_error names both causes, and it counts in both metrics.
+func TestIntakeUndecodableBodyOverMaxBodyBytesIsNotStored(t *testing.T) {
+	t.Parallel()
+	e := newIntake(t, inbox.BrokerSource{MaxBodyBytes: 100})
+	big := `{"id":"big","pad":"` + strings.Repeat("x", 500) + `"}`
+	undecodable := &inbox.Refusal{Cause: inbox.RefusedUndecodable, Text: "The AMQP client cannot decode the message headers: too deep"}
+	out := e.store(t,
+		inbox.Delivery{Body: []byte(big), BrokerKey: "mid-big", Refused: undecodable},
+		inbox.Delivery{Body: []byte(`{"id":"small"}`), Refused: undecodable},
+	)
+	assert.Equal(t, []inbox.Status{inbox.StoredDead, inbox.StoredDead}, []inbox.Status{out[0].Status, out[1].Status})
+	r := e.row(t, "mid-big")
+	assert.Equal(t, "dead", r.State)
+	assert.JSONEq(t, `{"bodyBytes":`+strconv.Itoa(len(big))+`}`, r.Payload)
+	assert.Contains(t, r.LastError, "cannot decode the message headers: too deep")
+	assert.Contains(t, r.LastError, "exceeds the source's maxBodyBytes of 100")
+	assert.Contains(t, r.LastError, strconv.Itoa(len(big)))
+	small := e.row(t, "small")
+	assert.JSONEq(t, `{"id":"small"}`, small.Payload)
+	assert.Equal(t, undecodable.Text, small.LastError)
+	assert.Equal(t, 2, e.metrics.get("undecodable:broker"))
+	assert.Equal(t, 1, e.metrics.get("too_large:broker"))
 }

@@ -74,8 +74,17 @@ func (in *Intake) TombstoneSkipped() {
 // decoded, the broker's identifiers, else the digest of the body), the payload as the body
 // (JSON), {"raw": text} (not JSON) or {"bodyBytes": n} (too large), and the refusal's text as
 // last_error. The transform does not run. False means that the header filter dropped it.
+//
+// The source's maxBodyBytes holds for every refusal: an undecodable message whose body is
+// over it keeps no body either, its last_error names both causes, and it counts in both
+// metrics.
 func (in *Intake) prepareRefused(ctx context.Context, d *Delivery, f *Refusal) (store.InboxInsertParams, bool) {
 	r := in.rules
+	tooLarge := f.Cause == RefusedTooLarge
+	if !tooLarge && in.tooLarge(d.Body) {
+		tooLarge = true
+		f = &Refusal{Cause: f.Cause, Text: f.Text + "; and " + lowerFirst(in.tooLargeText(d.Body))}
+	}
 	lookup := filter.FoldLookup(d.Headers)
 	if f.Cause != RefusedUndecodable && !r.pass(lookup) {
 		return store.InboxInsertParams{}, false
@@ -91,7 +100,7 @@ func (in *Intake) prepareRefused(ctx context.Context, d *Delivery, f *Refusal) (
 	}
 	var fromBody *identifiers
 	switch {
-	case f.Cause == RefusedTooLarge:
+	case tooLarge:
 		p.Payload = []byte(`{"bodyBytes":` + strconv.Itoa(len(d.Body)) + `}`)
 	case parseJSON(d.Body):
 		p.Payload = d.Body
@@ -112,10 +121,10 @@ func (in *Intake) prepareRefused(ctx context.Context, d *Delivery, f *Refusal) (
 	p.IdempotencyKey, p.EventType, p.AggregateID = ids[attrKey], ids[attrEventType], ids[attrAggregate]
 	p.Headers, _ = encodeHeaders(cleanHeaders(d.Headers))
 	sm := sourceMetricsOf(r.metrics)
-	switch f.Cause {
-	case RefusedUndecodable:
+	if f.Cause == RefusedUndecodable {
 		sm.InboxUndecodable(r.name)
-	case RefusedTooLarge:
+	}
+	if tooLarge {
 		sm.InboxTooLarge(r.name)
 	}
 	if f.Cause != RefusedUndecodable { // the source logs these with what it knows of them
@@ -123,4 +132,12 @@ func (in *Intake) prepareRefused(ctx context.Context, d *Delivery, f *Refusal) (
 			slog.String("idempotency_key", p.IdempotencyKey), slog.String("reason", f.Text))
 	}
 	return p, true
+}
+
+// lowerFirst returns s with its first letter, an ASCII one, in lower case.
+func lowerFirst(s string) string {
+	if s != "" && s[0] >= 'A' && s[0] <= 'Z' {
+		return string(s[0]+'a'-'A') + s[1:]
+	}
+	return s
 }

@@ -169,7 +169,8 @@ func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *con
 	if err := ch.Qos(prefetch, 0, false); err != nil {
 		return fmt.Errorf("source %s: setting the prefetch count: %w", s.Name(), err)
 	}
-	deliveries, err := ch.Consume(s.cfg.Queue, "queuebox-"+s.Name(), false, false, false, false, nil)
+	tag := "queuebox-" + s.Name()
+	deliveries, err := ch.Consume(s.cfg.Queue, tag, false, false, false, false, nil)
 	if err != nil {
 		return fmt.Errorf("source %s: consuming queue %q: %w", s.Name(), s.cfg.Queue, err)
 	}
@@ -198,19 +199,28 @@ func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *con
 		batch.Add(addCtx, &msg)
 		last = d.DeliveryTag
 	}
+	// carried are the deliveries of a cancelled consumer that the next batch stores first.
+	var carried []amqp.Delivery
 	gap := time.NewTimer(WindowGap)
 	gap.Stop()
 	defer gap.Stop()
 	for {
 		batch.Reset()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case d, ok := <-deliveries:
-			if !ok {
-				return ended(fmt.Errorf("source %s: the broker closed the consumer: %w", s.Name(), closeReason(conn)))
+		if len(carried) > 0 {
+			for i := range carried {
+				add(&carried[i])
 			}
-			add(&d)
+			carried = nil
+		} else {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case d, ok := <-deliveries:
+				if !ok {
+					return ended(fmt.Errorf("source %s: the broker closed the consumer: %w", s.Name(), closeReason(conn)))
+				}
+				add(&d)
+			}
 		}
 		// The rest of the prefetch window joins the batch: each delivery that follows the
 		// one before within WindowGap.
@@ -258,8 +268,8 @@ func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *con
 		if rec.careful {
 			// Past the window in which the client failed: the prefetch goes up again.
 			if carefulAcked += batch.Len(); carefulAcked >= s.cfg.PrefetchCount {
-				if err := ch.Qos(s.cfg.PrefetchCount, 0, false); err != nil {
-					return fmt.Errorf("source %s: setting the prefetch count: %w", s.Name(), err)
+				if deliveries, carried, err = s.raisePrefetch(ch, tag, deliveries); err != nil {
+					return ended(err)
 				}
 				rec.careful, rec.decodableHeads = false, 0
 				log.Info("rabbitmq source consuming at the full prefetch count again", slog.Int("prefetch_count", s.cfg.PrefetchCount))

@@ -443,4 +443,32 @@ func TestMaxBodyBytes(t *testing.T) {
 		}
 		waitQueueEmpty(t, ch, q)
 	})
+	t.Run("Undecodable", func(t *testing.T) {
+		// A message whose headers the AMQP client cannot decode obeys the limit too.
+		q := newQueue(t)
+		m := &consumetest.Metrics{}
+		s := newSource(t, rabbitmq.SourceConfig{Queue: q, Intake: inbox.BrokerSource{MaxBodyBytes: 100},
+			Backoff: connect.Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond}, IntakeOptions: inbox.IntakeOptions{Metrics: m}})
+		ch := testConn(t)
+		produce(t, ch, q, amqp.Publishing{Body: []byte(big), MessageId: "mid-big", Headers: amqp.Table{"deep": deepTable(40)}})
+		produce(t, ch, q, amqp.Publishing{Body: []byte(`{"id":"after"}`)})
+		consumetest.Start(t, s, st)
+		byKey := map[string]dbtest.InboxRow{}
+		for _, r := range dbtest.WaitInboxRows(t, pool, s.Name(), 2, waitLimit) {
+			byKey[r.IdempotencyKey] = r
+		}
+		size := strconv.Itoa(len(big))
+		if r := byKey["mid-big"]; r.State != "dead" || string(r.Payload) != `{"bodyBytes": `+size+`}` ||
+			!strings.Contains(r.LastError, "cannot decode") || !strings.Contains(r.LastError, "maxBodyBytes of 100") {
+			t.Errorf("row of the large undecodable message = state %q payload %.80s last_error %q, want dead, payload {\"bodyBytes\": %s}, naming both causes",
+				r.State, r.Payload, r.LastError, size)
+		}
+		if byKey["after"].State != "pending" {
+			t.Errorf("row after = %+v, want pending", byKey["after"])
+		}
+		if u, l := m.Undecodable.Load(), m.TooLarge.Load(); u != 1 || l != 1 {
+			t.Errorf("undecodable %d, too large %d, want 1 and 1", u, l)
+		}
+		waitQueueEmpty(t, ch, q)
+	})
 }

@@ -29,7 +29,8 @@ import (
 //     cannot decode makes the message a dead row: its body, the table as base64: under
 //     RawHeadersName, and a last_error naming the problem; the message is then acknowledged.
 //     Any other message goes back to the queue.
-//  3. A careful session that acknowledged PrefetchCount deliveries raises the prefetch again.
+//  3. A careful session that acknowledged PrefetchCount deliveries raises the prefetch again
+//     (raisePrefetch).
 
 // RawHeadersName is the name under which the dead row of a message whose header table the
 // AMQP client cannot decode keeps that table: base64: and the Base64 text of the field table
@@ -157,4 +158,29 @@ func (s *Source) rescue(ctx context.Context, intake *inbox.Intake, log *slog.Log
 	}
 	log.Warn("rabbitmq source: stored a message whose headers the AMQP client cannot decode as a dead row, and acknowledged it", attrs...)
 	return nil
+}
+
+// raisePrefetch brings the consumer tag on ch, careful with a prefetch of one, back to the
+// source's prefetch count and returns the deliveries of its successor. The broker applies a
+// basic.qos to the consumers started after it only, so the consumer is cancelled and started
+// again. The deliveries that the cancelled consumer still held are returned (held): they stay
+// unacknowledged on ch, which remains open, and the caller stores and acknowledges them
+// before any delivery of the new consumer, so none is delivered twice and the order holds.
+func (s *Source) raisePrefetch(ch *amqp.Channel, tag string, old <-chan amqp.Delivery) (deliveries <-chan amqp.Delivery, held []amqp.Delivery, err error) {
+	if err := ch.Qos(s.cfg.PrefetchCount, 0, false); err != nil {
+		return nil, nil, fmt.Errorf("source %s: setting the prefetch count: %w", s.Name(), err)
+	}
+	if err := ch.Cancel(tag, false); err != nil {
+		return nil, nil, fmt.Errorf("source %s: cancelling the consumer to raise its prefetch count: %w", s.Name(), err)
+	}
+	// After basic.cancel-ok the broker sends the consumer nothing more, and the client closes
+	// old once it has handed over what it had received.
+	for d := range old {
+		held = append(held, d)
+	}
+	deliveries, err = ch.Consume(s.cfg.Queue, tag, false, false, false, false, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("source %s: consuming queue %q again: %w", s.Name(), s.cfg.Queue, err)
+	}
+	return deliveries, held, nil
 }
