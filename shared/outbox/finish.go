@@ -1,0 +1,307 @@
+package outbox
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/alternayte/queuebox/shared/redact"
+	"github.com/alternayte/queuebox/shared/store"
+)
+
+// Finishing: the finisher groups the results of the publishes and writes each row as sent,
+// retried, dead or deferred through the claim fence, retrying a failed write.
+
+// finishBatch is the most rows one finishing flush takes.
+const finishBatch = 500
+
+// finishGather and finishLinger: the finisher waits up to finishLinger for a statement of
+// finishGather rows while that many rows are being published.
+const (
+	finishGather = 64
+	finishLinger = 2 * time.Millisecond
+)
+
+// finisher groups the results that are ready and finishes them with one fenced statement per
+// kind, then frees their slots.
+func (r *run) finisher() {
+	defer r.helpers.Done()
+	gatherTimer := time.NewTimer(time.Hour)
+	gatherTimer.Stop()
+	for {
+		var batch []result
+		select {
+		case res := <-r.results:
+			batch = append(batch, res)
+		case <-r.done:
+			return
+		}
+	drain:
+		for len(batch) < finishBatch {
+			select {
+			case res := <-r.results:
+				batch = append(batch, res)
+			default:
+				break drain
+			}
+		}
+		if len(batch) < finishGather {
+			batch = r.gather(batch, gatherTimer)
+		}
+		r.finish(batch)
+	}
+}
+
+// gather waits up to finishLinger for more results while enough rows are being published to
+// fill a statement of finishGather rows, so that a busy poller finishes its rows with fewer,
+// larger statements; an idle one (few rows in flight) finishes at once.
+func (r *run) gather(batch []result, t *time.Timer) []result {
+	r.mu.Lock()
+	publishing := len(r.inflight) - r.finishing
+	r.mu.Unlock()
+	if publishing < finishGather-len(batch) {
+		return batch
+	}
+	t.Reset(finishLinger)
+	defer t.Stop()
+	for len(batch) < finishGather {
+		select {
+		case res := <-r.results:
+			batch = append(batch, res)
+		case <-t.C:
+			return batch
+		case <-r.done:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (r *run) finish(batch []result) {
+	p := r.p
+	r.mu.Lock()
+	abandon := r.abandon
+	r.mu.Unlock()
+	if !abandon {
+		// Nearly every row of a busy batch is sent: its slices are sized once.
+		sent := make([]store.Claim, 0, len(batch))
+		var retries []store.OutboxRetryParams
+		var deads []store.OutboxDeadParams
+		var defers []deferral
+		// The rows of sent, retries and deads, in their order, for the log lines.
+		sentRows := make([]rowLine, 0, len(batch))
+		var retryRows, deadRows []rowLine
+		var expired []result
+		for _, res := range batch {
+			row := &res.f.row
+			pl := res.plan
+			if pl == nil {
+				pl = p.defPlan
+			}
+			switch {
+			case res.expired:
+				expired = append(expired, res)
+			case res.deferBy > 0:
+				defers = append(defers, deferral{OutboxDeferParams: store.OutboxDeferParams{Claim: row.Claim(), Delay: res.deferBy}, dest: pl.name, reason: res.reason, row: row, sc: res.sc})
+			case res.err == nil:
+				sent = append(sent, row.Claim())
+				sentRows = append(sentRows, rowLine{row, pl.name, res.sc})
+			case res.dead || isTerminal(res.err) || pl.retry.exhausted(row.Attempt, row.MaxAttempts):
+				deads = append(deads, store.OutboxDeadParams{Claim: row.Claim(), LastError: redact.Error(res.err)})
+				deadRows = append(deadRows, rowLine{row, pl.name, res.sc})
+			default:
+				delay := pl.retry.delay(row.Attempt, res.err)
+				retries = append(retries, store.OutboxRetryParams{Claim: row.Claim(), Delay: delay, LastError: redact.Error(res.err)})
+				retryRows = append(retryRows, rowLine{row, pl.name, res.sc})
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		r.finishSent(ctx, sent, sentRows)
+		r.finishRetries(ctx, retries, retryRows)
+		r.finishDeads(ctx, deads, deadRows)
+		r.finishDefers(ctx, defers)
+		cancel()
+		r.finishExpired(expired)
+	}
+	r.mu.Lock()
+	for _, res := range batch {
+		res.f.cancel()
+		delete(r.inflight, res.f.row.ID)
+		r.finishing--
+		p.metrics.ProcessingDuration(time.Since(res.f.started))
+	}
+	r.mu.Unlock()
+	select {
+	case r.finished <- struct{}{}:
+	default:
+	}
+}
+
+// withRetries runs a finishing write, retrying a failed statement a few times while the
+// leases are still young. A write that keeps failing leaves the rows processing; the reclaim
+// step recovers them after their leases expire.
+func withRetries[T any](ctx context.Context, p *Poller, what string, n int, write func(context.Context) (T, error)) (T, bool) {
+	var zero T
+	delays := []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
+	var err error
+	for _, d := range delays {
+		if d > 0 {
+			select {
+			case <-ctx.Done():
+				return zero, false
+			case <-time.After(d):
+			}
+		}
+		var v T
+		if v, err = write(ctx); err == nil {
+			return v, true
+		}
+	}
+	p.log.Error("outbox finishing write failed; the rows return to pending when their leases expire",
+		"write", what, "rows", n, "error", redact.Error(err))
+	for range n {
+		p.metrics.ProcessError()
+	}
+	return zero, false
+}
+
+func changedSet(ids []string) map[string]bool {
+	m := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
+}
+
+// rowLine is a finished row and its destination, for the log lines about it. row points at
+// the row of its flight, which outlives the finishing writes.
+type rowLine struct {
+	row  *store.OutboxMessage
+	dest string
+	sc   trace.SpanContext // the delivery span, when tracing is on
+}
+
+func (r *run) finishSent(ctx context.Context, claims []store.Claim, rows []rowLine) {
+	if len(claims) == 0 {
+		return
+	}
+	p := r.p
+	ids, ok := withRetries(ctx, p, "mark sent", len(claims), func(ctx context.Context) ([]string, error) {
+		return p.store.OutboxMarkSent(ctx, claims)
+	})
+	if !ok {
+		return
+	}
+	changed := changedSet(ids)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, c := range claims {
+		if changed[c.ID] {
+			r.sum.Sent++
+			p.metrics.Outcome("sent")
+			continue
+		}
+		r.sum.ClaimsLost++
+		p.metrics.ClaimLost()
+		p.rowLog(*rows[i].row, rows[i].dest, rows[i].sc).Error("outbox message was delivered after its claim was lost; the new owner delivers it again, a duplicate")
+	}
+}
+
+func (r *run) finishRetries(ctx context.Context, retries []store.OutboxRetryParams, rows []rowLine) {
+	if len(retries) == 0 {
+		return
+	}
+	p := r.p
+	ids, ok := withRetries(ctx, p, "retry", len(retries), func(ctx context.Context) ([]string, error) {
+		return p.store.OutboxRetry(ctx, retries)
+	})
+	if !ok {
+		return
+	}
+	changed := changedSet(ids)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, rt := range retries {
+		log := p.rowLog(*rows[i].row, rows[i].dest, rows[i].sc)
+		if changed[rt.ID] {
+			r.sum.Retried++
+			p.metrics.Outcome("failed")
+			log.Warn("outbox delivery failed; retrying later",
+				"retry_in_ms", rt.Delay.Milliseconds(), "error", rt.LastError)
+			continue
+		}
+		r.sum.ClaimsLost++
+		p.metrics.ClaimLost()
+		log.Warn("outbox retry lost its claim; another replica owns the message")
+	}
+}
+
+func (r *run) finishDeads(ctx context.Context, deads []store.OutboxDeadParams, rows []rowLine) {
+	if len(deads) == 0 {
+		return
+	}
+	p := r.p
+	ids, ok := withRetries(ctx, p, "mark dead", len(deads), func(ctx context.Context) ([]string, error) {
+		return p.store.OutboxMarkDead(ctx, deads)
+	})
+	if !ok {
+		return
+	}
+	changed := changedSet(ids)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, d := range deads {
+		log := p.rowLog(*rows[i].row, rows[i].dest, rows[i].sc)
+		if changed[d.ID] {
+			r.sum.Dead++
+			p.metrics.Outcome("dead")
+			log.Warn("outbox message is dead", "error", d.LastError)
+			continue
+		}
+		r.sum.ClaimsLost++
+		p.metrics.ClaimLost()
+		log.Warn("outbox dead letter lost its claim; another replica owns the message")
+	}
+}
+
+// deferral is one row returned to pending unattempted, with what its metric needs.
+type deferral struct {
+	store.OutboxDeferParams
+	dest   string
+	reason string
+	row    *store.OutboxMessage // the row of its flight
+	sc     trace.SpanContext    // the delivery span, when tracing is on
+}
+
+func (r *run) finishDefers(ctx context.Context, defers []deferral) {
+	if len(defers) == 0 {
+		return
+	}
+	p := r.p
+	params := make([]store.OutboxDeferParams, len(defers))
+	for i, d := range defers {
+		params[i] = d.OutboxDeferParams
+	}
+	ids, ok := withRetries(ctx, p, "defer", len(defers), func(ctx context.Context) ([]string, error) {
+		return p.store.OutboxDefer(ctx, params)
+	})
+	if !ok {
+		return
+	}
+	changed := changedSet(ids)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, d := range defers {
+		if changed[d.ID] {
+			r.sum.Deferred++
+			if p.ctl.metrics != nil {
+				p.ctl.metrics.Deferred(d.dest, d.reason)
+			}
+			continue
+		}
+		r.sum.ClaimsLost++
+		p.metrics.ClaimLost()
+		p.rowLog(*d.row, d.dest, d.sc).Warn("outbox deferral lost its claim; another replica owns the message")
+	}
+}
