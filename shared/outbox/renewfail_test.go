@@ -20,30 +20,6 @@ import (
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
-// renewalSecret is in the error of a refused renewal; no log line may show it.
-const renewalSecret = "hunter2"
-
-// refuseRenewals makes PostgreSQL refuse every lease renewal of table with an error: an update
-// that keeps a row processing under the same claim token and moves its lease_expires_at. The
-// claim (pending to processing) and the finishing writes (which leave processing, or clear
-// the token) pass. The error holds a password, as a driver's error text may.
-func refuseRenewals(t *testing.T, pool *pgxpool.Pool, table string) {
-	t.Helper()
-	stmt := fmt.Sprintf(`
-CREATE FUNCTION qb_test_refuse_renewal() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  RAISE EXCEPTION 'lease renewal refused by the test (password=%s)';
-END $$;
-CREATE TRIGGER qb_test_refuse_renewal BEFORE UPDATE ON %s FOR EACH ROW
-WHEN (OLD.state = 'processing' AND NEW.state = 'processing'
-      AND OLD.claim_token IS NOT DISTINCT FROM NEW.claim_token
-      AND NEW.lease_expires_at IS DISTINCT FROM OLD.lease_expires_at)
-EXECUTE FUNCTION qb_test_refuse_renewal();`, renewalSecret, table)
-	if _, err := pool.Exec(context.Background(), stmt); err != nil {
-		t.Fatalf("installing the trigger that refuses renewals: %v", err)
-	}
-}
-
 // A lease renewal that fails with an error, rather than updating zero rows, also loses the
 // claim: the publish that runs is cancelled at once, not at the claim's local deadline, spends
 // no attempt and gets no write at all (the database still answers, so a fenced retry would
@@ -63,7 +39,7 @@ func TestARenewalThatFailsCancelsThePublish(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return st, func() { refuseRenewals(t, pool, "outbox") }
+			return st, func() { dbtest.RefuseRenewals(t, pool, "outbox") }
 		}},
 		{"the database cannot be reached", func(t *testing.T, _ *pgxpool.Pool, dbURL string) (store.OutboxStore, func()) {
 			st, px := proxiedStore(t, dbURL)
@@ -132,7 +108,7 @@ func TestARenewalThatFailsCancelsThePublish(t *testing.T) {
 						t.Errorf("renewal failure line = %+v, want an error line with the error and one cancelled publish", r)
 					}
 				}
-				if strings.Contains(fmt.Sprint(r), renewalSecret) {
+				if strings.Contains(fmt.Sprint(r), dbtest.RenewalSecret) {
 					t.Errorf("a log line shows the password of the renewal's error: %+v", r)
 				}
 			}

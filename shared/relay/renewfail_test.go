@@ -13,30 +13,8 @@ import (
 
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
-
-// renewalSecret is in the error of a refused renewal; no log line may show it.
-const renewalSecret = "hunter2"
-
-// refuseRenewals makes PostgreSQL refuse every lease renewal of table with an error: an update
-// that keeps a row processing under the same claim token and moves its lease_expires_at. The
-// claim and the finishing writes pass. The error holds a password, as a driver's error may.
-func refuseRenewals(t *testing.T, pool *pgxpool.Pool, table string) {
-	t.Helper()
-	stmt := fmt.Sprintf(`
-CREATE FUNCTION qb_test_refuse_renewal() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  RAISE EXCEPTION 'lease renewal refused by the test (password=%s)';
-END $$;
-CREATE TRIGGER qb_test_refuse_renewal BEFORE UPDATE ON %s FOR EACH ROW
-WHEN (OLD.state = 'processing' AND NEW.state = 'processing'
-      AND OLD.claim_token IS NOT DISTINCT FROM NEW.claim_token
-      AND NEW.lease_expires_at IS DISTINCT FROM OLD.lease_expires_at)
-EXECUTE FUNCTION qb_test_refuse_renewal();`, renewalSecret, table)
-	if _, err := pool.Exec(context.Background(), stmt); err != nil {
-		t.Fatalf("installing the trigger that refuses renewals: %v", err)
-	}
-}
 
 // lockOutbox holds an EXCLUSIVE lock on the outbox table until the returned release is called
 // (or the test ends): a relay forward, whose statement inserts into the outbox, waits for it
@@ -97,7 +75,7 @@ func TestARenewalThatFailsAbandonsTheForward(t *testing.T) {
 	t.Parallel()
 	fx := newFixture(t)
 	id := insertInbox(t, fx.store, inboxRow{Source: "stripe", Key: "k1", Aggregate: "agg-1", EventType: "e"})
-	refuseRenewals(t, fx.pool, "inbox")
+	dbtest.RefuseRenewals(t, fx.pool, "inbox")
 	release := lockOutbox(t, fx.pool)
 	logs := newLines()
 	m := &leaseCounter{}
@@ -133,7 +111,7 @@ func TestARenewalThatFailsAbandonsTheForward(t *testing.T) {
 		if strings.HasPrefix(l, "WARN renewing an inbox relay lease failed") {
 			failures++
 		}
-		if strings.Contains(l, renewalSecret) {
+		if strings.Contains(l, dbtest.RenewalSecret) {
 			t.Errorf("a log line shows the password of the renewal's error: %s", l)
 		}
 	}

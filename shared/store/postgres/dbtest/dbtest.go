@@ -159,3 +159,25 @@ func firstLine(s string) string {
 	}
 	return fmt.Sprintf("%q", s)
 }
+
+// RenewalSecret is in the error of a renewal that RefuseRenewals refuses, as a password may be
+// in a driver's error text: a test checks that no log line shows it.
+const RenewalSecret = "hunter2"
+
+// RefuseRenewals makes PostgreSQL refuse every lease renewal of table with an error that holds
+// RenewalSecret: an update that keeps a row processing under the same claim token and moves
+// its lease_expires_at. The claim (pending to processing) and the finishing writes (which
+// leave processing, or clear the token) pass.
+func RefuseRenewals(t testing.TB, pool *pgxpool.Pool, table string) {
+	t.Helper()
+	Exec(t, pool, fmt.Sprintf(`
+CREATE FUNCTION qb_test_refuse_renewal() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'lease renewal refused by the test (password=%s)';
+END $$;
+CREATE TRIGGER qb_test_refuse_renewal BEFORE UPDATE ON %s FOR EACH ROW
+WHEN (OLD.state = 'processing' AND NEW.state = 'processing'
+      AND OLD.claim_token IS NOT DISTINCT FROM NEW.claim_token
+      AND NEW.lease_expires_at IS DISTINCT FROM OLD.lease_expires_at)
+EXECUTE FUNCTION qb_test_refuse_renewal();`, RenewalSecret, pgx.Identifier{table}.Sanitize()))
+}
