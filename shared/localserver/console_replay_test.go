@@ -201,11 +201,17 @@ func TestTheConsoleReplaysExactlyTheRowsOfEachLink(t *testing.T) {
 
 // startConsoleProcess runs the local process with the console (admin token consoleToken) on
 // a new database, with an HTTP receiver that accepts every delivery behind the destinations
-// orders-api (topics order.*) and audit (every other topic). It returns the base URL of the
-// process with its base URL and a pool on its database.
+// orders-api (topics order.*) and audit (every other topic). It returns the process, its base
+// URL and a pool on its database.
 func startConsoleProcess(t *testing.T) (*Local, string, *pgxpool.Pool) {
 	t.Helper()
-	receiver := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	return startConsoleProcessWith(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+}
+
+// startConsoleProcessWith is startConsoleProcess with the receiver's handler.
+func startConsoleProcessWith(t *testing.T, receive http.Handler) (*Local, string, *pgxpool.Pool) {
+	t.Helper()
+	receiver := httptest.NewServer(receive)
 	t.Cleanup(receiver.Close)
 	dbURL := dbtest.NewDatabase(t)
 	u, err := url.Parse(dbURL)

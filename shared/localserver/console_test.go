@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -90,48 +89,11 @@ func TestTheConsoleFindsAndReplaysADeadLetterGroupInABrowser(t *testing.T) {
 	t.Parallel()
 	chromium := chromiumPath(t)
 	var up atomic.Bool
-	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	_, base, pool := startConsoleProcessWith(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !up.Load() {
 			http.Error(w, "the orders service is down", http.StatusServiceUnavailable)
 		}
 	}))
-	defer receiver.Close()
-	dbURL := dbtest.NewDatabase(t)
-	u, err := url.Parse(dbURL)
-	require.NoError(t, err)
-	cfg := loadYAML(t, fmt.Sprintf(`
-database:
-  url: jdbc:postgresql://%s%s
-  username: postgres
-  password: trust-auth
-  migrate: true
-outbox:
-  pollIntervalMs: 20
-admin:
-  enabled: true
-  auth:
-    type: bearer
-    token: %s
-destinations:
-  orders-api:
-    type: http
-    baseUrl: %s
-    path: /orders
-  audit:
-    type: http
-    baseUrl: %[4]s
-    path: /audit
-routes:
-  - topicPattern: "order.*"
-    destination: orders-api
-  - topicPattern: "**"
-    destination: audit
-`, u.Host, u.Path, consoleToken, receiver.URL))
-	cfg.Server.HTTPPort = 0
-	l, err := New(context.Background(), cfg, quietLog())
-	require.NoError(t, err)
-	base := runLocal(t, l)
-	pool := dbtest.NewPool(t, dbURL)
 
 	const rows = 3
 	for i := range rows {
