@@ -33,6 +33,26 @@ func adminReplay(t *testing.T, base, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// windowedStream creates a JetStream stream on the machine's NATS with a duplicate window of
+// ten minutes, longer than any test, for the subjects "<prefix>.>" where prefix is label and a
+// unique suffix; the stream is deleted when the test ends.
+func windowedStream(t *testing.T, ctx context.Context, label string) (jetstream.Stream, string) {
+	t.Helper()
+	nc, err := natsgo.Connect("nats://127.0.0.1:4222")
+	require.NoError(t, err, "NATS is not reachable at 127.0.0.1:4222; start it with: "+
+		"start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log")
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	id := fmt.Sprintf("%d", time.Now().UnixNano())
+	name, prefix := strings.ToUpper(label)+"_"+id, label+"."+id
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ".>"},
+		Storage: jetstream.MemoryStorage, Duplicates: 10 * time.Minute})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+	return stream, prefix
+}
+
 // TestANATSReplayInsideTheDuplicateWindowIsDeliveredAgain runs the local process with a NATS
 // JetStream destination whose stream keeps a duplicate window of ten minutes, longer than the
 // test. A row is delivered once; published again without a replay (the row put back to
@@ -42,20 +62,9 @@ func adminReplay(t *testing.T, base, body string) (int, string) {
 // "<id>:2" and x-message-id still the row id.
 func TestANATSReplayInsideTheDuplicateWindowIsDeliveredAgain(t *testing.T) {
 	t.Parallel()
-	nc, err := natsgo.Connect("nats://127.0.0.1:4222")
-	require.NoError(t, err, "NATS is not reachable at 127.0.0.1:4222; start it with: "+
-		"start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log")
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	id := fmt.Sprintf("%d", time.Now().UnixNano())
-	name, prefix := "QBREPLAY_"+id, "qbreplay."+id
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ".>"},
-		Storage: jetstream.MemoryStorage, Duplicates: 10 * time.Minute})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+	stream, prefix := windowedStream(t, ctx, "qbreplay")
 
 	dbURL := dbtest.NewDatabase(t)
 	cfg := brokerConfig(t, dbURL, `    type: nats

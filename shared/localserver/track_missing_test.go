@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,20 +31,9 @@ import (
 // work, and the logout answers with the cookie cleared.
 func TestTheStartWithoutMigrateRunsWithoutQueueBoxsOwnTables(t *testing.T) {
 	t.Parallel()
-	nc, err := natsgo.Connect("nats://127.0.0.1:4222")
-	require.NoError(t, err, "NATS is not reachable at 127.0.0.1:4222; start it with: "+
-		"start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log")
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	id := fmt.Sprintf("%d", time.Now().UnixNano())
-	name, prefix := "QBNOTRACK_"+id, "qbnotrack."+id
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ".>"},
-		Storage: jetstream.MemoryStorage, Duplicates: 10 * time.Minute})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+	stream, prefix := windowedStream(t, ctx, "qbnotrack")
 
 	// The schema by hand: the files V1..V11, none of QueueBox's own track.
 	dbURL := dbtest.NewDatabase(t)
