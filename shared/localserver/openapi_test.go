@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -105,6 +106,13 @@ sources:
 	l, err := New(ctx, cfg, quietLog())
 	require.NoError(t, err)
 	base := runLocal(t, l)
+	// The listeners answer before every loop has started; on a busy machine the relay may not
+	// run yet. The exchanges below expect the ready answer, so wait for it first.
+	readyDeadline := time.Now().Add(60 * time.Second)
+	for code, rep := readiness(t, base); code != http.StatusOK; code, rep = readiness(t, base) {
+		require.True(t, time.Now().Before(readyDeadline), "not ready after 60 s: %+v", rep)
+		time.Sleep(20 * time.Millisecond)
+	}
 	doc.Servers = openapi3.Servers{{URL: base}}
 	router, err := legacy.NewRouter(doc)
 	require.NoError(t, err)
