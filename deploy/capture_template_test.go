@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/capture/node"
+	"github.com/alternayte/queuebox/shared/capturenode"
 	"github.com/alternayte/queuebox/shared/config"
 )
 
@@ -206,7 +206,7 @@ func TestCaptureTemplateEnvironment(t *testing.T) {
 	env := nameValues(t, c["Environment"], "Value")
 	secrets := nameValues(t, c["Secrets"], "ValueFrom")
 	documented, compare := documentedVariables(t)
-	nodeVars := []string{node.PollFunctionVariable, node.RelayFunctionVariable, node.WakeIntervalVariable, node.LambdaEndpointVariable}
+	nodeVars := []string{capturenode.PollFunctionVariable, capturenode.RelayFunctionVariable, capturenode.WakeIntervalVariable, capturenode.LambdaEndpointVariable}
 
 	sample := map[string]string{}
 	for name, v := range env {
@@ -243,11 +243,11 @@ func TestCaptureTemplateEnvironment(t *testing.T) {
 	assert.Empty(t, warnings)
 	assert.True(t, cfg.Outbox.Capture.Enabled)
 	assert.Equal(t, config.CapturePostgresLogical, cfg.Outbox.Capture.Mode)
-	s, err := node.ParseSettings(sample, cfg.Outbox.Capture.Enabled)
+	s, err := capturenode.ParseSettings(sample, cfg.Outbox.Capture.Enabled)
 	require.NoError(t, err)
 	assert.NotEmpty(t, s.PollFunction)
 	assert.NotEmpty(t, s.RelayFunction)
-	assert.False(t, node.HasBrokerSources(cfg), "as it stands, the template runs capture only")
+	assert.False(t, capturenode.HasBrokerSources(cfg), "as it stands, the template runs capture only")
 
 	// Consumers only (capture-node.md): CaptureEnabled false and a broker source added to the
 	// environment make a configuration that the node runs, waking the relay function.
@@ -263,8 +263,8 @@ func TestCaptureTemplateEnvironment(t *testing.T) {
 	require.NoError(t, err, "consumers only is a valid configuration")
 	assert.Empty(t, warnings)
 	assert.False(t, cfg.Outbox.Capture.Enabled)
-	assert.True(t, node.HasBrokerSources(cfg))
-	s, err = node.ParseSettings(sample, cfg.Outbox.Capture.Enabled)
+	assert.True(t, capturenode.HasBrokerSources(cfg))
+	s, err = capturenode.ParseSettings(sample, cfg.Outbox.Capture.Enabled)
 	require.NoError(t, err)
 	assert.NotEmpty(t, s.RelayFunction, "the broker sources wake the relay function")
 }
@@ -312,8 +312,8 @@ func TestCaptureTemplatePermissions(t *testing.T) {
 	assert.Contains(t, imported, "CaptureNodeInvokePolicyArn", "the task may invoke poll and relay")
 
 	env := nameValues(t, captureContainer(t, tpl)["Environment"], "Value")
-	assert.Equal(t, "PollFunctionName", importOf(env[node.PollFunctionVariable]))
-	assert.Equal(t, "RelayFunctionName", importOf(env[node.RelayFunctionVariable]))
+	assert.Equal(t, "PollFunctionName", importOf(env[capturenode.PollFunctionVariable]))
+	assert.Equal(t, "RelayFunctionName", importOf(env[capturenode.RelayFunctionVariable]))
 
 	execRole := td["ExecutionRoleArn"].(map[string]any)["Fn::GetAtt"].([]any)[0].(string)
 	var readsSecret bool

@@ -4,10 +4,10 @@
 // wakes delivery when an insert into the outbox table commits. Capture delivers nothing:
 // delivery still claims every row through SQL, and a lost wake costs latency, never a message.
 //
-// This package knows no dialect: the Source of Config reads the log (for PostgreSQL, the
-// logical replication slot with the pgoutput plugin, shared/store/postgres/logical), and the
-// composition root (shared/service.CaptureConfig) builds the Config from QueueBox's
-// configuration. The connector
+// This package knows no dialect: the Source of Config (the seam of shared/store/changes)
+// reads the log (for PostgreSQL, the logical replication slot with the pgoutput plugin,
+// shared/store/postgres/logical), and the composition root (shared/service.CaptureConfig)
+// builds the Config from QueueBox's configuration. A Fault is a *changes.Fault. The connector
 //
 //   - refuses to start when the source says that the database is not prepared (for
 //     PostgreSQL, a missing publication or one that does not publish the outbox table); it
@@ -56,6 +56,7 @@ import (
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/changes"
 	"github.com/alternayte/queuebox/shared/waker"
 )
 
@@ -76,7 +77,7 @@ var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 type Config struct {
 	// Source reads the change log of the database (for PostgreSQL:
 	// shared/store/postgres/logical.Source). Required.
-	Source Source
+	Source changes.Source
 	// ConnString is the connection string of the capture connection, in the form that
 	// Source's driver takes: the slot, the publication and the replication stream
 	// (config.CaptureTarget.PgxConnString on PostgreSQL). Required.
@@ -166,6 +167,15 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// settings returns what the Source needs of the configuration.
+func (c Config) settings() changes.Settings {
+	return changes.Settings{
+		ConnString: c.ConnString, StateConnString: c.StateConnString, Identity: c.Identity,
+		Publication: c.Publication, Slot: c.Slot, Schema: c.Schema, Table: c.Table,
+		StateDirectory: c.StateDirectory,
+	}
+}
+
 func (c Config) validate() error {
 	var problems []error
 	if c.Source == nil {
@@ -189,31 +199,6 @@ func (c Config) validate() error {
 		problems = append(problems, errors.New("the intervals must not be negative, and MaxBackoff not below MinBackoff"))
 	}
 	return errors.Join(problems...)
-}
-
-// Fault is a capture fault that needs an operator's decision: the connector stops the
-// stream, does not retry, and reports Reason. Delivery goes on through SQL and the
-// reconciliation timer.
-type Fault struct {
-	// Recovery is true for the faults of the recorded state, which the recovery steps of
-	// spec/08-capture-changes.md repair; false for a database that is not prepared.
-	Recovery bool
-	// Reason names the fault.
-	Reason string
-}
-
-// Error returns the sentence that the health check and the log show.
-func (f *Fault) Error() string {
-	if f.Recovery {
-		return "capture needs recovery: " + f.Reason
-	}
-	return "capture cannot start: " + f.Reason
-}
-
-// Faultf returns the Fault of the reason that format and args make; a Source returns one for
-// a database that is not prepared (recovery false).
-func Faultf(recovery bool, format string, args ...any) *Fault {
-	return &Fault{Recovery: recovery, Reason: fmt.Sprintf(format, args...)}
 }
 
 // Stats counts what a Connector saw since it was created.
@@ -242,22 +227,22 @@ const (
 // once; Check, Stats, Fault and Faulted are safe for concurrent use.
 type Connector struct {
 	cfg   Config
-	log   Log
+	log   changes.Log
 	files files
 	fp    string // the settings' fingerprint
 
 	mu      sync.Mutex
 	state   string
 	lastErr error
-	fault   *Fault
+	fault   *changes.Fault
 	owned   bool // the identity's lock was taken once: a later refusal is retried without end
 
 	faulted   chan struct{}
 	faultOnce sync.Once
 
 	inserts, wakes, inboxWakes, attempts atomic.Uint64
-	handled                              atomic.Value // a Position
-	written                              Position     // the position in offsets.dat; run goroutine only
+	handled                              atomic.Value     // a changes.Position
+	written                              changes.Position // the position in offsets.dat; run goroutine only
 }
 
 // New validates cfg and returns a connector that has not connected yet.
@@ -266,7 +251,7 @@ func New(cfg Config) (*Connector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("checking the capture configuration: %w", err)
 	}
-	log, err := cfg.Source.Open(cfg)
+	log, err := cfg.Source.Open(cfg.settings())
 	if err != nil {
 		return nil, err
 	}
@@ -278,12 +263,12 @@ func New(cfg Config) (*Connector, error) {
 		state:   stateStarting,
 		faulted: make(chan struct{}),
 	}
-	c.handled.Store(Position(""))
+	c.handled.Store(changes.Position(""))
 	return c, nil
 }
 
 // handledPosition returns the position up to which every change was handled.
-func (c *Connector) handledPosition() Position { return c.handled.Load().(Position) }
+func (c *Connector) handledPosition() changes.Position { return c.handled.Load().(changes.Position) }
 
 // Check is the outbox-capture health check: nil while the stream runs; an error that says
 // why otherwise (starting, disconnected with the last error, or stopped by a fault). The
@@ -391,7 +376,7 @@ func (c *Connector) Run(ctx context.Context) error {
 		if errors.As(err, &refused) {
 			wait, err = c.refusal(refused, &refusedSince, backoff)
 		}
-		var f *Fault
+		var f *changes.Fault
 		if errors.As(err, &f) {
 			c.mu.Lock()
 			c.state, c.fault = stateStopped, f
@@ -475,7 +460,7 @@ func (c *Connector) session(ctx context.Context) (streamed bool, err error) {
 
 // lock takes the session lock of the identity on the session's connection, which holds it
 // for the whole run.
-func (c *Connector) lock(ctx context.Context, sess Session) error {
+func (c *Connector) lock(ctx context.Context, sess changes.Session) error {
 	taken, err := sess.Lock(ctx)
 	if err != nil {
 		return err
@@ -520,7 +505,7 @@ func (c *Connector) refusal(refused *ownerRefusal, since *time.Time, backoff tim
 	}
 	left := c.cfg.OwnerGrace - now.Sub(*since)
 	if left <= 0 {
-		return 0, &Fault{Reason: refused.Error()}
+		return 0, &changes.Fault{Reason: refused.Error()}
 	}
 	wait := min(backoff, left)
 	c.cfg.Logger.Warn("capture waits for the lock of its identity, which another session holds; retrying",
@@ -531,7 +516,7 @@ func (c *Connector) refusal(refused *ownerRefusal, since *time.Time, backoff tim
 
 // prepare checks the server, the publication, the slot and the recorded state, and records a
 // fresh state. It returns the position to start from and whether the slot must be created.
-func (c *Connector) prepare(ctx context.Context, sess Session) (start Position, create bool, err error) {
+func (c *Connector) prepare(ctx context.Context, sess changes.Session) (start changes.Position, create bool, err error) {
 	in, err := sess.Inspect(ctx)
 	if err != nil {
 		return "", false, err
@@ -566,10 +551,10 @@ func (c *Connector) prepare(ctx context.Context, sess Session) (start Position, 
 
 	if id == "" {
 		if hasOffsets {
-			return "", false, Faultf(true, "the state directory %s holds %s but no %s file", dir, OffsetsFile, IdentityFile)
+			return "", false, changes.Faultf(true, "the state directory %s holds %s but no %s file", dir, OffsetsFile, IdentityFile)
 		}
 		if row != nil {
-			return "", false, Faultf(true, "the state directory %s holds no capture state, but %s says that the capture identity %s ran before (state_id %s): the state volume is missing or empty",
+			return "", false, changes.Faultf(true, "the state directory %s holds no capture state, but %s says that the capture identity %s ran before (state_id %s): the state volume is missing or empty",
 				dir, StateTable, c.cfg.Identity, row.StateID)
 		}
 		// A first start: record the identity in the directory first, then in the table.
@@ -583,7 +568,7 @@ func (c *Connector) prepare(ctx context.Context, sess Session) (start Position, 
 				return "", false, err
 			}
 			if got == nil || got.StateID != id {
-				return "", false, Faultf(true, "another process recorded the capture identity %s in %s at the same time", c.cfg.Identity, StateTable)
+				return "", false, changes.Faultf(true, "another process recorded the capture identity %s in %s at the same time", c.cfg.Identity, StateTable)
 			}
 		}
 		c.cfg.Logger.Info("capture recorded a new state", "identity", c.cfg.Identity, "state_id", id, "directory", dir)
@@ -593,19 +578,19 @@ func (c *Connector) prepare(ctx context.Context, sess Session) (start Position, 
 	if hasTable {
 		switch {
 		case row == nil:
-			return "", false, Faultf(true, "the state files in %s belong to state_id %s, but %s has no row for the capture identity %s",
+			return "", false, changes.Faultf(true, "the state files in %s belong to state_id %s, but %s has no row for the capture identity %s",
 				dir, id, StateTable, c.cfg.Identity)
 		case row.StateID != id:
-			return "", false, Faultf(true, "the state files in %s belong to a different instance: they name state_id %s, and %s records state_id %s for the capture identity %s",
+			return "", false, changes.Faultf(true, "the state files in %s belong to a different instance: they name state_id %s, and %s records state_id %s for the capture identity %s",
 				dir, id, StateTable, row.StateID, c.cfg.Identity)
 		case row.Fingerprint != c.fp:
-			return "", false, Faultf(true, "the capture settings changed since the capture identity %s recorded its position (a new slot, publication, schema, table, host or database): the recorded position is meaningless",
+			return "", false, changes.Faultf(true, "the capture settings changed since the capture identity %s recorded its position (a new slot, publication, schema, table, host or database): the recorded position is meaningless",
 				c.cfg.Identity)
 		}
 	}
 	if !slotExists {
 		if hasOffsets {
-			return "", false, Faultf(true, "the replication slot %s is gone, but the state files in %s remain", c.cfg.Slot, dir)
+			return "", false, changes.Faultf(true, "the replication slot %s is gone, but the state files in %s remain", c.cfg.Slot, dir)
 		}
 		return "", true, nil // the identity was recorded, the slot not yet created
 	}

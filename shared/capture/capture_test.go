@@ -18,6 +18,7 @@ import (
 	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/changes"
 	"github.com/alternayte/queuebox/shared/tracing"
 	"github.com/alternayte/queuebox/shared/tracing/tracingtest"
 )
@@ -33,24 +34,24 @@ type fakeSource struct {
 	connectErr error
 	held       bool // another session holds the lock of the identity
 	inspectErr error
-	events     chan capture.Event
+	events     chan changes.Event
 	recvErr    chan error
 	slot       bool // CreateSlot created the slot
 	states     *fakeStates
 	confirmed  atomic.Uint64
 }
 
-func (s *fakeSource) Open(capture.Config) (capture.Log, error) { return s, nil }
-func (s *fakeSource) Fingerprint() string                      { return "fp" }
-func (s *fakeSource) ParsePosition(v string) (capture.Position, error) {
+func (s *fakeSource) Open(changes.Settings) (changes.Log, error) { return s, nil }
+func (s *fakeSource) Fingerprint() string                        { return "fp" }
+func (s *fakeSource) ParsePosition(v string) (changes.Position, error) {
 	n, err := strconv.ParseUint(v, 10, 64)
-	return capture.PositionOf(n), err
+	return changes.PositionOf(n), err
 }
-func (s *fakeSource) FormatPosition(p capture.Position) string {
+func (s *fakeSource) FormatPosition(p changes.Position) string {
 	return strconv.FormatUint(p.Uint64(), 10)
 }
 
-func (s *fakeSource) Connect(context.Context) (capture.Session, error) {
+func (s *fakeSource) Connect(context.Context) (changes.Session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.connectErr != nil {
@@ -66,35 +67,35 @@ func (f fakeSession) Lock(context.Context) (bool, error) {
 	defer f.s.mu.Unlock()
 	return !f.s.held, nil
 }
-func (f fakeSession) Inspect(context.Context) (*capture.Inspection, error) {
+func (f fakeSession) Inspect(context.Context) (*changes.Inspection, error) {
 	if f.s.inspectErr != nil {
 		return nil, f.s.inspectErr
 	}
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
-	return &capture.Inspection{SlotExists: f.s.slot, States: f.s.states, Close: func() {}}, nil
+	return &changes.Inspection{SlotExists: f.s.slot, States: f.s.states, Close: func() {}}, nil
 }
-func (f fakeSession) CreateSlot(context.Context) (capture.Position, error) {
+func (f fakeSession) CreateSlot(context.Context) (changes.Position, error) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	f.s.slot = true
-	return capture.PositionOf(10), nil
+	return changes.PositionOf(10), nil
 }
-func (f fakeSession) Start(context.Context, capture.Position) error { return nil }
-func (f fakeSession) Receive(ctx context.Context) (capture.Event, error) {
+func (f fakeSession) Start(context.Context, changes.Position) error { return nil }
+func (f fakeSession) Receive(ctx context.Context) (changes.Event, error) {
 	select {
 	case ev := <-f.s.events:
 		return ev, nil
 	case err := <-f.s.recvErr:
-		return capture.Event{}, err
+		return changes.Event{}, err
 	case <-ctx.Done():
 		if ctx.Err() == context.DeadlineExceeded {
-			return capture.Event{}, fmt.Errorf("%w: %w", capture.ErrReceiveTimeout, ctx.Err())
+			return changes.Event{}, fmt.Errorf("%w: %w", changes.ErrReceiveTimeout, ctx.Err())
 		}
-		return capture.Event{}, ctx.Err()
+		return changes.Event{}, ctx.Err()
 	}
 }
-func (f fakeSession) Confirm(_ context.Context, pos capture.Position) error {
+func (f fakeSession) Confirm(_ context.Context, pos changes.Position) error {
 	f.s.confirmed.Store(pos.Uint64())
 	return nil
 }
@@ -130,10 +131,10 @@ type counter struct{ n atomic.Int64 }
 func (c *counter) Wake() { c.n.Add(1) }
 
 func newFake() *fakeSource {
-	return &fakeSource{events: make(chan capture.Event, 16), recvErr: make(chan error, 1), states: &fakeStates{rows: map[string]store.CaptureStateRow{}}}
+	return &fakeSource{events: make(chan changes.Event, 16), recvErr: make(chan error, 1), states: &fakeStates{rows: map[string]store.CaptureStateRow{}}}
 }
 
-func config(t *testing.T, src capture.Source, w *counter) capture.Config {
+func config(t *testing.T, src changes.Source, w *counter) capture.Config {
 	return capture.Config{
 		Source: src, ConnString: "fake", StateDirectory: filepath.Join(t.TempDir(), "capture"),
 		ReconciliationInterval: time.Hour, StandbyInterval: 20 * time.Millisecond,
@@ -177,6 +178,32 @@ func TestNewRefusesAConfigurationWithoutSource(t *testing.T) {
 	require.EqualError(t, err, "checking the capture configuration: Source is nil")
 }
 
+// settingsSource records the Settings that it was opened with.
+type settingsSource struct {
+	*fakeSource
+	got changes.Settings
+}
+
+func (s *settingsSource) Open(set changes.Settings) (changes.Log, error) {
+	s.got = set
+	return s.fakeSource, nil
+}
+
+// The source opens with the connector's settings, their defaults applied.
+func TestNewOpensTheSourceWithTheSettingsAndTheirDefaults(t *testing.T) {
+	t.Parallel()
+	src := &settingsSource{fakeSource: newFake()}
+	cfg := config(t, src, &counter{})
+	cfg.Identity, cfg.Schema = "node_a", "queue"
+	_, err := capture.New(cfg)
+	require.NoError(t, err)
+	assert.Equal(t, changes.Settings{
+		ConnString: "fake", StateConnString: "fake", Identity: "node_a",
+		Publication: "queuebox_outbox", Slot: "queuebox_outbox", Schema: "queue", Table: "outbox",
+		StateDirectory: cfg.StateDirectory,
+	}, src.got)
+}
+
 // A committed transaction with outbox inserts wakes once; an insert into another table
 // wakes nothing; the handled position is confirmed.
 func TestWakesOnCommittedOutboxInserts(t *testing.T) {
@@ -185,14 +212,14 @@ func TestWakesOnCommittedOutboxInserts(t *testing.T) {
 	c, stop := start(t, config(t, src, w))
 	waitFor(t, "streaming", func() bool { return c.Check(context.Background()) == nil })
 	assert.EqualValues(t, 1, w.n.Load(), "the attempt woke delivery")
-	for _, ev := range []capture.Event{
-		{Kind: capture.EventBegin},
-		{Kind: capture.EventInsert, Schema: "public", Table: "outbox"},
-		{Kind: capture.EventInsert, Schema: "public", Table: "outbox"},
-		{Kind: capture.EventCommit, Position: capture.PositionOf(20)},
-		{Kind: capture.EventBegin},
-		{Kind: capture.EventInsert, Schema: "other", Table: "outbox"},
-		{Kind: capture.EventCommit, Position: capture.PositionOf(30)},
+	for _, ev := range []changes.Event{
+		{Kind: changes.EventBegin},
+		{Kind: changes.EventInsert, Schema: "public", Table: "outbox"},
+		{Kind: changes.EventInsert, Schema: "public", Table: "outbox"},
+		{Kind: changes.EventCommit, Position: changes.PositionOf(20)},
+		{Kind: changes.EventBegin},
+		{Kind: changes.EventInsert, Schema: "other", Table: "outbox"},
+		{Kind: changes.EventCommit, Position: changes.PositionOf(30)},
 	} {
 		src.events <- ev
 	}
@@ -230,7 +257,7 @@ func TestRetriesALostConnection(t *testing.T) {
 func TestAFaultStopsTheStream(t *testing.T) {
 	t.Parallel()
 	src, w := newFake(), &counter{}
-	src.inspectErr = capture.Faultf(false, "the database is not prepared")
+	src.inspectErr = changes.Faultf(false, "the database is not prepared")
 	c, stop := start(t, config(t, src, w))
 	select {
 	case <-c.Faulted():
@@ -240,7 +267,7 @@ func TestAFaultStopsTheStream(t *testing.T) {
 	require.EqualError(t, c.Fault(), "capture cannot start: the database is not prepared")
 	require.EqualError(t, c.Check(context.Background()), "capture cannot start: the database is not prepared")
 	assert.EqualValues(t, 1, c.Stats().Attempts)
-	var f *capture.Fault
+	var f *changes.Fault
 	require.ErrorAs(t, stop(), &f)
 }
 
@@ -315,7 +342,7 @@ func TestARefusedLockStopsAtTheEndOfTheGraceWindow(t *testing.T) {
 	src.hold(false)
 	time.Sleep(4 * cfg.MaxBackoff)
 	assert.Equal(t, attempts, c.Stats().Attempts, "a fault is not retried, even once the lock is free")
-	var f *capture.Fault
+	var f *changes.Fault
 	require.ErrorAs(t, stop(), &f)
 	assert.False(t, f.Recovery)
 }
@@ -356,19 +383,19 @@ func TestEachWakingCommitIsACaptureWakeSpan(t *testing.T) {
 	cfg.Tracer = tp.Tracer()
 	c, stop := start(t, cfg)
 	waitFor(t, "streaming", func() bool { return c.Check(context.Background()) == nil })
-	for _, ev := range []capture.Event{
-		{Kind: capture.EventBegin},
-		{Kind: capture.EventInsert, Schema: "public", Table: "outbox"},
-		{Kind: capture.EventInsert, Schema: "public", Table: "outbox"},
-		{Kind: capture.EventCommit, Position: capture.PositionOf(20)},
-		{Kind: capture.EventBegin},
-		{Kind: capture.EventInsert, Schema: "public", Table: "orders"},
-		{Kind: capture.EventCommit, Position: capture.PositionOf(30)},
-		{Kind: capture.EventBegin},
-		{Kind: capture.EventInsert, Schema: "public", Table: "inbox"},
-		{Kind: capture.EventInsert, Schema: "public", Table: "outbox"},
-		{Kind: capture.EventInsert, Schema: "public", Table: "inbox"},
-		{Kind: capture.EventCommit, Position: capture.PositionOf(40)},
+	for _, ev := range []changes.Event{
+		{Kind: changes.EventBegin},
+		{Kind: changes.EventInsert, Schema: "public", Table: "outbox"},
+		{Kind: changes.EventInsert, Schema: "public", Table: "outbox"},
+		{Kind: changes.EventCommit, Position: changes.PositionOf(20)},
+		{Kind: changes.EventBegin},
+		{Kind: changes.EventInsert, Schema: "public", Table: "orders"},
+		{Kind: changes.EventCommit, Position: changes.PositionOf(30)},
+		{Kind: changes.EventBegin},
+		{Kind: changes.EventInsert, Schema: "public", Table: "inbox"},
+		{Kind: changes.EventInsert, Schema: "public", Table: "outbox"},
+		{Kind: changes.EventInsert, Schema: "public", Table: "inbox"},
+		{Kind: changes.EventCommit, Position: changes.PositionOf(40)},
 	} {
 		src.events <- ev
 	}

@@ -13,18 +13,18 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/changes"
 )
 
-// The files of the state directory (spec/08-capture-changes.md).
+// The files of the state directory that the connector writes (spec/08-capture-changes.md). A
+// Source may keep files of its own there under other names (the SQL Server source's
+// history.dat, cdc.HistoryFile).
 const (
 	// OffsetsFile holds the log position that capture has handled.
 	OffsetsFile = "offsets.dat"
 	// IdentityFile holds the state_id that ties the files to the row of
 	// queuebox_capture_state.
 	IdentityFile = "identity"
-	// HistoryFile holds the schema history: the capture instances that a SQL Server source
-	// read (shared/store/sqlserver/cdc). The PostgreSQL source writes none.
-	HistoryFile = "history.dat"
 )
 
 // StateTable is the table that records each capture identity (migration V7).
@@ -45,7 +45,7 @@ type Offsets struct {
 // files reads and writes the state directory.
 type files struct {
 	dir string
-	log Log // reads and writes the positions
+	log changes.Log // reads and writes the positions
 }
 
 // readIdentity returns the state_id of the identity file, or "" when there is none.
@@ -62,7 +62,7 @@ func (f files) readIdentity() (string, error) {
 
 // readOffsets returns the handled position of offsets.dat; ok is false when the file does not
 // exist.
-func (f files) readOffsets() (lsn Position, ok bool, err error) {
+func (f files) readOffsets() (lsn changes.Position, ok bool, err error) {
 	b, err := os.ReadFile(filepath.Join(f.dir, OffsetsFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", false, nil
@@ -90,7 +90,7 @@ func (f files) writeIdentity(stateID string) error {
 }
 
 // writeOffsets records the handled position.
-func (f files) writeOffsets(lsn Position, slot, publication string) error {
+func (f files) writeOffsets(lsn changes.Position, slot, publication string) error {
 	b, _ := json.Marshal(Offsets{LSN: f.log.FormatPosition(lsn), Slot: slot, Publication: publication,
 		UpdatedAt: time.Now().UTC().Format(time.RFC3339Nano)})
 	if err := writeAtomic(f.dir, OffsetsFile, append(b, '\n')); err != nil {

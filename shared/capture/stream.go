@@ -9,12 +9,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/alternayte/queuebox/shared/redact"
+	"github.com/alternayte/queuebox/shared/store/changes"
 )
 
 // stream reads the stream until ctx is done or the connection fails. It wakes on every
 // commit that inserted into the outbox table, and confirms the handled position at least
 // once per StandbyInterval and when the server asks.
-func (c *Connector) stream(ctx context.Context, sess Session) error {
+func (c *Connector) stream(ctx context.Context, sess changes.Session) error {
 	var inTx bool
 	var txOutbox, txInbox int // the transaction's inserts into the outbox and the inbox table
 	var txBegan time.Time     // when the transaction's begin arrived, for its span
@@ -39,22 +40,22 @@ func (c *Connector) stream(ctx context.Context, sess Session) error {
 				}
 				return nil
 			}
-			if errors.Is(err, ErrReceiveTimeout) {
+			if errors.Is(err, changes.ErrReceiveTimeout) {
 				continue
 			}
 			return err
 		}
 		switch ev.Kind {
-		case EventKeepalive:
+		case changes.EventKeepalive:
 			if !inTx {
 				c.advance(ev.Position)
 			}
 			if ev.ReplyRequested {
 				nextStandby = time.Time{}
 			}
-		case EventBegin:
+		case changes.EventBegin:
 			inTx, txOutbox, txInbox, txBegan = true, 0, 0, time.Now()
-		case EventInsert:
+		case changes.EventInsert:
 			switch c.classify(ev.Schema, ev.Table) {
 			case outboxTable:
 				txOutbox++
@@ -62,7 +63,7 @@ func (c *Connector) stream(ctx context.Context, sess Session) error {
 			case inboxTable:
 				txInbox++
 			}
-		case EventCommit:
+		case changes.EventCommit:
 			if txOutbox > 0 || txInbox > 0 {
 				c.wakeCommitted(txBegan, ev.Position, txOutbox, txInbox)
 			}
@@ -77,7 +78,7 @@ func (c *Connector) stream(ctx context.Context, sess Session) error {
 // (its attributes queuebox.capture.outbox_inserts and queuebox.capture.inbox_inserts say
 // which). The span starts when the transaction's begin arrived, so it lasts from the begin in
 // the log to the wake; it is a root span, as the log carries no trace context.
-func (c *Connector) wakeCommitted(began time.Time, pos Position, outboxInserts, inboxInserts int) {
+func (c *Connector) wakeCommitted(began time.Time, pos changes.Position, outboxInserts, inboxInserts int) {
 	var span trace.Span
 	if c.cfg.Tracer != nil {
 		if began.IsZero() { // inserts whose begin this session did not see
@@ -128,7 +129,7 @@ func (c *Connector) classify(namespace, name string) relation {
 }
 
 // advance records that every change up to pos is handled.
-func (c *Connector) advance(pos Position) {
+func (c *Connector) advance(pos changes.Position) {
 	if pos > c.handledPosition() {
 		c.handled.Store(pos)
 	}
@@ -136,7 +137,7 @@ func (c *Connector) advance(pos Position) {
 
 // confirm records the handled position in offsets.dat, then tells the server: the slot never
 // moves past what the state directory holds.
-func (c *Connector) confirm(ctx context.Context, sess Session) error {
+func (c *Connector) confirm(ctx context.Context, sess changes.Session) error {
 	pos := c.handledPosition()
 	if pos == "" {
 		return nil

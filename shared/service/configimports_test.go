@@ -41,7 +41,7 @@ func TestComponentsImportNoConfig(t *testing.T) {
 
 // configImporters are the packages (and the folders, with their subpackages) whose non-test
 // code may import shared/config: the composition root, the CLI, and the tree itself. The
-// drivers (shared/localserver, shared/lambdafn, shared/capture/node) load the configuration
+// drivers (shared/localserver, shared/lambdafn, shared/capturenode) load the configuration
 // through this package (Load, LoadEnv, Config) and take the assembly (Build).
 var configImporters = []string{module + "/shared/service", module + "/shared/cli", module + "/shared/config"}
 

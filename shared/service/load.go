@@ -12,7 +12,7 @@ import (
 )
 
 // Config is the loaded configuration tree of shared/config. The drivers (shared/localserver,
-// shared/lambdafn, shared/capture/node) name it through this alias and hand it to Build; they
+// shared/lambdafn, shared/capturenode) name it through this alias and hand it to Build; they
 // read none of its fields, so they need not import shared/config.
 type Config = config.Config
 

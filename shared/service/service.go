@@ -4,7 +4,7 @@
 // publishers, the inbox relay, the retention cleanup, the admin routes, the HTTP inbox and
 // the capture connector, with their health checks, their wake chain and their start errors
 // (*StartError). `queuebox serve` (shared/localserver), the Lambda functions
-// (shared/lambdafn) and the capture node (shared/capture/node) are thin drivers over the one
+// (shared/lambdafn) and the capture node (shared/capturenode) are thin drivers over the one
 // assembly, so they all run exactly the same code.
 package service
 

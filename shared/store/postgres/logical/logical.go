@@ -1,5 +1,5 @@
 // Package logical is the PostgreSQL source of change data capture (outbox.capture.mode
-// postgres-logical): the capture.Source that reads a logical replication slot with the
+// postgres-logical): the changes.Source that reads a logical replication slot with the
 // pgoutput plugin through the publication that the operator created, on a pgx replication
 // connection (pglogrepl). The dialect-neutral connector (the reconnect loop, the health state,
 // the wakes, the state directory) is shared/capture; this package holds what only PostgreSQL
@@ -24,8 +24,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/changes"
 	"github.com/alternayte/queuebox/shared/store/postgres"
 )
 
@@ -33,14 +33,14 @@ import (
 // pg_stat_replication shows it.
 const ApplicationName = "queuebox-capture"
 
-// Source is the capture.Source of PostgreSQL logical replication. Config.ConnString and
-// Config.StateConnString are pgx connection strings. The zero value is ready to use.
+// Source is the changes.Source of PostgreSQL logical replication. Settings.ConnString and
+// Settings.StateConnString are pgx connection strings. The zero value is ready to use.
 type Source struct{}
 
-var _ capture.Source = Source{}
+var _ changes.Source = Source{}
 
 // Open parses the capture connection of cfg.
-func (Source) Open(cfg capture.Config) (capture.Log, error) {
+func (Source) Open(cfg changes.Settings) (changes.Log, error) {
 	repl, err := pgconn.ParseConfig(cfg.ConnString)
 	if err != nil {
 		return nil, fmt.Errorf("parsing the capture connection: %w", err)
@@ -59,7 +59,7 @@ func (Source) Open(cfg capture.Config) (capture.Log, error) {
 
 // replLog is the replication slot of one capture configuration.
 type replLog struct {
-	cfg  capture.Config
+	cfg  changes.Settings
 	repl *pgconn.Config
 	fp   string
 }
@@ -69,18 +69,18 @@ type replLog struct {
 func (l *replLog) Fingerprint() string { return l.fp }
 
 // ParsePosition reads an LSN in PostgreSQL's X/Y form.
-func (l *replLog) ParsePosition(s string) (capture.Position, error) {
+func (l *replLog) ParsePosition(s string) (changes.Position, error) {
 	lsn, err := pglogrepl.ParseLSN(s)
-	return capture.PositionOf(uint64(lsn)), err
+	return changes.PositionOf(uint64(lsn)), err
 }
 
 // FormatPosition writes an LSN in PostgreSQL's X/Y form.
-func (l *replLog) FormatPosition(p capture.Position) string {
+func (l *replLog) FormatPosition(p changes.Position) string {
 	return pglogrepl.LSN(p.Uint64()).String()
 }
 
 // Connect opens the replication connection.
-func (l *replLog) Connect(ctx context.Context) (capture.Session, error) {
+func (l *replLog) Connect(ctx context.Context) (changes.Session, error) {
 	conn, err := pgconn.ConnectConfig(ctx, l.repl)
 	if err != nil {
 		return nil, fmt.Errorf("opening the replication connection: %w", err)
@@ -103,7 +103,7 @@ type relation struct{ namespace, name string }
 // session is one replication connection.
 type session struct {
 	log       *replLog
-	cfg       capture.Config
+	cfg       changes.Settings
 	conn      *pgconn.PgConn
 	relations map[uint32]relation
 }
@@ -130,7 +130,7 @@ func (s *session) Lock(ctx context.Context) (bool, error) {
 // Inspect checks the server, the publication and the slot on a connection of its own, and
 // opens the statements of queuebox_capture_state on the state connection (the same
 // connection when StateConnString is ConnString).
-func (s *session) Inspect(ctx context.Context) (in *capture.Inspection, err error) {
+func (s *session) Inspect(ctx context.Context) (in *changes.Inspection, err error) {
 	conn, err := pgx.Connect(ctx, s.cfg.ConnString)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to check the capture database: %w", err)
@@ -160,7 +160,7 @@ func (s *session) Inspect(ctx context.Context) (in *capture.Inspection, err erro
 		}
 		closers = append(closers, func() { _ = stateConn.Close(context.WithoutCancel(ctx)) })
 	}
-	return &capture.Inspection{SlotExists: slotExists, States: postgres.NewCaptureState(stateConn), Close: closeAll}, nil
+	return &changes.Inspection{SlotExists: slotExists, States: postgres.NewCaptureState(stateConn), Close: closeAll}, nil
 }
 
 // checkServer checks wal_level and the publication.
@@ -170,7 +170,7 @@ func (s *session) checkServer(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("reading wal_level: %w", err)
 	}
 	if walLevel != "logical" {
-		return capture.Faultf(false, "PostgreSQL runs with wal_level = %s; capture needs wal_level = logical (set it in postgresql.conf and restart the server)", walLevel)
+		return changes.Faultf(false, "PostgreSQL runs with wal_level = %s; capture needs wal_level = logical (set it in postgresql.conf and restart the server)", walLevel)
 	}
 	var inserts bool
 	err := conn.QueryRow(ctx, `SELECT pubinsert FROM pg_publication WHERE pubname = $1`, s.cfg.Publication).Scan(&inserts)
@@ -181,7 +181,7 @@ func (s *session) checkServer(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("reading the publication %s: %w", s.cfg.Publication, err)
 	}
 	if !inserts {
-		return capture.Faultf(false, "the publication %s does not publish inserts; create it with the default publish option, for example: CREATE PUBLICATION %s FOR TABLE %s",
+		return changes.Faultf(false, "the publication %s does not publish inserts; create it with the default publish option, for example: CREATE PUBLICATION %s FOR TABLE %s",
 			s.cfg.Publication, s.cfg.Publication, s.qualifiedTable())
 	}
 	var n int
@@ -190,14 +190,14 @@ func (s *session) checkServer(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("reading the tables of the publication %s: %w", s.cfg.Publication, err)
 	}
 	if n == 0 {
-		return capture.Faultf(false, "the publication %s does not publish the outbox table %s; add it with: ALTER PUBLICATION %s ADD TABLE %s",
+		return changes.Faultf(false, "the publication %s does not publish the outbox table %s; add it with: ALTER PUBLICATION %s ADD TABLE %s",
 			s.cfg.Publication, s.qualifiedTable(), s.cfg.Publication, s.qualifiedTable())
 	}
 	return nil
 }
 
 func (s *session) missingPublication() error {
-	return capture.Faultf(false, "the publication %s does not exist; create it with: CREATE PUBLICATION %s FOR TABLE %s (QueueBox never creates or drops a publication)",
+	return changes.Faultf(false, "the publication %s does not exist; create it with: CREATE PUBLICATION %s FOR TABLE %s (QueueBox never creates or drops a publication)",
 		s.cfg.Publication, s.cfg.Publication, s.qualifiedTable())
 }
 
@@ -229,11 +229,11 @@ func (s *session) checkSlot(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	}
 	switch {
 	case slotType == nil || *slotType != "logical":
-		return false, capture.Faultf(false, "the replication slot %s is not a logical slot", s.cfg.Slot)
+		return false, changes.Faultf(false, "the replication slot %s is not a logical slot", s.cfg.Slot)
 	case plugin == nil || *plugin != "pgoutput":
-		return false, capture.Faultf(false, "the replication slot %s uses the plugin %s; capture needs pgoutput", s.cfg.Slot, deref(plugin))
+		return false, changes.Faultf(false, "the replication slot %s uses the plugin %s; capture needs pgoutput", s.cfg.Slot, deref(plugin))
 	case database == nil || *database != conn.Config().Database:
-		return false, capture.Faultf(false, "the replication slot %s belongs to the database %s, not %s", s.cfg.Slot, deref(database), conn.Config().Database)
+		return false, changes.Faultf(false, "the replication slot %s belongs to the database %s, not %s", s.cfg.Slot, deref(database), conn.Config().Database)
 	}
 	return true, nil
 }
@@ -247,7 +247,7 @@ func deref(s *string) string {
 
 // CreateSlot creates the logical slot with the pgoutput plugin and returns its consistent
 // point.
-func (s *session) CreateSlot(ctx context.Context) (capture.Position, error) {
+func (s *session) CreateSlot(ctx context.Context) (changes.Position, error) {
 	res, err := pglogrepl.CreateReplicationSlot(ctx, s.conn, s.cfg.Slot, "pgoutput",
 		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
 	if err != nil {
@@ -257,11 +257,11 @@ func (s *session) CreateSlot(ctx context.Context) (capture.Position, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading the consistent point of the slot %s: %w", s.cfg.Slot, err)
 	}
-	return capture.PositionOf(uint64(start)), nil
+	return changes.PositionOf(uint64(start)), nil
 }
 
 // Start starts logical replication from the slot at from, through the publication.
-func (s *session) Start(ctx context.Context, from capture.Position) error {
+func (s *session) Start(ctx context.Context, from changes.Position) error {
 	err := pglogrepl.StartReplication(ctx, s.conn, s.cfg.Slot, pglogrepl.LSN(from.Uint64()), pglogrepl.StartReplicationOptions{
 		Mode: pglogrepl.LogicalReplication,
 		PluginArgs: []string{
@@ -278,77 +278,77 @@ func (s *session) Start(ctx context.Context, from capture.Position) error {
 // Receive reads one message of the stream and decodes what capture acts on: keepalives, and
 // the begin, insert and commit messages of pgoutput. A relation message records the table of
 // its relation ID, which later inserts name; the tuples are not decoded.
-func (s *session) Receive(ctx context.Context) (capture.Event, error) {
+func (s *session) Receive(ctx context.Context) (changes.Event, error) {
 	raw, err := s.conn.ReceiveMessage(ctx)
 	if err != nil {
 		if pgconn.Timeout(err) {
-			return capture.Event{}, fmt.Errorf("%w: %w", capture.ErrReceiveTimeout, err)
+			return changes.Event{}, fmt.Errorf("%w: %w", changes.ErrReceiveTimeout, err)
 		}
-		return capture.Event{}, fmt.Errorf("receiving from the replication stream: %w", err)
+		return changes.Event{}, fmt.Errorf("receiving from the replication stream: %w", err)
 	}
 	var data []byte
 	switch msg := raw.(type) {
 	case *pgproto3.ErrorResponse:
-		return capture.Event{}, fmt.Errorf("receiving from the replication stream: %w", pgconn.ErrorResponseToPgError(msg))
+		return changes.Event{}, fmt.Errorf("receiving from the replication stream: %w", pgconn.ErrorResponseToPgError(msg))
 	case *pgproto3.CopyData:
 		data = msg.Data
 	default:
-		return capture.Event{}, nil
+		return changes.Event{}, nil
 	}
 	if len(data) == 0 {
-		return capture.Event{}, nil
+		return changes.Event{}, nil
 	}
 	switch data[0] {
 	case pglogrepl.PrimaryKeepaliveMessageByteID:
 		ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
 		if err != nil {
-			return capture.Event{}, fmt.Errorf("reading a keepalive message: %w", err)
+			return changes.Event{}, fmt.Errorf("reading a keepalive message: %w", err)
 		}
-		return capture.Event{Kind: capture.EventKeepalive, Position: capture.PositionOf(uint64(ka.ServerWALEnd)), ReplyRequested: ka.ReplyRequested}, nil
+		return changes.Event{Kind: changes.EventKeepalive, Position: changes.PositionOf(uint64(ka.ServerWALEnd)), ReplyRequested: ka.ReplyRequested}, nil
 	case pglogrepl.XLogDataByteID:
 		xld, err := pglogrepl.ParseXLogData(data[1:])
 		if err != nil {
-			return capture.Event{}, fmt.Errorf("reading a log message: %w", err)
+			return changes.Event{}, fmt.Errorf("reading a log message: %w", err)
 		}
 		return s.decode(xld.WALData)
 	}
-	return capture.Event{}, nil
+	return changes.Event{}, nil
 }
 
 // decode decodes one pgoutput message.
-func (s *session) decode(wal []byte) (capture.Event, error) {
+func (s *session) decode(wal []byte) (changes.Event, error) {
 	if len(wal) == 0 {
-		return capture.Event{}, nil
+		return changes.Event{}, nil
 	}
 	switch wal[0] {
 	case 'R':
 		m, err := pglogrepl.Parse(wal)
 		if err != nil {
-			return capture.Event{}, fmt.Errorf("decoding a relation message: %w", err)
+			return changes.Event{}, fmt.Errorf("decoding a relation message: %w", err)
 		}
 		rel := m.(*pglogrepl.RelationMessage)
 		s.relations[rel.RelationID] = relation{namespace: rel.Namespace, name: rel.RelationName}
 	case 'B':
-		return capture.Event{Kind: capture.EventBegin}, nil
+		return changes.Event{Kind: changes.EventBegin}, nil
 	case 'I':
 		// An insert: the relation ID follows the type byte. The tuple is not needed.
 		if len(wal) < 5 {
-			return capture.Event{}, errors.New("decoding an insert message: too short")
+			return changes.Event{}, errors.New("decoding an insert message: too short")
 		}
 		rel := s.relations[uint32(wal[1])<<24|uint32(wal[2])<<16|uint32(wal[3])<<8|uint32(wal[4])]
-		return capture.Event{Kind: capture.EventInsert, Schema: rel.namespace, Table: rel.name}, nil
+		return changes.Event{Kind: changes.EventInsert, Schema: rel.namespace, Table: rel.name}, nil
 	case 'C':
 		m, err := pglogrepl.Parse(wal)
 		if err != nil {
-			return capture.Event{}, fmt.Errorf("decoding a commit message: %w", err)
+			return changes.Event{}, fmt.Errorf("decoding a commit message: %w", err)
 		}
-		return capture.Event{Kind: capture.EventCommit, Position: capture.PositionOf(uint64(m.(*pglogrepl.CommitMessage).TransactionEndLSN))}, nil
+		return changes.Event{Kind: changes.EventCommit, Position: changes.PositionOf(uint64(m.(*pglogrepl.CommitMessage).TransactionEndLSN))}, nil
 	}
-	return capture.Event{}, nil
+	return changes.Event{}, nil
 }
 
 // Confirm sends a standby status update with pos as the written position.
-func (s *session) Confirm(ctx context.Context, pos capture.Position) error {
+func (s *session) Confirm(ctx context.Context, pos changes.Position) error {
 	if err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pglogrepl.LSN(pos.Uint64())}); err != nil {
 		return fmt.Errorf("sending the standby status update: %w", err)
 	}

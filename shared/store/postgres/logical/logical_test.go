@@ -27,6 +27,7 @@ import (
 
 	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/health"
+	"github.com/alternayte/queuebox/shared/store/changes"
 	"github.com/alternayte/queuebox/shared/store/postgres/logical"
 	"github.com/alternayte/queuebox/shared/store/postgres/logical/logicaltest"
 	"github.com/alternayte/queuebox/shared/waker"
@@ -181,7 +182,7 @@ func TestRefusesToStartWithoutThePublication(t *testing.T) {
 		"CREATE PUBLICATION queuebox_outbox FOR TABLE public.outbox (QueueBox never creates or drops a publication)"
 	require.EqualError(t, r.Fault(), want)
 	require.EqualError(t, r.Check(context.Background()), want, "the health check reports the reason")
-	var f *capture.Fault
+	var f *changes.Fault
 	require.ErrorAs(t, r.Fault(), &f)
 	assert.False(t, f.Recovery)
 
@@ -569,7 +570,7 @@ func TestStateFaults(t *testing.T) {
 			second := run(t, cfg)
 			waitFor(t, 60*time.Second, "the fault", func() bool { return second.Fault() != nil })
 			require.EqualError(t, second.Fault(), sprintf(tt.want, cfg.StateDirectory, stateID, e.slotName))
-			var f *capture.Fault
+			var f *changes.Fault
 			require.True(t, errors.As(second.Fault(), &f) && f.Recovery)
 			require.Error(t, second.Check(context.Background()))
 		})
@@ -595,7 +596,7 @@ func TestASecondOwnerIsRefused(t *testing.T) {
 		"another process holds its lock; set outbox.capture.enabled to false on every replica but the one that owns capture"
 	require.EqualError(t, second.Fault(), want)
 	assert.Equal(t, want, publicReason(second.Connector), "the health answer shows the fault")
-	var f *capture.Fault
+	var f *changes.Fault
 	require.ErrorAs(t, second.stop(t), &f, "Run returns the fault")
 	require.NoError(t, first.Check(context.Background()), "the owner keeps streaming")
 }

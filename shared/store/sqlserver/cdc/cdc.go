@@ -1,6 +1,6 @@
 // Package cdc is the SQL Server source of change data capture (outbox.capture.mode
 // sqlserver-cdc, spec/01-change-data-capture.md and spec/08-capture-changes.md): the
-// capture.Source that polls the change table of the outbox table's capture instance, which
+// changes.Source that polls the change table of the outbox table's capture instance, which
 // the SQL Server Agent's capture job fills from the transaction log. The dialect-neutral
 // connector (the reconnect loop, the health state, the wakes, the reconciliation timer, the
 // state directory and its comparison with queuebox_capture_state) is shared/capture; this
@@ -10,13 +10,13 @@
 //     queuebox.capture.<identity>, owned by the session of the source's own connection, which
 //     holds it until the session ends (a second owner is refused, and the connector's owner
 //     grace applies);
-//   - the start checks, each a *capture.Fault that names the statements an operator runs:
+//   - the start checks, each a *changes.Fault that names the statements an operator runs:
 //     change data capture enabled on the database (sys.databases.is_cdc_enabled,
 //     sys.sp_cdc_enable_db) and on the outbox table (sys.tables.is_tracked_by_cdc,
 //     sys.sp_cdc_enable_table), the account's SELECT permission on the table, and a capture
 //     instance that the account may read (sys.sp_cdc_help_change_data_capture; a gating role
 //     hides it);
-//   - the positions: SQL Server LSNs, binary(10), as capture.Position of 10 bytes and written
+//   - the positions: SQL Server LSNs, binary(10), as changes.Position of 10 bytes and written
 //     in offsets.dat as 0x followed by 20 hexadecimal digits;
 //   - the poll: from the position after the last one read (sys.fn_cdc_increment_lsn) to
 //     sys.fn_cdc_get_max_lsn(), the count of the inserts (__$operation = 2) of
@@ -54,8 +54,8 @@ import (
 
 	mssql "github.com/microsoft/go-mssqldb"
 
-	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/store/changes"
 	"github.com/alternayte/queuebox/shared/store/sqlserver"
 )
 
@@ -63,6 +63,10 @@ import (
 // for it; the capture job itself scans the log every 5 seconds when it is idle (its
 // @pollinginterval), so a shorter wait only shortens the delay after the job's scan.
 const DefaultPollInterval = 500 * time.Millisecond
+
+// HistoryFile is the file of the state directory that holds the schema history: one JSON
+// line per capture instance that the source read. The PostgreSQL source writes none.
+const HistoryFile = "history.dat"
 
 // LockResourcePrefix is the start of the name of the identity's application lock; the
 // identity follows it.
@@ -74,8 +78,8 @@ const lsnSize = 10
 // zeroLSN is the LSN that stands for no position in the statements.
 var zeroLSN = make([]byte, lsnSize)
 
-// Source is the capture.Source of SQL Server change data capture. Config.ConnString and
-// Config.StateConnString are go-mssqldb URLs (config.CaptureTarget.SQLServerURL). The zero
+// Source is the changes.Source of SQL Server change data capture. Settings.ConnString and
+// Settings.StateConnString are go-mssqldb URLs (config.CaptureTarget.SQLServerURL). The zero
 // value is ready to use.
 type Source struct {
 	// PollInterval is the wait between two polls of the change table. Default
@@ -86,10 +90,10 @@ type Source struct {
 	Connector func(connString string) (driver.Connector, error)
 }
 
-var _ capture.Source = (*Source)(nil)
+var _ changes.Source = (*Source)(nil)
 
 // Open checks the capture connection of cfg and returns the log of its outbox table.
-func (s *Source) Open(cfg capture.Config) (capture.Log, error) {
+func (s *Source) Open(cfg changes.Settings) (changes.Log, error) {
 	connector := s.Connector
 	if connector == nil {
 		connector = func(dsn string) (driver.Connector, error) { return mssql.NewConnector(dsn) }
@@ -122,7 +126,7 @@ func fingerprint(host, port, instance, database, schema, table string) string {
 
 // cdcLog is the change table of one capture configuration.
 type cdcLog struct {
-	cfg       capture.Config
+	cfg       changes.Settings
 	connector func(string) (driver.Connector, error)
 	interval  time.Duration
 	fp        string
@@ -132,7 +136,7 @@ type cdcLog struct {
 func (l *cdcLog) Fingerprint() string { return l.fp }
 
 // ParsePosition reads an LSN as FormatPosition writes it: 0x and 20 hexadecimal digits.
-func (l *cdcLog) ParsePosition(s string) (capture.Position, error) {
+func (l *cdcLog) ParsePosition(s string) (changes.Position, error) {
 	h := strings.TrimPrefix(strings.TrimPrefix(strings.TrimSpace(s), "0x"), "0X")
 	b, err := hex.DecodeString(h)
 	if err != nil || len(b) != lsnSize {
@@ -143,22 +147,22 @@ func (l *cdcLog) ParsePosition(s string) (capture.Position, error) {
 
 // FormatPosition writes an LSN as SQL Server shows it: 0x and 20 upper-case hexadecimal
 // digits.
-func (l *cdcLog) FormatPosition(p capture.Position) string {
+func (l *cdcLog) FormatPosition(p changes.Position) string {
 	return "0x" + strings.ToUpper(hex.EncodeToString(lsnBytes(p)))
 }
 
 // position returns the Position of a binary(10) LSN; the zero LSN (and NULL) is none.
-func position(b []byte) capture.Position {
+func position(b []byte) changes.Position {
 	for _, c := range b {
 		if c != 0 {
-			return capture.Position(b)
+			return changes.Position(b)
 		}
 	}
 	return ""
 }
 
 // lsnBytes returns the binary(10) LSN of a position; ten zero bytes for none.
-func lsnBytes(p capture.Position) []byte {
+func lsnBytes(p changes.Position) []byte {
 	if p == "" {
 		return append([]byte(nil), zeroLSN...)
 	}
@@ -167,7 +171,7 @@ func lsnBytes(p capture.Position) []byte {
 
 // Connect opens the connection of one session. The session holds it, with the identity's
 // lock, until Close.
-func (l *cdcLog) Connect(ctx context.Context) (capture.Session, error) {
+func (l *cdcLog) Connect(ctx context.Context) (changes.Session, error) {
 	c, err := l.connector(l.cfg.ConnString)
 	if err != nil {
 		return nil, fmt.Errorf("opening the capture connection: %w", err)
@@ -189,19 +193,19 @@ func (l *cdcLog) Connect(ctx context.Context) (capture.Session, error) {
 // session is one connection of the log.
 type session struct {
 	log  *cdcLog
-	cfg  capture.Config
+	cfg  changes.Settings
 	db   *sql.DB
 	conn *sql.Conn
 
 	instance string           // the capture instance that Inspect chose
 	user     string           // the database user of the connection
-	from     capture.Position // the position read so far
+	from     changes.Position // the position read so far
 	nextPoll time.Time
 
 	// The rest of the batch of the last poll, which Receive still hands out.
 	inserts int64
 	commit  bool
-	to      capture.Position
+	to      changes.Position
 }
 
 // Close ends the session: its connection closes, which releases the identity's lock.
@@ -233,7 +237,7 @@ func (s *session) qualifiedTable() string { return quote(s.cfg.Schema) + "." + q
 // (on the session's connection, or on a connection of Config.StateConnString when it
 // differs). The capture instance is the slot of this source: it always exists once the checks
 // pass.
-func (s *session) Inspect(ctx context.Context) (*capture.Inspection, error) {
+func (s *session) Inspect(ctx context.Context) (*changes.Inspection, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
@@ -246,7 +250,7 @@ func (s *session) Inspect(ctx context.Context) (*capture.Inspection, error) {
 		return nil, err
 	}
 	if s.cfg.StateConnString == "" || s.cfg.StateConnString == s.cfg.ConnString {
-		return &capture.Inspection{SlotExists: true, States: sqlserver.NewCaptureState(s.conn), Close: func() {}}, nil
+		return &changes.Inspection{SlotExists: true, States: sqlserver.NewCaptureState(s.conn), Close: func() {}}, nil
 	}
 	c, err := s.log.connector(s.cfg.StateConnString)
 	if err != nil {
@@ -254,7 +258,7 @@ func (s *session) Inspect(ctx context.Context) (*capture.Inspection, error) {
 	}
 	db := sql.OpenDB(c)
 	db.SetMaxOpenConns(1)
-	return &capture.Inspection{SlotExists: true, States: sqlserver.NewCaptureState(db), Close: func() { _ = db.Close() }}, nil
+	return &changes.Inspection{SlotExists: true, States: sqlserver.NewCaptureState(db), Close: func() { _ = db.Close() }}, nil
 }
 
 // check runs StmtCheck and refuses a database that is not prepared.
@@ -273,16 +277,16 @@ func (s *session) check(ctx context.Context) error {
 	table, enable := s.qualifiedTable(), EnableTable(s.cfg.Schema, s.cfg.Table)
 	switch {
 	case !dbEnabled:
-		return capture.Faultf(false, "change data capture is not enabled on the database %s; as a member of sysadmin, run: %s %s and keep the SQL Server Agent running",
+		return changes.Faultf(false, "change data capture is not enabled on the database %s; as a member of sysadmin, run: %s %s and keep the SQL Server Agent running",
 			database.String, EnableDB, enable)
 	case !tracked.Valid:
-		return capture.Faultf(false, "the outbox table %s does not exist in the database %s, or the capture account %s cannot see it; create it (queuebox migrate) or grant the account SELECT on it: GRANT SELECT ON %s TO %s;",
+		return changes.Faultf(false, "the outbox table %s does not exist in the database %s, or the capture account %s cannot see it; create it (queuebox migrate) or grant the account SELECT on it: GRANT SELECT ON %s TO %s;",
 			table, database.String, user.String, table, quote(user.String))
 	case !tracked.Bool:
-		return capture.Faultf(false, "change data capture is not enabled on the outbox table %s; as a member of db_owner, run: %s and keep the SQL Server Agent running",
+		return changes.Faultf(false, "change data capture is not enabled on the outbox table %s; as a member of db_owner, run: %s and keep the SQL Server Agent running",
 			table, enable)
 	case !canSelect.Valid || canSelect.Int64 != 1:
-		return capture.Faultf(false, "the capture account %s has no SELECT permission on the outbox table %s, which reading its change data needs; run: GRANT SELECT ON %s TO %s;",
+		return changes.Faultf(false, "the capture account %s has no SELECT permission on the outbox table %s, which reading its change data needs; run: GRANT SELECT ON %s TO %s;",
 			user.String, table, table, quote(user.String))
 	}
 	s.user = user.String
@@ -342,7 +346,7 @@ func (s *session) chooseInstance(ctx context.Context) (instance, error) {
 		return instance{}, fmt.Errorf("reading the capture instances of %s: %w", s.qualifiedTable(), err)
 	}
 	if len(found) == 0 {
-		return instance{}, capture.Faultf(false, "the capture account %s cannot read a capture instance of the outbox table %s: its capture instance has a gating role (the @role_name of sys.sp_cdc_enable_table) that the account is not a member of; add the account to that role (ALTER ROLE <role> ADD MEMBER %s; a member of db_owner sees the role with EXEC sys.sp_cdc_help_change_data_capture @source_schema = %s, @source_name = %s;), or enable the table without a gating role: %s",
+		return instance{}, changes.Faultf(false, "the capture account %s cannot read a capture instance of the outbox table %s: its capture instance has a gating role (the @role_name of sys.sp_cdc_enable_table) that the account is not a member of; add the account to that role (ALTER ROLE <role> ADD MEMBER %s; a member of db_owner sees the role with EXEC sys.sp_cdc_help_change_data_capture @source_schema = %s, @source_name = %s;), or enable the table without a gating role: %s",
 			s.user, s.qualifiedTable(), quote(s.user), literal(s.cfg.Schema), literal(s.cfg.Table), EnableTable(s.cfg.Schema, s.cfg.Table))
 	}
 	oldest := found[0]
@@ -387,7 +391,7 @@ func (s *session) recordHistory(in instance) error {
 	if err := os.MkdirAll(s.cfg.StateDirectory, 0o700); err != nil {
 		return fmt.Errorf("creating the capture state directory: %w", err)
 	}
-	path := filepath.Join(s.cfg.StateDirectory, capture.HistoryFile)
+	path := filepath.Join(s.cfg.StateDirectory, HistoryFile)
 	rec := HistoryRecord{
 		CaptureInstance: in.name, Schema: s.cfg.Schema, Table: s.cfg.Table,
 		StartLSN: s.log.FormatPosition(position(in.startLSN)), CapturedColumns: in.columns,
@@ -403,18 +407,18 @@ func (s *session) recordHistory(in instance) error {
 	line, _ := json.Marshal(rec)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", capture.HistoryFile, err)
+		return fmt.Errorf("writing %s: %w", HistoryFile, err)
 	}
 	if _, err := f.Write(append(line, '\n')); err != nil {
 		_ = f.Close()
-		return fmt.Errorf("writing %s: %w", capture.HistoryFile, err)
+		return fmt.Errorf("writing %s: %w", HistoryFile, err)
 	}
 	if err := f.Sync(); err != nil {
 		_ = f.Close()
-		return fmt.Errorf("writing %s: %w", capture.HistoryFile, err)
+		return fmt.Errorf("writing %s: %w", HistoryFile, err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", capture.HistoryFile, err)
+		return fmt.Errorf("writing %s: %w", HistoryFile, err)
 	}
 	return nil
 }
@@ -438,7 +442,7 @@ func lastHistory(path string) (HistoryRecord, bool) {
 // CreateSlot is never called: the capture instance, which the operator creates with
 // sys.sp_cdc_enable_table, is the slot of this source, and Inspect refuses a table without
 // one.
-func (s *session) CreateSlot(context.Context) (capture.Position, error) {
+func (s *session) CreateSlot(context.Context) (changes.Position, error) {
 	return "", errors.New("sqlserver-cdc has no replication slot to create: enable change data capture on the outbox table with " +
 		EnableTable(s.cfg.Schema, s.cfg.Table))
 }
@@ -447,7 +451,7 @@ func (s *session) CreateSlot(context.Context) (capture.Position, error) {
 // and starts polling after it; without a recorded position (a first start, or after a reset)
 // it starts at the newest position of the database, since the connector wakes delivery on
 // every attempt anyway.
-func (s *session) Start(ctx context.Context, from capture.Position) error {
+func (s *session) Start(ctx context.Context, from changes.Position) error {
 	var minLSN, maxLSN, next []byte
 	if err := s.conn.QueryRowContext(ctx, StmtStart, s.instance, lsnBytes(from)).Scan(&minLSN, &maxLSN, &next); err != nil {
 		return fmt.Errorf("reading the positions of the capture instance %s: %w", s.instance, err)
@@ -469,9 +473,9 @@ func (s *session) Start(ctx context.Context, from capture.Position) error {
 
 // checkRetention refuses a recorded position whose next position the capture instance no
 // longer keeps.
-func (s *session) checkRetention(from, next, minLSN capture.Position) error {
+func (s *session) checkRetention(from, next, minLSN changes.Position) error {
 	if next != "" && next < minLSN {
-		return capture.Faultf(true, "the recorded position %s is older than the oldest change that the capture instance %s keeps (%s): the change data capture cleanup job removed changes that capture never read (capture was stopped for longer than the cleanup job's retention); follow the recovery steps of the capture guide to reset the capture identity %s",
+		return changes.Faultf(true, "the recorded position %s is older than the oldest change that the capture instance %s keeps (%s): the change data capture cleanup job removed changes that capture never read (capture was stopped for longer than the cleanup job's retention); follow the recovery steps of the capture guide to reset the capture identity %s",
 			s.log.FormatPosition(from), s.instance, s.log.FormatPosition(minLSN), s.cfg.Identity)
 	}
 	return nil
@@ -479,28 +483,28 @@ func (s *session) checkRetention(from, next, minLSN capture.Position) error {
 
 // instanceGone is the fault of a capture instance that vanished after Inspect chose it.
 func (s *session) instanceGone() error {
-	return capture.Faultf(false, "the capture instance %s of the outbox table %s does not exist any more, or the capture account cannot read it; enable change data capture on the table again with: %s",
+	return changes.Faultf(false, "the capture instance %s of the outbox table %s does not exist any more, or the capture account cannot read it; enable change data capture on the table again with: %s",
 		s.instance, s.qualifiedTable(), EnableTable(s.cfg.Schema, s.cfg.Table))
 }
 
 // Receive hands out the batch of the last poll, event by event; when it is out, it waits for
-// the poll interval and polls once. It returns an error that wraps capture.ErrReceiveTimeout
+// the poll interval and polls once. It returns an error that wraps changes.ErrReceiveTimeout
 // when ctx's deadline passes first.
-func (s *session) Receive(ctx context.Context) (capture.Event, error) {
+func (s *session) Receive(ctx context.Context) (changes.Event, error) {
 	switch {
 	case s.inserts > 0:
 		s.inserts--
-		return capture.Event{Kind: capture.EventInsert, Schema: s.cfg.Schema, Table: s.cfg.Table}, nil
+		return changes.Event{Kind: changes.EventInsert, Schema: s.cfg.Schema, Table: s.cfg.Table}, nil
 	case s.commit:
 		s.commit = false
-		return capture.Event{Kind: capture.EventCommit, Position: s.to}, nil
+		return changes.Event{Kind: changes.EventCommit, Position: s.to}, nil
 	}
 	if wait := time.Until(s.nextPoll); wait > 0 {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return capture.Event{}, receiveError(ctx, ctx.Err())
+			return changes.Event{}, receiveError(ctx, ctx.Err())
 		case <-t.C:
 		}
 	}
@@ -509,10 +513,10 @@ func (s *session) Receive(ctx context.Context) (capture.Event, error) {
 	return ev, err
 }
 
-// receiveError wraps err in capture.ErrReceiveTimeout when ctx's deadline passed.
+// receiveError wraps err in changes.ErrReceiveTimeout when ctx's deadline passed.
 func receiveError(ctx context.Context, err error) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("%w: %w", capture.ErrReceiveTimeout, err)
+		return fmt.Errorf("%w: %w", changes.ErrReceiveTimeout, err)
 	}
 	return err
 }
@@ -524,7 +528,7 @@ const pollTimeout = 30 * time.Second
 // the newest position when only other changes did, and nothing when the log did not move.
 // The deadline of ctx (the connector's next confirmation) does not cut a poll short, which
 // would cancel the statement on the server; its cancellation does, and pollTimeout bounds it.
-func (s *session) poll(ctx context.Context) (capture.Event, error) {
+func (s *session) poll(ctx context.Context) (changes.Event, error) {
 	pollCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pollTimeout)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() {
@@ -538,30 +542,30 @@ func (s *session) poll(ctx context.Context) (capture.Event, error) {
 	err := s.conn.QueryRowContext(pollCtx, StmtPoll(s.instance), s.instance, lsnBytes(s.from)).Scan(&minLSN, &maxLSN, &first, &count)
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return capture.Event{}, ctx.Err()
+			return changes.Event{}, ctx.Err()
 		}
-		return capture.Event{}, fmt.Errorf("polling the capture instance %s: %w", s.instance, err)
+		return changes.Event{}, fmt.Errorf("polling the capture instance %s: %w", s.instance, err)
 	}
 	lo, to := position(minLSN), position(maxLSN)
 	if lo == "" {
-		return capture.Event{}, s.instanceGone()
+		return changes.Event{}, s.instanceGone()
 	}
 	if s.from != "" {
 		if err := s.checkRetention(s.from, position(first), lo); err != nil {
-			return capture.Event{}, err
+			return changes.Event{}, err
 		}
 	}
 	if !count.Valid || to == "" || to <= s.from {
-		return capture.Event{}, nil
+		return changes.Event{}, nil
 	}
 	s.from = to
 	if count.Int64 == 0 {
-		return capture.Event{Kind: capture.EventKeepalive, Position: to}, nil
+		return changes.Event{Kind: changes.EventKeepalive, Position: to}, nil
 	}
 	s.inserts, s.commit, s.to = count.Int64, true, to
-	return capture.Event{Kind: capture.EventBegin}, nil
+	return changes.Event{Kind: changes.EventBegin}, nil
 }
 
 // Confirm does nothing: SQL Server keeps the changes for the retention of the cleanup job
 // whatever a reader confirmed; the connector records the position in offsets.dat.
-func (s *session) Confirm(context.Context, capture.Position) error { return nil }
+func (s *session) Confirm(context.Context, changes.Position) error { return nil }

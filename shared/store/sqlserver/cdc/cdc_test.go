@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/shared/capture"
+	"github.com/alternayte/queuebox/shared/store/changes"
 	"github.com/alternayte/queuebox/shared/store/sqlserver/cdc"
 	"github.com/alternayte/queuebox/shared/waker"
 )
@@ -90,14 +91,14 @@ func streaming(t *testing.T, r *running) {
 }
 
 // fault waits for the fault that stops the connector.
-func fault(t *testing.T, r *running) *capture.Fault {
+func fault(t *testing.T, r *running) *changes.Fault {
 	t.Helper()
 	select {
 	case <-r.c.Faulted():
 	case <-deadline(t).Done():
 		t.Fatalf("no fault; health: %v", r.c.Check(context.Background()))
 	}
-	var f *capture.Fault
+	var f *changes.Fault
 	require.True(t, errors.As(r.c.Fault(), &f), "fault %v", r.c.Fault())
 	return f
 }
@@ -176,7 +177,7 @@ func TestStatementsOfASession(t *testing.T) {
 	assert.False(t, s.db.Open(1), "Close closes the connection, which releases the lock")
 
 	assert.Equal(t, [][]byte{make([]byte, 10)}, s.startArgs(), "a first start has no recorded position")
-	h, err := os.ReadFile(filepath.Join(dir, capture.HistoryFile))
+	h, err := os.ReadFile(filepath.Join(dir, cdc.HistoryFile))
 	require.NoError(t, err)
 	var rec cdc.HistoryRecord
 	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(string(h))), &rec), "one line: %s", h)
@@ -255,7 +256,7 @@ func TestLSNProgressionWakeOncePerBatchAndRestart(t *testing.T) {
 	starts := s.startArgs()
 	require.Len(t, starts, 2)
 	assert.Equal(t, lsn(300), starts[1], "the restart passes the recorded LSN")
-	h, err := os.ReadFile(filepath.Join(dir, capture.HistoryFile))
+	h, err := os.ReadFile(filepath.Join(dir, cdc.HistoryFile))
 	require.NoError(t, err)
 	assert.Equal(t, 1, strings.Count(string(h), "\n"), "the same capture instance is recorded once: %s", h)
 }
@@ -381,7 +382,7 @@ func TestSecondOwnerIsRefused(t *testing.T) {
 func TestPositions(t *testing.T) {
 	t.Parallel()
 	s := newFakeServer()
-	log, err := s.source().Open(capture.Config{ConnString: connString, Schema: "dbo", Table: "outbox"})
+	log, err := s.source().Open(changes.Settings{ConnString: connString, Schema: "dbo", Table: "outbox"})
 	require.NoError(t, err)
 	p, err := log.ParsePosition("0x0000002A000001F00003")
 	require.NoError(t, err)
@@ -396,9 +397,9 @@ func TestPositions(t *testing.T) {
 		assert.Error(t, err, bad)
 	}
 
-	other, err := s.source().Open(capture.Config{ConnString: strings.Replace(connString, "database=queuebox", "database=other", 1), Schema: "dbo", Table: "outbox"})
+	other, err := s.source().Open(changes.Settings{ConnString: strings.Replace(connString, "database=queuebox", "database=other", 1), Schema: "dbo", Table: "outbox"})
 	require.NoError(t, err)
 	assert.NotEqual(t, log.Fingerprint(), other.Fingerprint(), "another database makes the position meaningless")
-	_, err = s.source().Open(capture.Config{ConnString: "postgres://db/queuebox"})
+	_, err = s.source().Open(changes.Settings{ConnString: "postgres://db/queuebox"})
 	assert.EqualError(t, err, "parsing the capture connection: it is not a sqlserver:// URL")
 }

@@ -1,4 +1,4 @@
-// Package node is the standalone capture node of the AWS deployment (capturenode/main.go): a
+// Package capturenode is the standalone capture node of the AWS deployment (capturenode/main.go): a
 // small long-running service that loads the same configuration as every other QueueBox
 // process and runs, in one process, either or both of:
 //
@@ -34,7 +34,10 @@
 // lazy go-mssqldb pool). spec/28-metrics.md
 // lists no capture metric: /metrics shows the process families, and with broker sources the
 // inbox families of the sources and those of the database pool.
-package node
+//
+// It is a runtime, like shared/localserver and shared/lambdafn: it sits above the parts it
+// assembles (shared/service, shared/capture), and no part imports it.
+package capturenode
 
 import (
 	"context"
