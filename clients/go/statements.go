@@ -98,101 +98,159 @@ func (s statement) withLiterals(literals map[string]string) (statement, error) {
 // quoted as an identifier. Everything else stays as written.
 // It returns the names of the parameters left as placeholders, in order of first appearance.
 func render(src string, dialect Dialect, renames, literals map[string]string) (string, []string, error) {
-	var b strings.Builder
-	b.Grow(len(src) + 64)
-	var names []string
-	index := map[string]int{}
-	n := len(src)
-	for i := 0; i < n; {
-		c := src[i]
-		switch {
-		case c == '-' && i+1 < n && src[i+1] == '-':
-			end := strings.IndexByte(src[i:], '\n')
-			if end < 0 {
-				end = n - i
-			}
-			b.WriteString(src[i : i+end])
-			i += end
-		case c == '/' && i+1 < n && src[i+1] == '*':
-			end := strings.Index(src[i+2:], "*/")
-			if end < 0 {
-				return "", nil, fmt.Errorf("unterminated comment at byte %d", i)
-			}
-			end += i + 4
-			b.WriteString(src[i:end])
-			i = end
-		case c == '\'' || c == '"' || (c == '[' && dialect == DialectSQLServer):
-			closing := c
-			if c == '[' {
-				closing = ']'
-			}
-			end := i + 1
-			for {
-				k := strings.IndexByte(src[end:], closing)
-				if k < 0 {
-					return "", nil, fmt.Errorf("unterminated quote at byte %d", i)
-				}
-				end += k + 1
-				// A doubled closing character stays inside.
-				if end < n && src[end] == closing {
-					end++
-					continue
-				}
-				break
-			}
-			b.WriteString(src[i:end])
-			i = end
-		case c == ':' && i+1 < n && src[i+1] == ':':
-			b.WriteString("::")
-			i += 2
-		case c == ':' && i+1 < n && isIdentStart(src[i+1]) && (i == 0 || !isIdentByte(src[i-1])):
-			j := i + 1
-			for j < n && isIdentByte(src[j]) {
-				j++
-			}
-			name := src[i+1 : j]
-			if lit, ok := literals[name]; ok {
-				b.WriteString(lit)
-				i = j
-				continue
-			}
-			k, seen := index[name]
-			if !seen {
-				names = append(names, name)
-				k = len(names)
-				index[name] = k
-			}
-			if dialect == DialectSQLServer {
-				b.WriteString("@" + name)
-			} else {
-				fmt.Fprintf(&b, "$%d", k)
-			}
-			i = j
-		case c == '@':
-			// A T-SQL variable (@qb_now, @@TRANCOUNT, @Resource) is never a column.
-			j := i + 1
-			for j < n && (src[j] == '@' || isIdentByte(src[j])) {
-				j++
-			}
-			b.WriteString(src[i:j])
-			i = j
-		case isIdentStart(c) && (i == 0 || !isIdentByte(src[i-1])):
-			j := i
-			for j < n && isIdentByte(src[j]) {
-				j++
-			}
-			word := src[i:j]
-			if mapped, ok := renames[word]; ok {
-				word = quoteIdentifier(dialect, mapped)
-			}
-			b.WriteString(word)
-			i = j
-		default:
-			b.WriteByte(c)
-			i++
+	r := &renderer{src: src, dialect: dialect, renames: renames, literals: literals, index: map[string]int{}}
+	r.b.Grow(len(src) + 64)
+	for r.i < len(src) {
+		if err := r.step(); err != nil {
+			return "", nil, err
 		}
 	}
-	return b.String(), names, nil
+	return r.b.String(), r.names, nil
+}
+
+// renderer is the state of one render: the source, the position in it, the output, and the
+// placeholders named so far in order of first appearance.
+type renderer struct {
+	src      string
+	dialect  Dialect
+	renames  map[string]string
+	literals map[string]string
+	b        strings.Builder
+	i        int
+	names    []string
+	index    map[string]int
+}
+
+// at reports whether the source holds c at position i.
+func (r *renderer) at(i int, c byte) bool { return i < len(r.src) && r.src[i] == c }
+
+// wordStart reports whether an identifier may start at position i: no identifier byte
+// before it.
+func (r *renderer) wordStart(i int) bool { return i == 0 || !isIdentByte(r.src[i-1]) }
+
+// step renders the token at the current position and moves past it.
+func (r *renderer) step() error {
+	c := r.src[r.i]
+	switch {
+	case c == '-' && r.at(r.i+1, '-'):
+		r.lineComment()
+	case c == '/' && r.at(r.i+1, '*'):
+		return r.blockComment()
+	case c == '\'' || c == '"' || (c == '[' && r.dialect == DialectSQLServer):
+		return r.quoted(c)
+	case c == ':' && r.at(r.i+1, ':'):
+		r.b.WriteString("::")
+		r.i += 2
+	case c == ':' && r.i+1 < len(r.src) && isIdentStart(r.src[r.i+1]) && r.wordStart(r.i):
+		r.placeholder()
+	case c == '@':
+		r.variable()
+	case isIdentStart(c) && r.wordStart(r.i):
+		r.word()
+	default:
+		r.b.WriteByte(c)
+		r.i++
+	}
+	return nil
+}
+
+// lineComment copies a -- comment up to its line's end.
+func (r *renderer) lineComment() {
+	end := strings.IndexByte(r.src[r.i:], '\n')
+	if end < 0 {
+		end = len(r.src) - r.i
+	}
+	r.b.WriteString(r.src[r.i : r.i+end])
+	r.i += end
+}
+
+// blockComment copies a /* */ comment.
+func (r *renderer) blockComment() error {
+	end := strings.Index(r.src[r.i+2:], "*/")
+	if end < 0 {
+		return fmt.Errorf("unterminated comment at byte %d", r.i)
+	}
+	end += r.i + 4
+	r.b.WriteString(r.src[r.i:end])
+	r.i = end
+	return nil
+}
+
+// quoted copies a string literal or a quoted identifier opened by c; a doubled closing
+// character stays inside.
+func (r *renderer) quoted(c byte) error {
+	closing := c
+	if c == '[' {
+		closing = ']'
+	}
+	end := r.i + 1
+	for {
+		k := strings.IndexByte(r.src[end:], closing)
+		if k < 0 {
+			return fmt.Errorf("unterminated quote at byte %d", r.i)
+		}
+		end += k + 1
+		if !r.at(end, closing) {
+			break
+		}
+		end++
+	}
+	r.b.WriteString(r.src[r.i:end])
+	r.i = end
+	return nil
+}
+
+// identEnd is the end of the identifier bytes from position j.
+func (r *renderer) identEnd(j int) int {
+	for j < len(r.src) && isIdentByte(r.src[j]) {
+		j++
+	}
+	return j
+}
+
+// placeholder renders :name as its literal, or as the dialect's placeholder ($n on
+// PostgreSQL, @name on SQL Server), numbering each name once.
+func (r *renderer) placeholder() {
+	j := r.identEnd(r.i + 1)
+	name := r.src[r.i+1 : j]
+	r.i = j
+	if lit, ok := r.literals[name]; ok {
+		r.b.WriteString(lit)
+		return
+	}
+	k, seen := r.index[name]
+	if !seen {
+		r.names = append(r.names, name)
+		k = len(r.names)
+		r.index[name] = k
+	}
+	if r.dialect == DialectSQLServer {
+		r.b.WriteString("@" + name)
+	} else {
+		fmt.Fprintf(&r.b, "$%d", k)
+	}
+}
+
+// variable copies a T-SQL variable (@qb_now, @@TRANCOUNT, @Resource), which is never a
+// column.
+func (r *renderer) variable() {
+	j := r.i + 1
+	for j < len(r.src) && (r.src[j] == '@' || isIdentByte(r.src[j])) {
+		j++
+	}
+	r.b.WriteString(r.src[r.i:j])
+	r.i = j
+}
+
+// word copies an identifier, or the quoted new name when renames maps it.
+func (r *renderer) word() {
+	j := r.identEnd(r.i)
+	word := r.src[r.i:j]
+	if mapped, ok := r.renames[word]; ok {
+		word = quoteIdentifier(r.dialect, mapped)
+	}
+	r.b.WriteString(word)
+	r.i = j
 }
 
 // quoteIdentifier quotes a name as an identifier of the dialect. The schema check has already

@@ -252,6 +252,25 @@ func (w *InboxWorker) Run(ctx context.Context, handler Handler) error {
 		close(renewQuit)
 		<-renewDone
 	}()
+	done := w.startRunners(ctx, t, handler)
+	fatal := w.claimLoop(ctx, hard, t)
+	endRun()
+	close(t.queue)
+	// The rows that wait have not started and never will: leave them to their leases.
+	var dropped []*claimed
+	for c := range t.queue {
+		dropped = append(dropped, c)
+	}
+	w.drop(dropped)
+
+	w.awaitHandlers(done, &stoppedAt, endHard)
+	w.log.info("inbox pull worker stopped", map[string]any{"source": w.opts.Source})
+	return fatal
+}
+
+// startRunners starts MaxConcurrency goroutines that take claimed rows from t's queue and run
+// handler for each; the channel it returns is closed when all of them have returned.
+func (w *InboxWorker) startRunners(ctx context.Context, t *tracker, handler Handler) <-chan struct{} {
 	done := make(chan struct{})
 	var runners sync.WaitGroup
 	for range w.opts.MaxConcurrency {
@@ -265,38 +284,34 @@ func (w *InboxWorker) Run(ctx context.Context, handler Handler) error {
 		runners.Wait()
 		close(done)
 	}()
-	fatal := w.claimLoop(ctx, hard, t)
-	endRun()
-	close(t.queue)
-	// The rows that wait have not started and never will: leave them to their leases.
-	var dropped []*claimed
-	for c := range t.queue {
-		dropped = append(dropped, c)
-	}
-	w.drop(dropped)
+	return done
+}
 
+// awaitHandlers waits for the running handlers (done) up to what is left of ShutdownGrace
+// since the stop (stoppedAt, in Unix nanoseconds, zero when not yet stopped); when the grace
+// runs out it cancels them with endHard and waits for them to return.
+func (w *InboxWorker) awaitHandlers(done <-chan struct{}, stoppedAt *atomic.Int64, endHard context.CancelCauseFunc) {
 	select {
 	case <-done:
+		return
 	default:
-		w.log.info("stopping: waiting for the running handlers", map[string]any{
-			"source": w.opts.Source, "shutdown_grace_ms": w.opts.ShutdownGrace.Milliseconds(),
-		})
-		remaining := w.opts.ShutdownGrace
-		if at := stoppedAt.Load(); at != 0 {
-			remaining -= time.Since(time.Unix(0, at))
-		}
-		grace := time.NewTimer(max(remaining, 0))
-		select {
-		case <-done:
-			grace.Stop()
-		case <-grace.C:
-			w.log.warn("the shutdown grace ran out: cancelling the running handlers; their rows are not completed, spend no attempt, and their leases expire", map[string]any{"source": w.opts.Source})
-			endHard(errGraceOver)
-			<-done
-		}
 	}
-	w.log.info("inbox pull worker stopped", map[string]any{"source": w.opts.Source})
-	return fatal
+	w.log.info("stopping: waiting for the running handlers", map[string]any{
+		"source": w.opts.Source, "shutdown_grace_ms": w.opts.ShutdownGrace.Milliseconds(),
+	})
+	remaining := w.opts.ShutdownGrace
+	if at := stoppedAt.Load(); at != 0 {
+		remaining -= time.Since(time.Unix(0, at))
+	}
+	grace := time.NewTimer(max(remaining, 0))
+	select {
+	case <-done:
+		grace.Stop()
+	case <-grace.C:
+		w.log.warn("the shutdown grace ran out: cancelling the running handlers; their rows are not completed, spend no attempt, and their leases expire", map[string]any{"source": w.opts.Source})
+		endHard(errGraceOver)
+		<-done
+	}
 }
 
 // tracker holds the state that the claimer and the runners of a Run share.

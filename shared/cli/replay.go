@@ -142,6 +142,17 @@ func (r *replayArgs) check(fs *flag.FlagSet) error {
 			return fmt.Errorf("--states may hold only %s on the %s table, not %q", strings.Join(allowed, ","), r.table, s)
 		}
 	}
+	if err := r.checkValues(); err != nil {
+		return err
+	}
+	if err := r.checkBounds(set); err != nil {
+		return err
+	}
+	return r.opts.Check()
+}
+
+// checkValues refuses an --id that is not a UUID and a --consumption other than push or pull.
+func (r *replayArgs) checkValues() error {
 	for _, id := range r.ids {
 		if _, err := uuid.Parse(id); err != nil {
 			return fmt.Errorf("--id %q is not a UUID", id)
@@ -150,6 +161,12 @@ func (r *replayArgs) check(fs *flag.FlagSet) error {
 	if r.consumption != "" && r.consumption != store.ConsumptionPush && r.consumption != store.ConsumptionPull {
 		return fmt.Errorf("--consumption must be push or pull, not %q", r.consumption)
 	}
+	return nil
+}
+
+// checkBounds refuses a --limit, --batch-size or --rows-per-second given (set) out of its
+// bounds.
+func (r *replayArgs) checkBounds(set map[string]bool) error {
 	switch {
 	case set["limit"] && r.opts.Limit <= 0:
 		return errors.New("--limit must be above 0")
@@ -158,7 +175,7 @@ func (r *replayArgs) check(fs *flag.FlagSet) error {
 	case set["rows-per-second"] && (r.opts.RowsPerSecond <= 0 || r.opts.RowsPerSecond > replay.MaxRowsPerSecond):
 		return fmt.Errorf("--rows-per-second must be above 0 and at most %d", replay.MaxRowsPerSecond)
 	}
-	return r.opts.Check()
+	return nil
 }
 
 // replayCommandJSON is the answer of `replay --json`: the keys of the admin route's answer.

@@ -251,23 +251,32 @@ func pairValue(s string, p int) (start, end int, ok bool) {
 		return i, quotedEnd(s, i), true
 	}
 	if s[p] == '=' {
-		// An optional scheme name and blanks, then a run up to whitespace.
-		if n := schemeNameLen(s[i:]); n > 0 {
-			b := i + n
-			for b < len(s) && (s[b] == ' ' || s[b] == '\t') {
-				b++
-			}
-			if b > i+n && b < len(s) && !isSpace(s[b]) {
-				return i, spaceEnd(s, b), true
-			}
-		}
-		if isSpace(s[i]) {
-			return 0, 0, false
-		}
-		return i, spaceEnd(s, i), true
+		return equalsValue(s, i)
 	}
-	// After ":": [REDACTED] as it is, or a run up to a stop character or the end of the
-	// line, without trailing whitespace.
+	return colonValue(s, i)
+}
+
+// equalsValue returns the unquoted value after "=" that starts at s[i]: an optional scheme
+// name and blanks, then a run up to whitespace.
+func equalsValue(s string, i int) (start, end int, ok bool) {
+	if n := schemeNameLen(s[i:]); n > 0 {
+		b := i + n
+		for b < len(s) && (s[b] == ' ' || s[b] == '\t') {
+			b++
+		}
+		if b > i+n && b < len(s) && !isSpace(s[b]) {
+			return i, spaceEnd(s, b), true
+		}
+	}
+	if isSpace(s[i]) {
+		return 0, 0, false
+	}
+	return i, spaceEnd(s, i), true
+}
+
+// colonValue returns the unquoted value after ":" that starts at s[i]: [REDACTED] as it is,
+// or a run up to a stop character or the end of the line, without trailing whitespace.
+func colonValue(s string, i int) (start, end int, ok bool) {
 	if strings.HasPrefix(s[i:], redacted) {
 		return i, i + len(redacted), true
 	}
@@ -357,9 +366,13 @@ func userInfoEnd(s string, a int, noAt *int) int {
 	if at > 0 {
 		return at + 1
 	}
-	// Otherwise user:password, where the password holds "/", "?" or "#" and the text between
-	// ":" and that character is not a port number; the last "@" before whitespace or a double
-	// quote ends it.
+	return passwordUserInfoEnd(s, a, noAt)
+}
+
+// passwordUserInfoEnd returns the index after the "@" that ends user:password information
+// whose password holds "/", "?" or "#" (the text between ":" and that character is not a
+// port number): the last "@" before whitespace or a double quote; or 0 when there is none.
+func passwordUserInfoEnd(s string, a int, noAt *int) int {
 	u := a
 	for u < len(s) && !isSpace(s[u]) && !isOneOf(s[u], `/?#@:"`) {
 		u++
@@ -378,6 +391,7 @@ func userInfoEnd(s string, a int, noAt *int) int {
 	if v+1 < *noAt {
 		return 0
 	}
+	at := -1
 	i := v + 1
 	for ; i < len(s) && !isSpace(s[i]) && s[i] != '"'; i++ {
 		if s[i] == '@' {
