@@ -49,54 +49,75 @@ func Commands(block string) ([]Command, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []Command
-	var cur []string
-	inExec, execProgram := false, false
-	flush := func() {
-		if len(cur) > 0 {
-			out = append(out, Command{Line: strings.Join(cur, " ")})
-		}
-		cur, inExec, execProgram = nil, false, false
-	}
+	var sp splitter
 	for i := 0; i < len(toks); i++ {
 		tok := toks[i]
 		if tok == `\` {
 			continue // a line continuation whose break was lost
 		}
 		if m := heredocStart.FindStringSubmatch(tok); m != nil {
-			tag := m[1]
-			j := i + 1
-			for j < len(toks) && toks[j] != tag {
-				j++
+			if i, err = sp.heredoc(toks, i, m[1]); err != nil {
+				return nil, err
 			}
-			if j == len(toks) {
-				return nil, fmt.Errorf("the here-document %s has no closing %s", tok, tag)
-			}
-			cur = append(cur, tok)
-			line := strings.Join(cur, " ")
-			out = append(out, Command{Line: line, Heredoc: strings.Join(toks[i+1:j], " "), Tag: tag})
-			cur, inExec, execProgram = nil, false, false
-			i = j
 			continue
 		}
-		if programs[tok] && len(cur) > 0 {
-			prev := cur[len(cur)-1]
-			joined := prev == "&&" || prev == "|" || prev == "||" || strings.HasSuffix(prev, ";")
-			absorbed := inExec && !execProgram
-			if absorbed {
-				execProgram = true
-			}
-			if !joined && !absorbed {
-				flush()
-			}
-		}
-		if tok == "exec" && len(cur) > 1 && cur[0] == "docker" {
-			inExec = true
-		}
-		cur = append(cur, tok)
+		sp.word(tok)
 	}
-	flush()
-	return out, nil
+	sp.flush()
+	return sp.out, nil
+}
+
+// splitter gathers the words of the command being read (cur) and the commands read so far.
+// inExec is set inside `docker ... exec`, whose first program name belongs to it
+// (execProgram once taken).
+type splitter struct {
+	out                 []Command
+	cur                 []string
+	inExec, execProgram bool
+}
+
+// flush ends the current command.
+func (sp *splitter) flush() {
+	if len(sp.cur) > 0 {
+		sp.out = append(sp.out, Command{Line: strings.Join(sp.cur, " ")})
+	}
+	sp.cur, sp.inExec, sp.execProgram = nil, false, false
+}
+
+// heredoc ends the current command with the here-document that opens at toks[i] and runs to
+// the word tag; it returns the index of that word.
+func (sp *splitter) heredoc(toks []string, i int, tag string) (int, error) {
+	j := i + 1
+	for j < len(toks) && toks[j] != tag {
+		j++
+	}
+	if j == len(toks) {
+		return 0, fmt.Errorf("the here-document %s has no closing %s", toks[i], tag)
+	}
+	sp.cur = append(sp.cur, toks[i])
+	sp.out = append(sp.out, Command{Line: strings.Join(sp.cur, " "), Heredoc: strings.Join(toks[i+1:j], " "), Tag: tag})
+	sp.cur, sp.inExec, sp.execProgram = nil, false, false
+	return j, nil
+}
+
+// word adds tok to the current command, first ending it when tok is a program name that
+// neither an operator (&&, |, ||, ;) nor a `docker exec` joins to it.
+func (sp *splitter) word(tok string) {
+	if programs[tok] && len(sp.cur) > 0 {
+		prev := sp.cur[len(sp.cur)-1]
+		joined := prev == "&&" || prev == "|" || prev == "||" || strings.HasSuffix(prev, ";")
+		absorbed := sp.inExec && !sp.execProgram
+		if absorbed {
+			sp.execProgram = true
+		}
+		if !joined && !absorbed {
+			sp.flush()
+		}
+	}
+	if tok == "exec" && len(sp.cur) > 1 && sp.cur[0] == "docker" {
+		sp.inExec = true
+	}
+	sp.cur = append(sp.cur, tok)
 }
 
 // shellTokens splits text at white space outside quotes; quotes stay in the tokens.
