@@ -10,9 +10,9 @@ import (
 // ErrNotFound is returned (wrapped) by Backend.Row for an id that no row has.
 var ErrNotFound = errors.New("not found")
 
-// Backend is what the console reads and changes. The composition root (shared/service)
-// implements it over the store, the routes and the destination state; the console knows no
-// SQL and no configuration.
+// Backend is what the console reads and changes. shared/console/operator implements it over
+// the store, the routes and the destination state; the console knows no SQL and no
+// configuration.
 type Backend interface {
 	// Overview counts the rows of each table by state.
 	Overview(ctx context.Context) (Overview, error)

@@ -91,3 +91,13 @@ func TestRetryAfterSeconds(t *testing.T) {
 	assert.Equal(t, "2", retryAfterSeconds(1001*time.Millisecond))
 	assert.Equal(t, "600", retryAfterSeconds(LoginWindow))
 }
+
+// TestSecretLogin accepts the admin secret and nothing else, not a prefix nor an extension.
+func TestSecretLogin(t *testing.T) {
+	t.Parallel()
+	login := SecretLogin("admin-secret-0123")
+	assert.True(t, login("admin-secret-0123"))
+	for _, typed := range []string{"", "admin-secret-012", "admin-secret-01234", "ADMIN-SECRET-0123"} {
+		assert.False(t, login(typed), "typed %q", typed)
+	}
+}

@@ -34,7 +34,7 @@ const (
 
 // SessionRevoker keeps the sessions that a logout ended where every replica and every Lambda
 // invocation reads them: the database (queuebox_revoked_session). A Backend that implements it
-// makes the logout end the session everywhere; shared/service's does. A key is the hex SHA-256
+// makes the logout end the session everywhere; shared/console/operator's does. A key is the hex SHA-256
 // of the session's nonce (64 characters), never the cookie.
 type SessionRevoker interface {
 	// RevokeSession records that the session of key ended; expiresAt is the session's own

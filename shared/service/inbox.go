@@ -1,8 +1,6 @@
 package service
 
 import (
-	"context"
-	"encoding/json"
 	"log/slog"
 	"slices"
 
@@ -123,40 +121,4 @@ func newAdmin(cfg *config.Config, st AdminStore, engine *transform.Engine, log *
 		return nil, startError("build the admin routes", err)
 	}
 	return h, nil
-}
-
-// sourceTransformer compiles a source transform on engine for the inbox handler.
-func sourceTransformer(engine *transform.Engine, t *transform.Config) (inbox.Transformer, error) {
-	x, err := engine.Compile(t.Expression, t.Limits())
-	if err != nil {
-		return nil, err
-	}
-	return sourceTransform{x}, nil
-}
-
-// sourceTransform evaluates a source transform with the variables of the source stage; the
-// inbox handler applies its onError.
-type sourceTransform struct{ expr *transform.Expression }
-
-// Transform implements inbox.Transformer.
-func (s sourceTransform) Transform(ctx context.Context, in inbox.TransformInput) (json.RawMessage, error) {
-	vars := transform.SourceVars(transform.Inbound{
-		MessageID: in.MessageID, Source: in.Source, Headers: in.Headers,
-		IdempotencyKey: nonEmpty(in.IdempotencyKey), EventType: nonEmpty(in.EventType),
-		ReceivedAt: in.Timestamp,
-	})
-	return s.expr.Evaluate(ctx, in.Payload, vars)
-}
-
-func nonEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
-// SourceTransformer compiles a source transform on engine for a broker source's intake, as
-// the HTTP inbox's sources get theirs.
-func SourceTransformer(engine *transform.Engine, t *transform.Config) (inbox.Transformer, error) {
-	return sourceTransformer(engine, t)
 }

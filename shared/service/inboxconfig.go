@@ -70,7 +70,7 @@ func InboxSources(cfg *config.Config, engine *transform.Engine) ([]inbox.Source,
 			src.Verifier = v
 		}
 		if s.Transform != nil {
-			t, err := sourceTransformer(engine, TransformConfig(s.Transform))
+			t, err := inbox.CompileTransform(engine, TransformConfig(s.Transform))
 			if err != nil {
 				return nil, fmt.Errorf("building the transform of source %s: %w", name, err)
 			}

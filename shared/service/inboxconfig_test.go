@@ -113,12 +113,12 @@ sources:
 	assert.Error(t, got.Verifier.Verify(http.Header{"X-Partner-Key": {"other"}}, nil, time.Now()))
 
 	assert.Equal(t, inbox.OnErrorSkip, got.OnError)
-	st, ok := got.Transform.(sourceTransform)
+	st, ok := got.Transform.(inbox.SourceTransform)
 	require.True(t, ok, "the source transform: %T", got.Transform)
-	assert.Equal(t, `{ "order": $ }`, st.expr.Source())
+	assert.Equal(t, `{ "order": $ }`, st.Expression().Source())
 	// The source's timeoutMs reaches the expression; it is seconds so that the evaluation below,
 	// which must succeed, is not cut off on a loaded machine.
-	assert.Equal(t, transform.Limits{Timeout: 25 * time.Second, MaxDepth: 40}, st.expr.Limits())
+	assert.Equal(t, transform.Limits{Timeout: 25 * time.Second, MaxDepth: 40}, st.Expression().Limits())
 	out, err := got.Transform.Transform(context.Background(), inbox.TransformInput{Payload: json.RawMessage(`{"id":"a"}`)})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"order":{"id":"a"}}`, string(out))

@@ -137,7 +137,7 @@ func intakeOf(engine *transform.Engine, name string, s *config.Source) (inbox.Br
 		in.MaxBodyBytes = *b.MaxBodyBytes
 	}
 	if s.Transform != nil {
-		t, err := service.SourceTransformer(engine, service.TransformConfig(s.Transform))
+		t, err := inbox.CompileTransform(engine, service.TransformConfig(s.Transform))
 		if err != nil {
 			return inbox.BrokerSource{}, fmt.Errorf("building the transform of source %s: %w", name, err)
 		}

@@ -1,4 +1,4 @@
-package service
+package operator
 
 import (
 	"context"
@@ -27,14 +27,14 @@ func (s sessionStore) SessionRevoked(context.Context, string) (bool, error)   { 
 func TestConsoleLogoutsWithoutTheirTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	missing := consoleBackend{st: sessionStore{err: fmt.Errorf("reading: %w", store.ErrNoRevokedSessions)}}
+	missing := Backend{st: sessionStore{err: fmt.Errorf("reading: %w", store.ErrNoRevokedSessions)}}
 	revoked, err := missing.SessionRevoked(ctx, "k")
 	require.NoError(t, err)
 	assert.False(t, revoked)
 	require.NoError(t, missing.RevokeSession(ctx, "k", time.Now()))
 
 	down := errors.New("connection refused")
-	failing := consoleBackend{st: sessionStore{err: down}}
+	failing := Backend{st: sessionStore{err: down}}
 	_, err = failing.SessionRevoked(ctx, "k")
 	require.ErrorIs(t, err, down)
 	require.ErrorIs(t, failing.RevokeSession(ctx, "k", time.Now()), down)

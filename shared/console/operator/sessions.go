@@ -1,4 +1,4 @@
-package service
+package operator
 
 import (
 	"context"
@@ -14,11 +14,11 @@ import (
 // Without that table (database.migrate false and the file not applied, which the start warns
 // about) a logout clears the browser's cookie only, and no session counts as revoked; any
 // other failure to read the logouts still refuses the session (shared/console).
-var _ console.SessionRevoker = (*consoleBackend)(nil)
+var _ console.SessionRevoker = (*Backend)(nil)
 
 // RevokeSession records a console logout in the store (console.SessionRevoker). Without the
 // table it records nothing and the logout clears the cookie only.
-func (b *consoleBackend) RevokeSession(ctx context.Context, key string, expiresAt time.Time) error {
+func (b *Backend) RevokeSession(ctx context.Context, key string, expiresAt time.Time) error {
 	err := b.st.RevokeSession(ctx, key, expiresAt)
 	if errors.Is(err, store.ErrNoRevokedSessions) {
 		return nil
@@ -28,7 +28,7 @@ func (b *consoleBackend) RevokeSession(ctx context.Context, key string, expiresA
 
 // SessionRevoked reads a console logout from the store (console.SessionRevoker). Without the
 // table no session was revoked.
-func (b *consoleBackend) SessionRevoked(ctx context.Context, key string) (bool, error) {
+func (b *Backend) SessionRevoked(ctx context.Context, key string) (bool, error) {
 	revoked, err := b.st.SessionRevoked(ctx, key)
 	if errors.Is(err, store.ErrNoRevokedSessions) {
 		return false, nil
