@@ -335,7 +335,7 @@ func (n *Node) services(srv *http.Server, ln net.Listener, serveErr chan<- error
 	}))
 	if conn := n.app.Capture; conn != nil {
 		g.Add(lifecycle.NewLoop(func(ctx context.Context) {
-			_ = conn.Run(ctx) // a fault ends Run through Faulted
+			_ = conn.Run(ctx) // a fault ends the node's Run through Faulted
 		}))
 	}
 	if srcs := n.app.Sources; srcs != nil {
