@@ -522,19 +522,9 @@ func (c *Connector) prepare(ctx context.Context, sess changes.Session) (start ch
 		return "", false, err
 	}
 	defer in.Close()
-	slotExists, states := in.SlotExists, in.States
-
-	hasTable, err := states.Exists(ctx)
+	row, hasTable, err := c.recordedState(ctx, in.States)
 	if err != nil {
 		return "", false, err
-	}
-	var row *store.CaptureStateRow
-	if hasTable {
-		if row, err = states.Read(ctx, c.cfg.Identity); err != nil {
-			return "", false, err
-		}
-	} else {
-		c.cfg.Logger.Warn("the table " + StateTable + " does not exist (migration V7); capture cannot compare its state with the database")
 	}
 	if err := os.MkdirAll(c.cfg.StateDirectory, 0o700); err != nil {
 		return "", false, fmt.Errorf("creating the capture state directory: %w", err)
@@ -547,52 +537,86 @@ func (c *Connector) prepare(ctx context.Context, sess changes.Session) (start ch
 	if err != nil {
 		return "", false, err
 	}
-	dir := c.cfg.StateDirectory
-
 	if id == "" {
-		if hasOffsets {
-			return "", false, changes.Faultf(true, "the state directory %s holds %s but no %s file", dir, OffsetsFile, IdentityFile)
-		}
-		if row != nil {
-			return "", false, changes.Faultf(true, "the state directory %s holds no capture state, but %s says that the capture identity %s ran before (state_id %s): the state volume is missing or empty",
-				dir, StateTable, c.cfg.Identity, row.StateID)
-		}
-		// A first start: record the identity in the directory first, then in the table.
-		id = newStateID()
-		if err := c.files.writeIdentity(id); err != nil {
+		if err := c.firstStart(ctx, in.States, row, hasTable, hasOffsets); err != nil {
 			return "", false, err
 		}
-		if hasTable {
-			got, err := states.Insert(ctx, c.cfg.Identity, store.CaptureStateRow{StateID: id, Fingerprint: c.fp})
-			if err != nil {
-				return "", false, err
-			}
-			if got == nil || got.StateID != id {
-				return "", false, changes.Faultf(true, "another process recorded the capture identity %s in %s at the same time", c.cfg.Identity, StateTable)
-			}
-		}
-		c.cfg.Logger.Info("capture recorded a new state", "identity", c.cfg.Identity, "state_id", id, "directory", dir)
-		return "", !slotExists, nil
+		return "", !in.SlotExists, nil
 	}
-
 	if hasTable {
-		switch {
-		case row == nil:
-			return "", false, changes.Faultf(true, "the state files in %s belong to state_id %s, but %s has no row for the capture identity %s",
-				dir, id, StateTable, c.cfg.Identity)
-		case row.StateID != id:
-			return "", false, changes.Faultf(true, "the state files in %s belong to a different instance: they name state_id %s, and %s records state_id %s for the capture identity %s",
-				dir, id, StateTable, row.StateID, c.cfg.Identity)
-		case row.Fingerprint != c.fp:
-			return "", false, changes.Faultf(true, "the capture settings changed since the capture identity %s recorded its position (a new slot, publication, schema, table, host or database): the recorded position is meaningless",
-				c.cfg.Identity)
+		if err := c.checkRecorded(id, row); err != nil {
+			return "", false, err
 		}
 	}
-	if !slotExists {
+	if !in.SlotExists {
 		if hasOffsets {
-			return "", false, changes.Faultf(true, "the replication slot %s is gone, but the state files in %s remain", c.cfg.Slot, dir)
+			return "", false, changes.Faultf(true, "the replication slot %s is gone, but the state files in %s remain", c.cfg.Slot, c.cfg.StateDirectory)
 		}
 		return "", true, nil // the identity was recorded, the slot not yet created
 	}
 	return offsets, false, nil
+}
+
+// recordedState reads the row of the identity in the state table; hasTable is false (and row
+// nil) when the table does not exist.
+func (c *Connector) recordedState(ctx context.Context, states store.CaptureStateStore) (row *store.CaptureStateRow, hasTable bool, err error) {
+	hasTable, err = states.Exists(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if !hasTable {
+		c.cfg.Logger.Warn("the table " + StateTable + " does not exist (migration V7); capture cannot compare its state with the database")
+		return nil, false, nil
+	}
+	if row, err = states.Read(ctx, c.cfg.Identity); err != nil {
+		return nil, true, err
+	}
+	return row, true, nil
+}
+
+// firstStart records a new state for a state directory without an identity file: in the
+// directory first, then in the state table. A directory with offsets but no identity, and an
+// empty directory for an identity that the table says ran before, are Faults.
+func (c *Connector) firstStart(ctx context.Context, states store.CaptureStateStore, row *store.CaptureStateRow, hasTable, hasOffsets bool) error {
+	dir := c.cfg.StateDirectory
+	if hasOffsets {
+		return changes.Faultf(true, "the state directory %s holds %s but no %s file", dir, OffsetsFile, IdentityFile)
+	}
+	if row != nil {
+		return changes.Faultf(true, "the state directory %s holds no capture state, but %s says that the capture identity %s ran before (state_id %s): the state volume is missing or empty",
+			dir, StateTable, c.cfg.Identity, row.StateID)
+	}
+	id := newStateID()
+	if err := c.files.writeIdentity(id); err != nil {
+		return err
+	}
+	if hasTable {
+		got, err := states.Insert(ctx, c.cfg.Identity, store.CaptureStateRow{StateID: id, Fingerprint: c.fp})
+		if err != nil {
+			return err
+		}
+		if got == nil || got.StateID != id {
+			return changes.Faultf(true, "another process recorded the capture identity %s in %s at the same time", c.cfg.Identity, StateTable)
+		}
+	}
+	c.cfg.Logger.Info("capture recorded a new state", "identity", c.cfg.Identity, "state_id", id, "directory", dir)
+	return nil
+}
+
+// checkRecorded checks the identity file's state_id id against the identity's row of the
+// state table: the row must exist, name the same state and have the same settings.
+func (c *Connector) checkRecorded(id string, row *store.CaptureStateRow) error {
+	dir := c.cfg.StateDirectory
+	switch {
+	case row == nil:
+		return changes.Faultf(true, "the state files in %s belong to state_id %s, but %s has no row for the capture identity %s",
+			dir, id, StateTable, c.cfg.Identity)
+	case row.StateID != id:
+		return changes.Faultf(true, "the state files in %s belong to a different instance: they name state_id %s, and %s records state_id %s for the capture identity %s",
+			dir, id, StateTable, row.StateID, c.cfg.Identity)
+	case row.Fingerprint != c.fp:
+		return changes.Faultf(true, "the capture settings changed since the capture identity %s recorded its position (a new slot, publication, schema, table, host or database): the recorded position is meaningless",
+			c.cfg.Identity)
+	}
+	return nil
 }

@@ -54,6 +54,7 @@ import (
 
 	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/gctune"
+	"github.com/alternayte/queuebox/shared/lifecycle"
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/service"
@@ -280,23 +281,16 @@ func (n *Node) Run(ctx context.Context) error {
 	close(n.ready)
 	srv := service.NewHTTPServer(n.Handler(), n.app.ServerOptions())
 	serveErr := make(chan error, 1)
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			serveErr <- fmt.Errorf("serving %s: %w", ln.Addr(), err)
-		}
-	}()
-	capCtx, stopCapture := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopCapture()
-	capDone := make(chan error, 1)
 	var faulted <-chan struct{} // nil without capture: never ready
 	conn := n.app.Capture
 	if conn != nil {
 		faulted = conn.Faulted()
-		go func() { capDone <- conn.Run(capCtx) }()
 	}
 	srcs := n.app.Sources
-	if srcs != nil {
-		srcs.Start(context.WithoutCancel(ctx), n.app.DB.Store)
+	// The services run until the shutdown stops them, stage by stage, not until ctx ends.
+	group := n.services(srv, ln, serveErr)
+	if err := group.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
 	}
 	attrs := []any{"version", service.Version, "address", ln.Addr().String(), "capture", conn != nil}
 	if conn != nil {
@@ -316,20 +310,47 @@ func (n *Node) Run(ctx context.Context) error {
 		runErr = service.NewStartError("run capture", conn.Fault())
 	}
 	n.log.Info("QueueBox capture node is shutting down")
-	if srcs != nil && !srcs.Stop(service.SourceStopTimeout) {
-		n.log.Warn("a broker source did not stop in time", "timeout", service.SourceStopTimeout.String())
-	}
-	stopCapture()
-	if conn != nil {
-		<-capDone
-	}
-	drainCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	if err := srv.Shutdown(drainCtx); err != nil {
-		n.log.Warn("HTTP server did not drain in time", "error", redact.Error(err))
-	}
-	cancel()
+	group.Stop()
 	n.log.Info("QueueBox capture node stopped")
 	return runErr
+}
+
+// services returns the node's services in their stages (lifecycle.Group): the HTTP server,
+// which reports a failure to serve on serveErr and drains for up to 5 s when it stops; capture
+// (outbox.capture.enabled); the broker sources, which store into the inbox through the
+// database that New opened. They stop in the reverse order: the broker sources first (a batch
+// whose store began is finished and acknowledged, within service.SourceStopTimeout), then
+// capture, then the server.
+func (n *Node) services(srv *http.Server, ln net.Listener, serveErr chan<- error) *lifecycle.Group {
+	var g lifecycle.Group
+	g.Add(lifecycle.NewLoop(func(ctx context.Context) {
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("serving %s: %w", ln.Addr(), err)
+			}
+		}()
+		<-ctx.Done()
+		drainCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(drainCtx); err != nil {
+			n.log.Warn("HTTP server did not drain in time", "error", redact.Error(err))
+		}
+	}))
+	if conn := n.app.Capture; conn != nil {
+		g.Add(lifecycle.NewLoop(func(ctx context.Context) {
+			_ = conn.Run(ctx) // a fault ends the node's Run through Faulted
+		}))
+	}
+	if srcs := n.app.Sources; srcs != nil {
+		g.Add(lifecycle.NewLoop(func(ctx context.Context) {
+			srcs.Start(ctx, n.app.DB.Store)
+			<-ctx.Done()
+			if !srcs.Stop(service.SourceStopTimeout) {
+				n.log.Warn("a broker source did not stop in time", "timeout", service.SourceStopTimeout.String())
+			}
+		}))
+	}
+	return &g
 }
 
 // Main runs the capture node of capturenode/main.go and returns its exit code: 0 after a

@@ -61,6 +61,14 @@ func Margin(lease time.Duration) time.Duration {
 	return min(m, MarginCeiling)
 }
 
+// RenewEvery is the interval at which a worker renews the leases of the claims it holds: a
+// third of the lease (at least 10 ms), so that a renewal that fails leaves time for the next
+// before the local deadline.
+func RenewEvery(lease time.Duration) time.Duration { return max(lease/3, 10*time.Millisecond) }
+
+// RenewTimeout bounds one renewal statement: a third of the lease, at least 1 s.
+func RenewTimeout(lease time.Duration) time.Duration { return max(lease/3, time.Second) }
+
 // Metrics is implemented by a metrics recorder that counts
 // queuebox_lease_deadline_total{component}: the publishes (component outbox) and forwards
 // (component inbox) that a worker stopped, or did not start, at their claim's local deadline.

@@ -10,8 +10,6 @@ package localserver
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -144,65 +142,20 @@ func (l *Local) Ready() <-chan struct{} { return l.ready }
 // broker sources stop consuming (finishing and acknowledging a batch whose store began), the
 // HTTP servers refuse new requests with 503 and drain for up to 5 s, the workers stop (the
 // poller waits up to outbox.shutdownTimeoutMs for publishes in flight), then the publishers
-// and the pool close.
+// and the pool close. The order is that of the stages of services (services.go).
 func (l *Local) Run(ctx context.Context) error {
 	defer l.app.Close()
-	a := l.app
 
 	servers, err := l.listen()
+	close(l.ready)
 	if err != nil {
-		close(l.ready)
 		return err
 	}
-	close(l.ready)
 	serveErr := make(chan error, len(servers))
-	for _, s := range servers {
-		go func() {
-			if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				serveErr <- fmt.Errorf("serving %s: %w", s.ln.Addr(), err)
-			}
-		}()
-	}
-
-	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWork()
-	var workers sync.WaitGroup
-	workers.Add(1)
-	go func() {
-		defer workers.Done()
-		sum := a.Outbox.Poller.Run(workCtx, outbox.RunOptions{})
-		l.log.Info("outbox poller stopped", "sent", sum.Sent, "retried", sum.Retried, "dead", sum.Dead, "claims_lost", sum.ClaimsLost,
-			"lease_expired", sum.LeaseExpired)
-	}()
-	if a.Cleaner.Enabled() {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			if err := a.Cleaner.Run(workCtx); err != nil {
-				l.log.Error("retention cleanup stopped", "error", err)
-			}
-		}()
-	}
-	if a.Capture != nil {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			_ = a.Capture.Run(workCtx) // it logs a fault; delivery goes on through SQL
-		}()
-	}
-	if a.Relay != nil {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			sum := a.Relay.Run(workCtx, relay.RunOptions{})
-			l.log.Info("inbox relay stopped", "forwarded", sum.Forwarded, "dead", sum.Dead, "claims_lost", sum.ClaimsLost,
-				"lease_expired", sum.LeaseExpired)
-		}()
-	}
-	// The broker sources consume into the inbox (spec/07); at shutdown they stop first, so
-	// that nothing new arrives while the rest finishes.
-	if a.Sources != nil {
-		a.Sources.Start(context.WithoutCancel(ctx), a.DB.Store)
+	group := l.services(servers, serveErr)
+	// The services run until the shutdown stops them, stage by stage, not until ctx ends.
+	if err := group.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
 	}
 	l.log.Info("QueueBox started", "version", service.Version, "addresses", addrStrings(l.Addrs()))
 
@@ -213,18 +166,7 @@ func (l *Local) Run(ctx context.Context) error {
 	}
 	l.log.Info("QueueBox is shutting down")
 	l.shuttingDown.Store(true)
-	if a.Sources != nil && !a.Sources.Stop(service.SourceStopTimeout) {
-		l.log.Warn("a broker source did not stop in time", "timeout", service.SourceStopTimeout.String())
-	}
-	drainCtx, cancel := context.WithTimeout(context.Background(), HTTPDrainTimeout)
-	for _, s := range servers {
-		if err := s.srv.Shutdown(drainCtx); err != nil {
-			l.log.Warn("HTTP server did not drain in time", "address", s.ln.Addr().String(), "error", err)
-		}
-	}
-	cancel()
-	stopWork()
-	workers.Wait()
+	group.Stop()
 	l.log.Info("QueueBox stopped")
 	return runErr
 }

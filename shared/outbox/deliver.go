@@ -107,24 +107,15 @@ func (p *Poller) deliver(ctx context.Context, f *flight) result {
 }
 
 // deliverRow routes and publishes one row; span is the delivery's span, nil when tracing is
-// off.
+// off. Its steps: the route and the destination (routeRow), the headers that the
+// destination can carry (fitHeaders), the admission of the destination's controls, the
+// transforms (transformPayload), then the publish (publish). A row whose lease ended at any
+// step is not published.
 func (p *Poller) deliverRow(ctx context.Context, f *flight, span trace.Span) result {
 	msg := messageOf(f.row, p)
-	rt, ok := p.routes.Match(msg.Topic)
+	dest, res, ok := p.routeRow(ctx, f, &msg, span)
 	if !ok {
-		return result{f: f, err: noRouteError(msg.Topic), dead: true}
-	}
-	msg.Route = rt
-	if span != nil {
-		span.SetAttributes(attribute.String("queuebox.destination", rt.Destination))
-		if msg.Headers == nil {
-			msg.Headers = make(map[string]string, 2)
-		}
-		tracing.SetHeaders(ctx, msg.Headers)
-	}
-	dest, ok := p.dests[rt.Destination]
-	if !ok || dest.Publisher == nil {
-		return result{f: f, err: fmt.Errorf("no publisher supports destination %s", rt.Destination), dead: true}
+		return res
 	}
 	pl := p.plans[dest.Name]
 	if res, stop := p.fitHeaders(ctx, f, dest, pl, &msg, span); stop {
@@ -139,30 +130,72 @@ func (p *Poller) deliverRow(ctx context.Context, f *flight, span trace.Span) res
 	if adm.deferBy > 0 {
 		return result{f: f, plan: pl, deferBy: adm.deferBy, reason: adm.reason}
 	}
-	if routeStep, destStep := p.routeTx[rt.Index], dest.Transform; routeStep != nil || destStep != nil {
-		vars := transform.DeliveryVars(msg.ID, msg.Topic, msg.Attempt, msg.CreatedAt)
-		out, err := transform.RunDelivery(ctx, routeStep, destStep, msg.Payload, vars)
-		if err != nil {
-			p.ctl.endTrial(pl, adm.trial)
-			return result{f: f, plan: pl, err: fmt.Errorf("transforming the payload: %w", err)}
-		}
-		if out.Failure != nil {
-			p.metrics.TransformFailure(string(out.Failure.OnError))
-		}
-		switch out.Action {
-		case transform.ActionRetry:
-			p.ctl.endTrial(pl, adm.trial)
-			return result{f: f, plan: pl, err: fmt.Errorf("%s transform failed: %w", out.Failure.Stage, out.Failure.Err)}
-		case transform.ActionDead:
-			p.ctl.endTrial(pl, adm.trial)
-			return result{f: f, plan: pl, err: fmt.Errorf("%s transform failed: %w", out.Failure.Stage, out.Failure.Err), dead: true}
-		}
-		msg.Payload = out.Body
+	if res, stop := p.transformPayload(ctx, f, dest, pl, &msg); stop {
+		p.ctl.endTrial(pl, adm.trial)
+		return res
 	}
 	if f.lease.Ended() {
 		p.ctl.endTrial(pl, adm.trial)
 		return result{f: f, plan: pl, expired: true}
 	}
+	return p.publish(ctx, f, dest, pl, adm, msg, span)
+}
+
+// routeRow matches the row's topic to its route and the route to its destination's
+// publisher, and sets msg.Route; with tracing on (span) it also writes the delivery's trace
+// headers into msg. ok is false with the dead result of a row that no route or no publisher
+// takes.
+func (p *Poller) routeRow(ctx context.Context, f *flight, msg *Message, span trace.Span) (dest Destination, res result, ok bool) {
+	rt, ok := p.routes.Match(msg.Topic)
+	if !ok {
+		return Destination{}, result{f: f, err: noRouteError(msg.Topic), dead: true}, false
+	}
+	msg.Route = rt
+	if span != nil {
+		span.SetAttributes(attribute.String("queuebox.destination", rt.Destination))
+		if msg.Headers == nil {
+			msg.Headers = make(map[string]string, 2)
+		}
+		tracing.SetHeaders(ctx, msg.Headers)
+	}
+	dest, ok = p.dests[rt.Destination]
+	if !ok || dest.Publisher == nil {
+		return Destination{}, result{f: f, err: fmt.Errorf("no publisher supports destination %s", rt.Destination), dead: true}, false
+	}
+	return dest, result{}, true
+}
+
+// transformPayload runs the route's and the destination's transforms over msg's payload and
+// replaces it with their output. stop is true with the result of a row whose transform failed:
+// a retry, or a dead row when the transform says so.
+func (p *Poller) transformPayload(ctx context.Context, f *flight, dest Destination, pl *destPlan, msg *Message) (res result, stop bool) {
+	routeStep, destStep := p.routeTx[msg.Route.Index], dest.Transform
+	if routeStep == nil && destStep == nil {
+		return result{}, false
+	}
+	vars := transform.DeliveryVars(msg.ID, msg.Topic, msg.Attempt, msg.CreatedAt)
+	out, err := transform.RunDelivery(ctx, routeStep, destStep, msg.Payload, vars)
+	if err != nil {
+		return result{f: f, plan: pl, err: fmt.Errorf("transforming the payload: %w", err)}, true
+	}
+	if out.Failure != nil {
+		p.metrics.TransformFailure(string(out.Failure.OnError))
+	}
+	switch out.Action {
+	case transform.ActionRetry:
+		return result{f: f, plan: pl, err: fmt.Errorf("%s transform failed: %w", out.Failure.Stage, out.Failure.Err)}, true
+	case transform.ActionDead:
+		return result{f: f, plan: pl, err: fmt.Errorf("%s transform failed: %w", out.Failure.Stage, out.Failure.Err), dead: true}, true
+	}
+	msg.Payload = out.Body
+	return result{}, false
+}
+
+// publish hands msg to the destination's publisher and records the outcome: the publish
+// duration, the destination's controls (the circuit breaker) and its outcome counter. A
+// publish that failed because the lease's local deadline cancelled it is an expired row, which
+// says nothing of the destination.
+func (p *Poller) publish(ctx context.Context, f *flight, dest Destination, pl *destPlan, adm admission, msg Message, span trace.Span) result {
 	start := time.Now()
 	err := dest.Publisher.Publish(ctx, msg)
 	took := time.Since(start)
@@ -174,15 +207,7 @@ func (p *Poller) deliverRow(ctx context.Context, f *flight, span trace.Span) res
 		return result{f: f, plan: pl, expired: true, started: true}
 	}
 	if p.log.Enabled(ctx, slog.LevelDebug) {
-		sc := trace.SpanContext{}
-		if span != nil {
-			sc = span.SpanContext()
-		}
-		if err != nil {
-			p.rowLog(f.row, dest.Name, sc).Debug("outbox delivery failed", "duration_ms", took.Milliseconds(), "error", redact.Error(err))
-		} else {
-			p.rowLog(f.row, dest.Name, sc).Debug("outbox delivery succeeded", "duration_ms", took.Milliseconds())
-		}
+		p.logDelivery(f, dest.Name, span, took, err)
 	}
 	if err != nil {
 		p.metrics.DestinationOutcome(dest.Name, "failure")
@@ -190,6 +215,19 @@ func (p *Poller) deliverRow(ctx context.Context, f *flight, span trace.Span) res
 	}
 	p.metrics.DestinationOutcome(dest.Name, "success")
 	return result{f: f, plan: pl}
+}
+
+// logDelivery writes the debug line of a publish that returned.
+func (p *Poller) logDelivery(f *flight, dest string, span trace.Span, took time.Duration, err error) {
+	sc := trace.SpanContext{}
+	if span != nil {
+		sc = span.SpanContext()
+	}
+	if err != nil {
+		p.rowLog(f.row, dest, sc).Debug("outbox delivery failed", "duration_ms", took.Milliseconds(), "error", redact.Error(err))
+		return
+	}
+	p.rowLog(f.row, dest, sc).Debug("outbox delivery succeeded", "duration_ms", took.Milliseconds())
 }
 
 // messageOf turns a claimed row into the message a publisher sees.

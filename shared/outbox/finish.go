@@ -8,6 +8,7 @@ import (
 
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/writeretry"
 )
 
 // Finishing: the finisher groups the results of the publishes and writes each row as sent,
@@ -138,26 +139,25 @@ func (r *run) finish(batch []result) {
 	}
 }
 
-// withRetries runs a finishing write, retrying a failed statement a few times while the
-// leases are still young. A write that keeps failing leaves the rows processing; the reclaim
-// step recovers them after their leases expire.
-func withRetries[T any](ctx context.Context, p *Poller, what string, n int, write func(context.Context) (T, error)) (T, bool) {
-	var zero T
-	delays := []time.Duration{0, 100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
-	var err error
-	for _, d := range delays {
-		if d > 0 {
-			select {
-			case <-ctx.Done():
-				return zero, false
-			case <-time.After(d):
-			}
-		}
-		var v T
-		if v, err = write(ctx); err == nil {
-			return v, true
-		}
+// withRetries runs a finishing write under the poller's write-retry policy (writeretry.Batch):
+// a failed statement is tried again a few times while the leases are still young. A write that
+// keeps failing leaves the rows processing; the reclaim step recovers them after their leases
+// expire. A write whose context ended before a retry was due gives up without a line.
+func withRetries[T any](ctx context.Context, r *run, what string, n int, write func(context.Context) (T, error)) (T, bool) {
+	var v T
+	err := r.writer.Do(ctx, func(ctx context.Context) error {
+		var err error
+		v, err = write(ctx)
+		return err
+	})
+	if err == nil {
+		return v, true
 	}
+	var zero T
+	if writeretry.Stopped(err) {
+		return zero, false
+	}
+	p := r.p
 	p.log.Error("outbox finishing write failed; the rows return to pending when their leases expire",
 		"write", what, "rows", n, "error", redact.Error(err))
 	for range n {
@@ -187,7 +187,7 @@ func (r *run) finishSent(ctx context.Context, claims []store.Claim, rows []rowLi
 		return
 	}
 	p := r.p
-	ids, ok := withRetries(ctx, p, "mark sent", len(claims), func(ctx context.Context) ([]string, error) {
+	ids, ok := withRetries(ctx, r, "mark sent", len(claims), func(ctx context.Context) ([]string, error) {
 		return p.store.OutboxMarkSent(ctx, claims)
 	})
 	if !ok {
@@ -213,7 +213,7 @@ func (r *run) finishRetries(ctx context.Context, retries []store.OutboxRetryPara
 		return
 	}
 	p := r.p
-	ids, ok := withRetries(ctx, p, "retry", len(retries), func(ctx context.Context) ([]string, error) {
+	ids, ok := withRetries(ctx, r, "retry", len(retries), func(ctx context.Context) ([]string, error) {
 		return p.store.OutboxRetry(ctx, retries)
 	})
 	if !ok {
@@ -242,7 +242,7 @@ func (r *run) finishDeads(ctx context.Context, deads []store.OutboxDeadParams, r
 		return
 	}
 	p := r.p
-	ids, ok := withRetries(ctx, p, "mark dead", len(deads), func(ctx context.Context) ([]string, error) {
+	ids, ok := withRetries(ctx, r, "mark dead", len(deads), func(ctx context.Context) ([]string, error) {
 		return p.store.OutboxMarkDead(ctx, deads)
 	})
 	if !ok {
@@ -283,7 +283,7 @@ func (r *run) finishDefers(ctx context.Context, defers []deferral) {
 	for i, d := range defers {
 		params[i] = d.OutboxDeferParams
 	}
-	ids, ok := withRetries(ctx, p, "defer", len(defers), func(ctx context.Context) ([]string, error) {
+	ids, ok := withRetries(ctx, r, "defer", len(defers), func(ctx context.Context) ([]string, error) {
 		return p.store.OutboxDefer(ctx, params)
 	})
 	if !ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/alternayte/queuebox/shared/lease"
 	"github.com/alternayte/queuebox/shared/store"
 )
 
@@ -16,7 +17,7 @@ import (
 func (r *run) renewer() {
 	defer r.helpers.Done()
 	p := r.p
-	tick := time.NewTicker(max(p.cfg.ClaimTimeout/3, 10*time.Millisecond))
+	tick := time.NewTicker(lease.RenewEvery(p.cfg.ClaimTimeout))
 	defer tick.Stop()
 	for {
 		select {
@@ -39,7 +40,7 @@ func (r *run) renewer() {
 		if len(claims) == 0 {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), max(p.cfg.ClaimTimeout/3, time.Second))
+		ctx, cancel := context.WithTimeout(context.Background(), lease.RenewTimeout(p.cfg.ClaimTimeout))
 		// The renewed leases start when the statement runs, after it was sent: the local
 		// deadlines count from the send.
 		sent := time.Now()

@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/store"
@@ -84,34 +83,18 @@ func (rn *run) writeFailed(log *slog.Logger, what string, err error) {
 		"error", redact.Error(err))
 }
 
-// retryDelays are the pauses before the retries of a failed fenced write. A retry is safe: when
-// an earlier attempt committed, the fence of the retry fails and the store writes nothing.
-var retryDelays = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond}
-
 // write runs a fenced write under ctx (a row's context, which ends at its lease's local
-// deadline), retrying a failure a few times unless the previous row's writes failed too.
+// deadline) and the relay's write-retry policy (writeretry.Row): a failure is tried again a few
+// times, unless the previous row's writes failed too.
 func (rn *run) write(ctx context.Context, fn func(context.Context) (bool, error)) (bool, error) {
-	ok, err := fn(ctx)
-	if err == nil {
-		rn.failing = false
-		return ok, nil
-	}
-	if rn.failing || ctx.Err() != nil {
+	var ok bool
+	err := rn.writer.Do(ctx, func(ctx context.Context) error {
+		var err error
+		ok, err = fn(ctx)
+		return err
+	})
+	if err != nil {
 		return false, err
 	}
-	for _, d := range retryDelays {
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false, err
-		case <-t.C:
-		}
-		if ok, err = fn(ctx); err == nil {
-			rn.failing = false
-			return ok, nil
-		}
-	}
-	rn.failing = true
-	return false, err
+	return ok, nil
 }

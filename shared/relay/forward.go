@@ -147,7 +147,7 @@ func (rn *run) handleBatch(bf store.InboxBatchForwarder, rows []store.InboxMessa
 		rn.forwardEach(ready)
 		return
 	}
-	rn.failing = false
+	rn.writer.Succeeded()
 	for i, row := range ready {
 		if forwarded[i] {
 			rn.forwarded(row, params[i].Outbox.Topic)

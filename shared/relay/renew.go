@@ -3,6 +3,8 @@ package relay
 import (
 	"context"
 	"time"
+
+	"github.com/alternayte/queuebox/shared/lease"
 )
 
 // renewer extends the leases of the claimed rows that are not finished, every third of the
@@ -11,7 +13,7 @@ import (
 func (rn *run) renewer() {
 	defer rn.helpers.Done()
 	r := rn.r
-	tick := time.NewTicker(max(r.cfg.ClaimTimeout/3, 10*time.Millisecond))
+	tick := time.NewTicker(lease.RenewEvery(r.cfg.ClaimTimeout))
 	defer tick.Stop()
 	for {
 		select {
@@ -30,7 +32,7 @@ func (rn *run) renewer() {
 		}
 		rn.mu.Unlock()
 		for _, h := range rows {
-			ctx, cancel := context.WithTimeout(rn.work, max(r.cfg.ClaimTimeout/3, time.Second))
+			ctx, cancel := context.WithTimeout(rn.work, lease.RenewTimeout(r.cfg.ClaimTimeout))
 			// The renewed lease starts when the statement runs, after it was sent: the local
 			// deadline counts from the send.
 			sent := time.Now()

@@ -218,26 +218,9 @@ func (s *Source) Run(ctx context.Context, sink inbox.Inserter) error {
 // consume sets up the durable consumer and fetches, stores and acknowledges batches until
 // ctx ends or a fetch fails.
 func (s *Source) consume(ctx context.Context, js jetstream.JetStream, intake *inbox.Intake, backoff *connect.Backoff, log *slog.Logger) error {
-	setup, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	stream, err := js.Stream(setup, s.cfg.Stream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fmt.Errorf("source %s: stream %q does not exist; create it before QueueBox starts (QueueBox never creates a stream): %w",
-			s.Name(), s.cfg.Stream, connect.ErrStopped)
-	}
+	cons, err := s.durable(ctx, js)
 	if err != nil {
-		return fmt.Errorf("source %s: looking up stream %q: %s", s.Name(), s.cfg.Stream, s.scrub(err))
-	}
-	cons, err := stream.CreateOrUpdateConsumer(setup, jetstream.ConsumerConfig{
-		Durable:       s.cfg.Durable,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       s.cfg.AckWait,
-		FilterSubject: s.cfg.FilterSubject,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		MaxAckPending: max(1000, 2*s.cfg.BatchSize),
-	})
-	if err != nil {
-		return fmt.Errorf("source %s: creating durable consumer %q on stream %q: %s", s.Name(), s.cfg.Durable, s.cfg.Stream, s.scrub(err))
+		return err
 	}
 	s.state.Up()
 	backoff.Reset()
@@ -251,45 +234,12 @@ func (s *Source) consume(ctx context.Context, js jetstream.JetStream, intake *in
 	// acknowledgements of a stored batch go out from another goroutine while the next batch
 	// is stored. What a prefetch holds when the consumer stops, or when a store fails, gets a
 	// negative acknowledgement, so that JetStream delivers it again at once.
-	batches := [2]*inbox.Batch{intake.NewBatch(s.cfg.BatchSize), intake.NewBatch(s.cfg.BatchSize)}
-	// As the writes, the rows' preparation finishes when ctx ends (a transform is not cut
-	// short into a dead row).
-	addCtx := context.WithoutCancel(ctx)
-	acks := make(chan []jetstream.Msg, 1)
-	acked := make(chan struct{})
-	go func() {
-		defer close(acked)
-		for msgs := range acks {
-			for _, m := range msgs {
-				if err := m.Ack(); err != nil {
-					// The row is stored: JetStream delivers the message again after AckWait
-					// and the store finds it a duplicate.
-					log.Warn("nats source: acknowledging a stored message failed", slog.String("error", s.scrub(err)))
-				}
-			}
-		}
-	}()
-	var pending <-chan gathered // the next batch, gathering
-	defer func() {
-		if pending != nil {
-			nakAll((<-pending).msgs)
-		}
-		close(acks)
-		<-acked
-	}()
+	pl := s.newPipeline(ctx, cons, intake, log)
+	defer pl.close()
 	for {
-		var cur gathered
-		if pending != nil {
-			cur, pending = <-pending, nil
-		} else {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			p, err := s.fetch(ctx, cons, true)
-			if err != nil {
-				return err
-			}
-			cur = p.gather(addCtx, batches[0], s, log)
+		cur, err := pl.next(ctx)
+		if err != nil {
+			return err
 		}
 		if nc := js.Conn(); nc.IsConnected() {
 			s.state.Up()
@@ -297,29 +247,12 @@ func (s *Source) consume(ctx context.Context, js jetstream.JetStream, intake *in
 		if len(cur.msgs) == 0 {
 			continue
 		}
-		var fetchErr error
-		if ctx.Err() == nil {
-			var p *prefetch
-			if p, fetchErr = s.fetch(ctx, cons, false); p != nil {
-				other := batches[0]
-				if cur.batch == other {
-					other = batches[1]
-				}
-				next := make(chan gathered, 1)
-				go func() { next <- p.gather(addCtx, other, s, log) }()
-				pending = next
-			}
-		}
+		fetchErr := pl.prefetch(ctx, cur)
 		sctx, cancel := connect.StoreContext(ctx)
 		_, err = cur.batch.Write(sctx)
 		cancel()
 		if err != nil {
-			log.Error("nats source: storing messages failed; sending negative acknowledgements", slog.Int("messages", len(cur.msgs)), slog.Any("error", err))
-			nakAll(cur.msgs)
-			if pending != nil {
-				nakAll((<-pending).msgs)
-				pending = nil
-			}
+			pl.storeFailed(cur, err)
 			if fetchErr != nil {
 				return fetchErr
 			}
@@ -329,11 +262,139 @@ func (s *Source) consume(ctx context.Context, js jetstream.JetStream, intake *in
 			continue
 		}
 		backoff.Reset()
-		acks <- cur.msgs
+		pl.acks <- cur.msgs
 		if fetchErr != nil {
 			return fetchErr
 		}
 	}
+}
+
+// durable looks up the stream and creates or updates the durable consumer on it. A missing
+// stream stops the source (connect.ErrStopped).
+func (s *Source) durable(ctx context.Context, js jetstream.JetStream) (jetstream.Consumer, error) {
+	setup, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	stream, err := js.Stream(setup, s.cfg.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("source %s: stream %q does not exist; create it before QueueBox starts (QueueBox never creates a stream): %w",
+			s.Name(), s.cfg.Stream, connect.ErrStopped)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("source %s: looking up stream %q: %s", s.Name(), s.cfg.Stream, s.scrub(err))
+	}
+	cons, err := stream.CreateOrUpdateConsumer(setup, jetstream.ConsumerConfig{
+		Durable:       s.cfg.Durable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       s.cfg.AckWait,
+		FilterSubject: s.cfg.FilterSubject,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxAckPending: max(1000, 2*s.cfg.BatchSize),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("source %s: creating durable consumer %q on stream %q: %s", s.Name(), s.cfg.Durable, s.cfg.Stream, s.scrub(err))
+	}
+	return cons, nil
+}
+
+// pipeline is the state of one consume: the two batches that take turns, the next batch
+// while it gathers, and the acknowledgements of the stored batches, which go out from their
+// own goroutine. It belongs to the goroutine of consume.
+type pipeline struct {
+	s    *Source
+	cons jetstream.Consumer
+	log  *slog.Logger
+	// addCtx is the context of the rows' preparation: as the writes, it finishes when the
+	// consume's ctx ends (a transform is not cut short into a dead row).
+	addCtx  context.Context
+	batches [2]*inbox.Batch
+	pending <-chan gathered // the next batch, gathering; nil when none
+	acks    chan []jetstream.Msg
+	acked   chan struct{} // closed when every acknowledgement went out
+}
+
+// newPipeline returns the pipeline of a consume and starts its acknowledgements.
+func (s *Source) newPipeline(ctx context.Context, cons jetstream.Consumer, intake *inbox.Intake, log *slog.Logger) *pipeline {
+	pl := &pipeline{
+		s: s, cons: cons, log: log,
+		addCtx:  context.WithoutCancel(ctx),
+		batches: [2]*inbox.Batch{intake.NewBatch(s.cfg.BatchSize), intake.NewBatch(s.cfg.BatchSize)},
+		acks:    make(chan []jetstream.Msg, 1),
+		acked:   make(chan struct{}),
+	}
+	go pl.acknowledge()
+	return pl
+}
+
+// acknowledge acknowledges the messages of each stored batch until acks is closed.
+func (pl *pipeline) acknowledge() {
+	defer close(pl.acked)
+	for msgs := range pl.acks {
+		for _, m := range msgs {
+			if err := m.Ack(); err != nil {
+				// The row is stored: JetStream delivers the message again after AckWait
+				// and the store finds it a duplicate.
+				pl.log.Warn("nats source: acknowledging a stored message failed", slog.String("error", pl.s.scrub(err)))
+			}
+		}
+	}
+}
+
+// next returns the batch to store: the prefetched one, or else one fetched with a wait.
+func (pl *pipeline) next(ctx context.Context) (gathered, error) {
+	if pl.pending != nil {
+		cur := <-pl.pending
+		pl.pending = nil
+		return cur, nil
+	}
+	if ctx.Err() != nil {
+		return gathered{}, ctx.Err()
+	}
+	p, err := pl.s.fetch(ctx, pl.cons, true)
+	if err != nil {
+		return gathered{}, err
+	}
+	return p.gather(pl.addCtx, pl.batches[0], pl.s, pl.log), nil
+}
+
+// prefetch sends the no-wait pull request of the batch after cur, unless ctx ended, and
+// gathers its messages into the other batch on a goroutine of its own. It returns the error
+// of the request, which ends the consume once cur is stored.
+func (pl *pipeline) prefetch(ctx context.Context, cur gathered) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	p, err := pl.s.fetch(ctx, pl.cons, false)
+	if p != nil {
+		other := pl.batches[0]
+		if cur.batch == other {
+			other = pl.batches[1]
+		}
+		next := make(chan gathered, 1)
+		go func() { next <- p.gather(pl.addCtx, other, pl.s, pl.log) }()
+		pl.pending = next
+	}
+	return err
+}
+
+// storeFailed sends negative acknowledgements for the batch whose store failed with err and
+// for the prefetched one.
+func (pl *pipeline) storeFailed(cur gathered, err error) {
+	pl.log.Error("nats source: storing messages failed; sending negative acknowledgements", slog.Int("messages", len(cur.msgs)), slog.Any("error", err))
+	nakAll(cur.msgs)
+	if pl.pending != nil {
+		nakAll((<-pl.pending).msgs)
+		pl.pending = nil
+	}
+}
+
+// close sends negative acknowledgements for the prefetched batch and waits for the
+// acknowledgements of the stored ones.
+func (pl *pipeline) close() {
+	if pl.pending != nil {
+		nakAll((<-pl.pending).msgs)
+	}
+	close(pl.acks)
+	<-pl.acked
 }
 
 // gathered is the messages of one fetch and their rows.

@@ -130,6 +130,43 @@ func (s *Source) Run(ctx context.Context, sink inbox.Inserter) error {
 // session connects, consumes until the connection breaks or ctx ends, and closes the
 // connection, which returns every unacknowledged delivery to the queue.
 func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *connect.Backoff, log *slog.Logger, rec *recovery) error {
+	conn, err := s.dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	ch, err := s.openQueue(conn)
+	if err != nil {
+		return err
+	}
+	prefetch := s.cfg.PrefetchCount
+	if rec.careful {
+		prefetch = 1
+	}
+	tag := "queuebox-" + s.Name()
+	if err := ch.Qos(prefetch, 0, false); err != nil {
+		return fmt.Errorf("source %s: setting the prefetch count: %w", s.Name(), err)
+	}
+	deliveries, err := ch.Consume(s.cfg.Queue, tag, false, false, false, false, nil)
+	if err != nil {
+		return fmt.Errorf("source %s: consuming queue %q: %w", s.Name(), s.cfg.Queue, err)
+	}
+	s.state.Up()
+	backoff.Reset()
+	log.Info("rabbitmq source consuming", slog.String("queue", s.cfg.Queue), slog.Int("prefetch_count", prefetch))
+	c := &consumer{
+		s: s, conn: conn, closed: closed, ch: ch, tag: tag, deliveries: deliveries,
+		batch: intake.NewBatch(s.cfg.PrefetchCount), addCtx: context.WithoutCancel(ctx),
+		backoff: backoff, log: log, rec: rec, gap: time.NewTimer(WindowGap),
+	}
+	c.gap.Stop()
+	defer c.gap.Stop()
+	return c.run(ctx)
+}
+
+// dial connects to the broker.
+func (s *Source) dial() (*amqp.Connection, error) {
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName("queuebox source " + s.Name())
 	conn, err := amqp.DialConfig(s.cfg.URL, amqp.Config{
@@ -138,144 +175,177 @@ func (s *Source) session(ctx context.Context, intake *inbox.Intake, backoff *con
 		Dial:       amqp.DefaultDial(dialTimeout),
 	})
 	if err != nil {
-		return fmt.Errorf("connecting source %s: %s", s.Name(), uriError(err, s.cfg.URL))
+		return nil, fmt.Errorf("connecting source %s: %s", s.Name(), uriError(err, s.cfg.URL))
 	}
-	defer conn.Close()
-	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	return conn, nil
+}
+
+// openQueue opens a channel and declares the queue (durable, with DeclareQueue) or checks
+// that it exists. A missing queue, and a queue that the broker refuses access to, stop the
+// source (connect.ErrStopped).
+func (s *Source) openQueue(conn *amqp.Connection) (*amqp.Channel, error) {
 	ch, err := conn.Channel()
 	if err != nil {
-		return fmt.Errorf("opening a channel for source %s: %w", s.Name(), err)
+		return nil, fmt.Errorf("opening a channel for source %s: %w", s.Name(), err)
 	}
 	if s.cfg.DeclareQueue {
 		_, err = ch.QueueDeclare(s.cfg.Queue, true, false, false, false, nil)
 	} else {
 		_, err = ch.QueueDeclarePassive(s.cfg.Queue, true, false, false, false, nil)
 	}
-	if err != nil {
-		var aerr *amqp.Error
-		if errors.As(err, &aerr) && aerr.Code == amqp.NotFound {
-			return fmt.Errorf("source %s: queue %q does not exist on the broker; create it, or set declareQueue: true: %w",
-				s.Name(), s.cfg.Queue, connect.ErrStopped)
-		}
-		if errors.As(err, &aerr) && aerr.Code == amqp.AccessRefused {
-			return fmt.Errorf("source %s: the broker refuses access to queue %q: %s: %w", s.Name(), s.cfg.Queue, aerr.Reason, connect.ErrStopped)
-		}
-		return fmt.Errorf("source %s: checking queue %q: %w", s.Name(), s.cfg.Queue, err)
+	if err == nil {
+		return ch, nil
 	}
-	prefetch := s.cfg.PrefetchCount
-	if rec.careful {
-		prefetch = 1
+	var aerr *amqp.Error
+	if errors.As(err, &aerr) && aerr.Code == amqp.NotFound {
+		return nil, fmt.Errorf("source %s: queue %q does not exist on the broker; create it, or set declareQueue: true: %w",
+			s.Name(), s.cfg.Queue, connect.ErrStopped)
 	}
-	if err := ch.Qos(prefetch, 0, false); err != nil {
-		return fmt.Errorf("source %s: setting the prefetch count: %w", s.Name(), err)
+	if errors.As(err, &aerr) && aerr.Code == amqp.AccessRefused {
+		return nil, fmt.Errorf("source %s: the broker refuses access to queue %q: %s: %w", s.Name(), s.cfg.Queue, aerr.Reason, connect.ErrStopped)
 	}
-	tag := "queuebox-" + s.Name()
-	deliveries, err := ch.Consume(s.cfg.Queue, tag, false, false, false, false, nil)
-	if err != nil {
-		return fmt.Errorf("source %s: consuming queue %q: %w", s.Name(), s.cfg.Queue, err)
-	}
-	s.state.Up()
-	backoff.Reset()
-	log.Info("rabbitmq source consuming", slog.String("queue", s.cfg.Queue), slog.Int("prefetch_count", prefetch))
-	carefulAcked := 0 // deliveries acknowledged while careful
-	// ended returns the error that ends the session: the client's frame error, which starts
-	// the recovery of an undecodable message, or err.
-	ended := func(err error) error {
-		if e := frameError(closed); e != nil {
-			rec.afterFrameError(log, e)
-			return fmt.Errorf("source %s: the AMQP client closed the connection: %w", s.Name(), e)
-		}
-		return err
-	}
+	return nil, fmt.Errorf("source %s: checking queue %q: %w", s.Name(), s.cfg.Queue, err)
+}
 
-	// Each delivery is turned into its row as it arrives (Batch.Add), while the consumer
-	// waits for the rest of the window; as the write, that work finishes when ctx ends (a
-	// transform is not cut short into a dead row).
-	batch := intake.NewBatch(s.cfg.PrefetchCount)
-	var last uint64 // the delivery tag of the window's last delivery
-	addCtx := context.WithoutCancel(ctx)
-	add := func(d *amqp.Delivery) {
-		msg := delivery(d)
-		batch.Add(addCtx, &msg)
-		last = d.DeliveryTag
-	}
+// consumer is the state of one session's consumption: it stores each prefetch window with one
+// batched insert and acknowledges it once the rows commit. It belongs to the goroutine of
+// session.
+type consumer struct {
+	s          *Source
+	conn       *amqp.Connection
+	closed     <-chan *amqp.Error // the connection's NotifyClose channel
+	ch         *amqp.Channel
+	tag        string
+	deliveries <-chan amqp.Delivery
+	// batch holds the rows of the window. Each delivery is turned into its row as it arrives
+	// (Batch.Add), while the consumer waits for the rest of the window; as the write, that
+	// work finishes when ctx ends (addCtx: a transform is not cut short into a dead row).
+	batch  *inbox.Batch
+	addCtx context.Context
+	last   uint64 // the delivery tag of the window's last delivery
 	// carried are the deliveries of a cancelled consumer that the next batch stores first.
-	var carried []amqp.Delivery
-	gap := time.NewTimer(WindowGap)
-	gap.Stop()
-	defer gap.Stop()
+	carried      []amqp.Delivery
+	carefulAcked int // deliveries acknowledged while careful
+	gap          *time.Timer
+	backoff      *connect.Backoff
+	log          *slog.Logger
+	rec          *recovery
+}
+
+// run stores and acknowledges windows until ctx ends or the session ends.
+func (c *consumer) run(ctx context.Context) error {
+	s := c.s
 	for {
-		batch.Reset()
-		if len(carried) > 0 {
-			for i := range carried {
-				add(&carried[i])
-			}
-			carried = nil
-		} else {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case d, ok := <-deliveries:
-				if !ok {
-					return ended(fmt.Errorf("source %s: the broker closed the consumer: %w", s.Name(), closeReason(conn)))
-				}
-				add(&d)
-			}
+		if err := c.first(ctx); err != nil {
+			return err
 		}
-		// The rest of the prefetch window joins the batch: each delivery that follows the
-		// one before within WindowGap.
-	window:
-		for batch.Len() < s.cfg.PrefetchCount {
-			select {
-			case d, ok := <-deliveries:
-				if !ok {
-					break window
-				}
-				add(&d)
-				continue
-			default:
-			}
-			gap.Reset(WindowGap)
-			select {
-			case d, ok := <-deliveries:
-				gap.Stop()
-				if !ok {
-					break window
-				}
-				add(&d)
-			case <-gap.C:
-				break window
-			}
-		}
+		c.fillWindow()
 		sctx, cancel := connect.StoreContext(ctx)
-		_, err := batch.Write(sctx)
+		_, err := c.batch.Write(sctx)
 		cancel()
 		if err != nil {
-			log.Error("rabbitmq source: storing messages failed; requeueing them", slog.Int("messages", batch.Len()), slog.Any("error", err))
-			if nerr := ch.Nack(last, true, true); nerr != nil {
-				return ended(fmt.Errorf("source %s: requeueing after a failed store: %w", s.Name(), nerr))
+			c.log.Error("rabbitmq source: storing messages failed; requeueing them", slog.Int("messages", c.batch.Len()), slog.Any("error", err))
+			if nerr := c.ch.Nack(c.last, true, true); nerr != nil {
+				return c.ended(fmt.Errorf("source %s: requeueing after a failed store: %w", s.Name(), nerr))
 			}
-			if backoff.Wait(ctx) != nil {
+			if c.backoff.Wait(ctx) != nil {
 				return ctx.Err()
 			}
 			continue
 		}
-		backoff.Reset()
+		c.backoff.Reset()
 		// Every delivery up to last is answered: the batch holds each unacknowledged one.
-		if err := ch.Ack(last, true); err != nil {
-			return ended(fmt.Errorf("source %s: acknowledging stored messages: %w", s.Name(), err))
+		if err := c.ch.Ack(c.last, true); err != nil {
+			return c.ended(fmt.Errorf("source %s: acknowledging stored messages: %w", s.Name(), err))
 		}
-		if rec.careful {
-			// Past the window in which the client failed: the prefetch goes up again.
-			if carefulAcked += batch.Len(); carefulAcked >= s.cfg.PrefetchCount {
-				if deliveries, carried, err = s.raisePrefetch(ch, tag, deliveries); err != nil {
-					return ended(err)
-				}
-				rec.careful, rec.decodableHeads = false, 0
-				log.Info("rabbitmq source consuming at the full prefetch count again", slog.Int("prefetch_count", s.cfg.PrefetchCount))
+		if c.rec.careful {
+			if err := c.leaveCareful(); err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// ended returns the error that ends the session: the client's frame error, which starts the
+// recovery of an undecodable message, or err.
+func (c *consumer) ended(err error) error {
+	if e := frameError(c.closed); e != nil {
+		c.rec.afterFrameError(c.log, e)
+		return fmt.Errorf("source %s: the AMQP client closed the connection: %w", c.s.Name(), e)
+	}
+	return err
+}
+
+// add turns a delivery into its row of the batch.
+func (c *consumer) add(d *amqp.Delivery) {
+	msg := delivery(d)
+	c.batch.Add(c.addCtx, &msg)
+	c.last = d.DeliveryTag
+}
+
+// first empties the batch and adds the window's first deliveries: those carried over, or else
+// the next delivery, waited for.
+func (c *consumer) first(ctx context.Context) error {
+	c.batch.Reset()
+	if len(c.carried) > 0 {
+		for i := range c.carried {
+			c.add(&c.carried[i])
+		}
+		c.carried = nil
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case d, ok := <-c.deliveries:
+		if !ok {
+			return c.ended(fmt.Errorf("source %s: the broker closed the consumer: %w", c.s.Name(), closeReason(c.conn)))
+		}
+		c.add(&d)
+	}
+	return nil
+}
+
+// fillWindow adds the rest of the prefetch window to the batch: each delivery that follows
+// the one before within WindowGap.
+func (c *consumer) fillWindow() {
+	for c.batch.Len() < c.s.cfg.PrefetchCount {
+		select {
+		case d, ok := <-c.deliveries:
+			if !ok {
+				return
+			}
+			c.add(&d)
+			continue
+		default:
+		}
+		c.gap.Reset(WindowGap)
+		select {
+		case d, ok := <-c.deliveries:
+			c.gap.Stop()
+			if !ok {
+				return
+			}
+			c.add(&d)
+		case <-c.gap.C:
+			return
+		}
+	}
+}
+
+// leaveCareful counts the deliveries acknowledged while careful and, past the window in which
+// the client failed, raises the prefetch to its full count again.
+func (c *consumer) leaveCareful() error {
+	if c.carefulAcked += c.batch.Len(); c.carefulAcked < c.s.cfg.PrefetchCount {
+		return nil
+	}
+	var err error
+	if c.deliveries, c.carried, err = c.s.raisePrefetch(c.ch, c.tag, c.deliveries); err != nil {
+		return c.ended(err)
+	}
+	c.rec.careful, c.rec.decodableHeads = false, 0
+	c.log.Info("rabbitmq source consuming at the full prefetch count again", slog.Int("prefetch_count", c.s.cfg.PrefetchCount))
+	return nil
 }
 
 // closeReason is the error with which the connection closed, or a generic one.

@@ -133,23 +133,7 @@ func New(cfg Config, metrics Metrics) (*Publisher, error) {
 	if metrics == nil {
 		metrics = nopMetrics{}
 	}
-
-	dialer := &net.Dialer{Timeout: cfg.Timeout / 2, KeepAlive: 30 * time.Second, Resolver: cfg.Resolver}
-	dial := dialer.DialContext
-	if cfg.BlockPrivateAddresses {
-		dial = newGuardedDialer(dialer, target, cfg.Auth.OAuth2.TokenURL).DialContext
-	}
-	transport := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           dial,
-		ForceAttemptHTTP2:     true,
-		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
-		TLSHandshakeTimeout:   cfg.Timeout / 2,
-		MaxIdleConns:          2 * maxIdleConnsPerHost,
-		MaxIdleConnsPerHost:   maxIdleConnsPerHost,
-		IdleConnTimeout:       idleConnTimeout,
-		ExpectContinueTimeout: time.Second,
-	}
+	transport, dial := newTransport(cfg, target)
 	// The client of the OAuth2 token fetch. A redirect is never followed, there or in a
 	// delivery (which goes to the transport itself): it could take the credentials elsewhere.
 	// The 3xx answer itself comes back and fails the request.
@@ -189,14 +173,39 @@ func New(cfg Config, metrics Metrics) (*Publisher, error) {
 		p.headers = append(p.headers, [2]string{http.CanonicalHeaderKey(name), value})
 	}
 	sort.Slice(p.headers, func(i, j int) bool { return p.headers[i][0] < p.headers[j][0] })
-	protected := make([]string, 0, len(standardHeaders)+len(p.headers)+1)
-	for name := range standardHeaders {
-		protected = append(protected, name)
-	}
-	for _, kv := range p.headers {
-		protected = append(protected, kv[0])
-	}
+	p.setAuth(ctx, cfg, client)
+	p.setGuard(cfg)
+	return p, nil
+}
 
+// dialFunc dials a connection, as net.Dialer.DialContext does.
+type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// newTransport returns the transport of a destination whose URL is target, and the dial
+// function it uses, which refuses private addresses with Config.BlockPrivateAddresses.
+func newTransport(cfg Config, target string) (*http.Transport, dialFunc) {
+	dialer := &net.Dialer{Timeout: cfg.Timeout / 2, KeepAlive: 30 * time.Second, Resolver: cfg.Resolver}
+	dial := dialer.DialContext
+	if cfg.BlockPrivateAddresses {
+		dial = newGuardedDialer(dialer, target, cfg.Auth.OAuth2.TokenURL).DialContext
+	}
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           dial,
+		ForceAttemptHTTP2:     true,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:   cfg.Timeout / 2,
+		MaxIdleConns:          2 * maxIdleConnsPerHost,
+		MaxIdleConnsPerHost:   maxIdleConnsPerHost,
+		IdleConnTimeout:       idleConnTimeout,
+		ExpectContinueTimeout: time.Second,
+	}, dial
+}
+
+// setAuth sets the credential of cfg.Auth: the header of basic and header auth, or the token
+// source of OAuth2, whose fetches use client and end with ctx; and the secrets that no error
+// may hold.
+func (p *Publisher) setAuth(ctx context.Context, cfg Config, client *http.Client) {
 	switch cfg.Auth.Kind {
 	case AuthBasic:
 		credential := base64.StdEncoding.EncodeToString([]byte(cfg.Auth.Basic.Username + ":" + cfg.Auth.Basic.Password))
@@ -226,6 +235,19 @@ func New(cfg Config, metrics Metrics) (*Publisher, error) {
 			now:         time.Now,
 		}
 	}
+}
+
+// setGuard sets the guard of relayed rows, which protects the standard, static, signature
+// and credential headers, and adds the signing secrets to the secrets that no error may hold.
+// Call it after setAuth.
+func (p *Publisher) setGuard(cfg Config) {
+	protected := make([]string, 0, len(standardHeaders)+len(p.headers)+1)
+	for name := range standardHeaders {
+		protected = append(protected, name)
+	}
+	for _, kv := range p.headers {
+		protected = append(protected, kv[0])
+	}
 	if p.signer != nil {
 		protected = append(protected, p.signer.Headers()...)
 		// A signing secret is never sent, but an endpoint could still echo it.
@@ -241,7 +263,6 @@ func New(cfg Config, metrics Metrics) (*Publisher, error) {
 		protected = append(protected, p.authName)
 	}
 	p.guard = forwarded.NewGuard(protected...)
-	return p, nil
 }
 
 // Type returns "http", the destination_type label.
@@ -290,13 +311,44 @@ func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
+	h, token, err := p.requestHeaders(ctx, m)
+	if err != nil {
+		return err
+	}
+	// The wire pool or the transport, not a client: the client would only add what this
+	// publisher never uses (following redirects, a URL's user info, a client timeout), and it
+	// copies every request's headers for the redirects it would follow.
+	var resp *http.Response
+	if p.wire != nil {
+		resp, err = p.wire.roundTrip(ctx, p.wireRequest(h, m.Payload), deadline)
+	} else {
+		var req *http.Request
+		if req, err = p.transportRequest(ctx, h, m.Payload); err != nil {
+			return err
+		}
+		resp, err = p.transport.RoundTrip(req)
+	}
+	if err != nil {
+		p.metrics.HTTPResponse("other")
+		return p.requestError(parent, ctx, err)
+	}
+	p.metrics.HTTPResponse(statusClass(resp.StatusCode))
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		closeBody(resp.Body)
+		return nil
+	}
+	return p.statusError(resp, token)
+}
 
+// requestHeaders builds the headers of the request of m, in their order of precedence (see
+// Publish), and returns the OAuth2 token that it carries, if any.
+func (p *Publisher) requestHeaders(ctx context.Context, m outbox.Message) (h http.Header, token string, err error) {
 	rowHeaders, err := sortedRowHeaders(m.Headers)
 	if err != nil {
-		return fmt.Errorf("publishing to destination %s: %w", p.name, err)
+		return nil, "", fmt.Errorf("publishing to destination %s: %w", p.name, err)
 	}
 	// Sized once for the standard headers and a few more, instead of growing while they go in.
-	h := make(http.Header, 8+len(p.headers)+len(rowHeaders))
+	h = make(http.Header, 8+len(p.headers)+len(rowHeaders))
 	h["Content-Type"] = []string{"application/json"}
 	h["X-Message-Id"] = []string{m.ID}
 	h["X-Topic"] = []string{m.Topic}
@@ -307,12 +359,11 @@ func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 	for _, kv := range p.headers {
 		h[kv[0]] = []string{kv[1]}
 	}
-	var token string
 	switch {
 	case p.tokens != nil:
 		token, err = p.tokens.Token(ctx)
 		if err != nil {
-			return err
+			return nil, "", err
 		}
 		h["Authorization"] = []string{"Bearer " + token}
 	case p.authName != "":
@@ -333,34 +384,25 @@ func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 		// Last, so that the signature headers replace any header of the same name and sign
 		// the very bytes of the body.
 		if err := p.signer.Sign(h, m.ID, m.Payload, p.now()); err != nil {
-			return fmt.Errorf("signing the request to destination %s: %w", p.name, err)
+			return nil, "", fmt.Errorf("signing the request to destination %s: %w", p.name, err)
 		}
 	}
+	return h, token, nil
+}
 
-	// The wire pool or the transport, not a client: the client would only add what this
-	// publisher never uses (following redirects, a URL's user info, a client timeout), and it
-	// copies every request's headers for the redirects it would follow.
-	var resp *http.Response
-	if p.wire != nil {
-		resp, err = p.wire.roundTrip(ctx, p.wireRequest(h, m.Payload), deadline)
-	} else {
-		var req *http.Request
-		req, err = http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(m.Payload))
-		if err != nil {
-			return fmt.Errorf("building the request to destination %s: %w", p.name, stripURL(err))
-		}
-		req.Header = h
-		resp, err = p.transport.RoundTrip(req)
-	}
+// transportRequest returns the request of a delivery through the transport.
+func (p *Publisher) transportRequest(ctx context.Context, h http.Header, payload []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(payload))
 	if err != nil {
-		p.metrics.HTTPResponse("other")
-		return p.requestError(parent, ctx, err)
+		return nil, fmt.Errorf("building the request to destination %s: %w", p.name, stripURL(err))
 	}
-	p.metrics.HTTPResponse(statusClass(resp.StatusCode))
-	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
-		closeBody(resp.Body)
-		return nil
-	}
+	req.Header = h
+	return req, nil
+}
+
+// statusError returns the *StatusError of an answer outside 2xx and closes its body; a 401
+// drops the cached OAuth2 token, which the request carried.
+func (p *Publisher) statusError(resp *http.Response, token string) error {
 	if resp.StatusCode == http.StatusUnauthorized && p.tokens != nil {
 		p.tokens.Invalidate(token)
 	}
