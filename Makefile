@@ -161,9 +161,10 @@ build-AdminFunction:
 
 ## jsonata: installs the pinned npm jsonata 2.2.2 in shared/transform/jsjsonata (package.json and
 ## package-lock.json with its integrity hash) with `npm ci`, and checks that the committed
-## jsonata.min.js that shared/transform embeds is that package's file. A different file is
-## replaced from the package and the target fails, so the change shows in review (then update
-## jsonataSHA256 in shared/transform/embed_test.go). The build itself needs neither npm nor this.
+## jsonata.min.js that shared/transform/jsjsonata embeds is that package's file. A different
+## file is replaced from the package and the target fails, so the change shows in review (then
+## update jsonataSHA256 in shared/transform/jsjsonata/jsjsonata_test.go). The build itself needs
+## neither npm nor this.
 JSONATA_DIR := shared/transform/jsjsonata
 
 .PHONY: jsonata
@@ -178,7 +179,7 @@ jsonata:
 		cp $$pkg/jsonata.min.js $$pkg/LICENSE $(JSONATA_DIR)/; \
 		echo "$(JSONATA_DIR)/jsonata.min.js differed from npm jsonata $$version and was replaced:"; \
 		sha256sum $(JSONATA_DIR)/jsonata.min.js; \
-		echo "review it, set jsonataSHA256 in shared/transform/embed_test.go, and commit"; \
+		echo "review it, set jsonataSHA256 in shared/transform/jsjsonata/jsjsonata_test.go, and commit"; \
 		exit 1; \
 	fi
 

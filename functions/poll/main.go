@@ -11,11 +11,13 @@ import (
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/service/destinations"
+	"github.com/alternayte/queuebox/shared/transform/jsonata"
 )
 
 func main() {
 	ctx := context.Background()
-	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions())
+	// The poll function applies the route and destination transforms on the JSONata engine.
+	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(jsonata.NewEngine(jsonata.EngineOptions{})))
 	if err != nil {
 		lambdafn.Exit(err)
 	}
