@@ -125,12 +125,25 @@ bench-peers:
 ## lambda: every function of functions/*/main.go as a static linux/arm64 `bootstrap`, zipped
 ## in bin/lambda/<name>.zip with bootstrap at the root; prints each binary's and zip's size.
 ## LAMBDA_CONFIG=path/to/queuebox.yml adds that file to every zip as queuebox.yml (then set
-## QUEUEBOX_CONFIG_FILE=/var/task/queuebox.yml). See deploy/README.md.
-LAMBDA_DIR       := $(BIN)/lambda
-LAMBDA_FUNCTIONS := $(sort $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go)))
-LAMBDA_ENV       := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
-LAMBDA_FLAGS     := -tags lambda.norpc -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)"
-LAMBDA_CONFIG    ?=
+## QUEUEBOX_CONFIG_FILE=/var/task/queuebox.yml). LAMBDA_DESTINATIONS="http kafka" names the
+## destination kinds that the poll function links (default: all four); each broker left out is
+## the build tag queuebox_no_<kind>, and a destination of that kind then has no publisher, so
+## its rows go dead. See deploy/README.md.
+LAMBDA_DIR          := $(BIN)/lambda
+LAMBDA_FUNCTIONS    := $(sort $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go)))
+LAMBDA_ENV          := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
+LAMBDA_BROKERS      := rabbitmq kafka nats
+LAMBDA_DESTINATIONS ?= http $(LAMBDA_BROKERS)
+ifneq ($(filter-out http $(LAMBDA_BROKERS),$(LAMBDA_DESTINATIONS)),)
+$(error LAMBDA_DESTINATIONS names $(filter-out http $(LAMBDA_BROKERS),$(LAMBDA_DESTINATIONS)); the destination kinds are http $(LAMBDA_BROKERS))
+endif
+LAMBDA_COMMA        := ,
+LAMBDA_EMPTY        :=
+LAMBDA_SPACE        := $(LAMBDA_EMPTY) $(LAMBDA_EMPTY)
+LAMBDA_LEFT_OUT     := $(addprefix queuebox_no_,$(filter-out $(LAMBDA_DESTINATIONS),$(LAMBDA_BROKERS)))
+LAMBDA_TAGS         := $(subst $(LAMBDA_SPACE),$(LAMBDA_COMMA),$(strip lambda.norpc $(LAMBDA_LEFT_OUT)))
+LAMBDA_FLAGS        := -tags $(LAMBDA_TAGS) -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)"
+LAMBDA_CONFIG       ?=
 
 .PHONY: lambda
 lambda:
@@ -161,9 +174,10 @@ build-AdminFunction:
 
 ## jsonata: installs the pinned npm jsonata 2.2.2 in shared/transform/jsjsonata (package.json and
 ## package-lock.json with its integrity hash) with `npm ci`, and checks that the committed
-## jsonata.min.js that shared/transform embeds is that package's file. A different file is
-## replaced from the package and the target fails, so the change shows in review (then update
-## jsonataSHA256 in shared/transform/embed_test.go). The build itself needs neither npm nor this.
+## jsonata.min.js that shared/transform/jsjsonata embeds is that package's file. A different
+## file is replaced from the package and the target fails, so the change shows in review (then
+## update jsonataSHA256 in shared/transform/jsjsonata/jsjsonata_test.go). The build itself needs
+## neither npm nor this.
 JSONATA_DIR := shared/transform/jsjsonata
 
 .PHONY: jsonata
@@ -178,7 +192,7 @@ jsonata:
 		cp $$pkg/jsonata.min.js $$pkg/LICENSE $(JSONATA_DIR)/; \
 		echo "$(JSONATA_DIR)/jsonata.min.js differed from npm jsonata $$version and was replaced:"; \
 		sha256sum $(JSONATA_DIR)/jsonata.min.js; \
-		echo "review it, set jsonataSHA256 in shared/transform/embed_test.go, and commit"; \
+		echo "review it, set jsonataSHA256 in shared/transform/jsjsonata/jsjsonata_test.go, and commit"; \
 		exit 1; \
 	fi
 

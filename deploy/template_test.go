@@ -248,10 +248,19 @@ func TestMakefileBuildsLikeLambdazip(t *testing.T) {
 		}
 		flags = append(flags, f)
 	}
-	// The Makefile also stamps the version (queuebox version) into the functions' -ldflags.
+	// The Makefile also stamps the version (queuebox version) into the functions' -ldflags,
+	// and adds the tags of the broker destinations that LAMBDA_DESTINATIONS leaves out.
 	makeFlags := varValue("LAMBDA_FLAGS")
 	assert.Contains(t, makeFlags, ` $(VERSION_LDFLAGS)"`, "make lambda stamps the version")
-	assert.Equal(t, strings.Join(flags, " "), strings.Replace(makeFlags, ` $(VERSION_LDFLAGS)"`, `"`, 1))
+	makeFlags = strings.Replace(makeFlags, ` $(VERSION_LDFLAGS)"`, `"`, 1)
+	assert.Equal(t, strings.Join(flags, " "), strings.Replace(makeFlags, "$(LAMBDA_TAGS)", lambdazip.BuildTag, 1))
+	assert.Contains(t, varValue("LAMBDA_TAGS"), "$(strip "+lambdazip.BuildTag+" $(LAMBDA_LEFT_OUT))")
+	var kinds []string
+	for _, c := range lambdazip.Connectors {
+		kinds = append(kinds, c.Kind)
+		assert.Equal(t, "queuebox_no_"+c.Kind, c.Tag, "LAMBDA_LEFT_OUT makes the tag of %s from its kind", c.Kind)
+	}
+	assert.Equal(t, strings.Join(kinds, " "), varValue("LAMBDA_BROKERS"))
 }
 
 // documentedVariables returns the key paths of the variables that spec/24 lists, normalised

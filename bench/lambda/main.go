@@ -12,6 +12,11 @@
 // REPORT; the median, minimum and maximum of -cold cold starts, each a new emulator and
 // function process), the round trip of the first invoke, and the median, minimum and maximum
 // of -invokes warm invokes. -invokes 0 skips the timing.
+//
+// It also reports the cost of each broker destination (RabbitMQ, Kafka, NATS) in the poll
+// function's package: it builds the poll function once without each (the build tags of
+// lambdazip.Connectors, which `make lambda LAMBDA_DESTINATIONS=...` sets) and prints the
+// difference to the full build. -connectors=false skips it.
 package main
 
 import (
@@ -38,6 +43,9 @@ type result struct {
 	Flags     []string         `json:"buildFlags"`
 	Functions []lambdazip.Size `json:"functions"`
 	Seconds   float64          `json:"buildSeconds"`
+	// Connectors is the cost of each broker destination in the poll function; nil with
+	// -connectors=false.
+	Connectors *connectorInfo `json:"connectors,omitempty"`
 	// Timing is the cold-start and warm invoke time under the emulator; nil with -invokes 0.
 	Timing *timingInfo `json:"timing,omitempty"`
 	// Wake is the capture node waking the poll function; nil with -wake 0.
@@ -55,17 +63,18 @@ func run(ctx context.Context, args []string) int {
 	wake := fs.Int("wake", 10, "single-row commits timed from commit to delivery through the capture node waking the poll function under the emulator; 0 skips it")
 	wakeGap := fs.Duration("wake-gap", 1100*time.Millisecond, "the pause after each woken row arrives, longer than the capture node's wake interval (1 s)")
 	migrate := fs.Bool("migrate", true, "time the functions with QUEUEBOX_DATABASE_MIGRATE=true (Init checks the applied migrations)")
+	connectors := fs.Bool("connectors", true, "build the poll function without each broker destination and report each one's cost")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := measure(ctx, *out, *only, *invokes, *cold, *migrate, *wake, *wakeGap); err != nil {
+	if err := measure(ctx, *out, *only, *invokes, *cold, *migrate, *wake, *wakeGap, *connectors); err != nil {
 		fmt.Fprintln(os.Stderr, "lambda bench:", err)
 		return 1
 	}
 	return 0
 }
 
-func measure(ctx context.Context, out, only string, invokes, cold int, migrate bool, wake int, wakeGap time.Duration) error {
+func measure(ctx context.Context, out, only string, invokes, cold int, migrate bool, wake int, wakeGap time.Duration, connectors bool) error {
 	names, err := lambdazip.Functions(".")
 	if err != nil {
 		return err
@@ -106,6 +115,12 @@ func measure(ctx context.Context, out, only string, invokes, cold int, migrate b
 	res.Seconds = time.Since(start).Round(time.Millisecond).Seconds()
 	if err := lambdazip.WriteTable(os.Stdout, res.Functions); err != nil {
 		return err
+	}
+	if connectors {
+		if res.Connectors, err = measureConnectors(ctx, work); err != nil {
+			return err
+		}
+		writeConnectorTable(os.Stdout, res.Connectors)
 	}
 	if invokes > 0 {
 		if res.Timing, err = measureTiming(ctx, work, names, invokes, cold, migrate); err != nil {

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -32,10 +33,40 @@ const ConfigPath = "/var/task/" + ConfigName
 // binary for Graviton (linux/arm64). The Makefile's lambda target uses the same.
 var BuildEnv = []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64"}
 
+// BuildTag is the build tag of every function build: no net/rpc in the runtime API client.
+const BuildTag = "lambda.norpc"
+
 // BuildFlags are the flags of a function build: no net/rpc in the runtime API client
-// (lambda.norpc), no symbol table and no DWARF (-s -w), no local paths (-trimpath). The
+// (BuildTag), no symbol table and no DWARF (-s -w), no local paths (-trimpath). The
 // Makefile's lambda target uses the same.
-var BuildFlags = []string{"-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w"}
+var BuildFlags = []string{"-tags", BuildTag, "-trimpath", "-ldflags", "-s -w"}
+
+// Connector is a broker destination of the poll function that a build tag leaves out, client
+// and all (shared/service/destinations). The http destination is part of every build.
+type Connector struct {
+	// Kind is the destination kind (destinations.<name>.kind).
+	Kind string `json:"kind"`
+	// Tag is the build tag that leaves it out.
+	Tag string `json:"tag"`
+}
+
+// Connectors are the broker destinations of the poll function, in the order of
+// LAMBDA_BROKERS in the Makefile, whose LAMBDA_DESTINATIONS sets their tags.
+var Connectors = []Connector{
+	{Kind: "rabbitmq", Tag: "queuebox_no_rabbitmq"},
+	{Kind: "kafka", Tag: "queuebox_no_kafka"},
+	{Kind: "nats", Tag: "queuebox_no_nats"},
+}
+
+// buildFlags returns BuildFlags with tags added to BuildTag.
+func buildFlags(tags []string) []string {
+	flags := slices.Clone(BuildFlags)
+	if len(tags) > 0 {
+		i := slices.Index(flags, "-tags")
+		flags[i+1] = strings.Join(append([]string{BuildTag}, tags...), ",")
+	}
+	return flags
+}
 
 // modTime is the time of every entry, so that the same binary gives the same zip.
 var modTime = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -58,7 +89,13 @@ func Functions(root string) ([]string, error) {
 // Build compiles functions/<name> of the repository at root into the file out with
 // BuildEnv and BuildFlags, using the go command of PATH.
 func Build(ctx context.Context, root, name, out string) error {
-	args := append([]string{"build"}, BuildFlags...)
+	return BuildTagged(ctx, root, name, out)
+}
+
+// BuildTagged is Build with the build tags tags besides BuildTag: the Tag of a Connector
+// leaves that broker destination out of the poll function.
+func BuildTagged(ctx context.Context, root, name, out string, tags ...string) error {
+	args := append([]string{"build"}, buildFlags(tags)...)
 	args = append(args, "-o", out, "./functions/"+name)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root

@@ -14,11 +14,14 @@ import (
 	"context"
 
 	"github.com/alternayte/queuebox/shared/lambdafn"
+	"github.com/alternayte/queuebox/shared/transform/jsonata"
 )
 
 func main() {
 	ctx := context.Background()
-	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions())
+	// The admin function runs the transform test (POST /admin/transform/test) on the JSONata
+	// engine.
+	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(jsonata.NewEngine(jsonata.EngineOptions{})))
 	if err != nil {
 		lambdafn.Exit(err)
 	}

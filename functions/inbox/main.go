@@ -12,11 +12,13 @@ import (
 
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/transform/jsonata"
 )
 
 func main() {
 	ctx := context.Background()
-	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions())
+	// The inbox applies the source transforms (sources.<name>.transform) on the JSONata engine.
+	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(jsonata.NewEngine(jsonata.EngineOptions{})))
 	if err != nil {
 		lambdafn.Exit(err)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
+	"github.com/alternayte/queuebox/shared/transform/jsonata"
 )
 
 // hmacSecret signed the x-signature headers of testdata/hmac-signed.json.
@@ -105,6 +106,7 @@ func lambdaSide(t *testing.T) (lambda.Handler, *pgxpool.Pool) {
 	rt, err := lambdafn.Init(context.Background(), lambdafn.Options{
 		Load:      config.LoadOptions{Env: env(dbURL), ReadFile: noFile},
 		LogOutput: io.Discard,
+		Engine:    jsonata.NewEngine(jsonata.EngineOptions{}),
 	})
 	require.NoError(t, err)
 	t.Cleanup(rt.Close)

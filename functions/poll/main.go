@@ -2,7 +2,9 @@
 // woken by the capture node, delivers outbox rows until the invocation's deadline minus a
 // margin, or, in drain mode, until a claim finds nothing. The configuration comes from the
 // function's environment exactly as for the local process; LAMBDA_MODE and LAMBDA_MARGIN_MS
-// set the driver (see shared/lambdafn). Build it with -tags lambda.norpc.
+// set the driver (see shared/lambdafn). Build it with -tags lambda.norpc; the tags
+// queuebox_no_rabbitmq, queuebox_no_kafka and queuebox_no_nats leave that broker destination
+// out (`make lambda LAMBDA_DESTINATIONS=...`, deploy/README.md).
 package main
 
 import (
@@ -11,11 +13,13 @@ import (
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/service/destinations"
+	"github.com/alternayte/queuebox/shared/transform/jsonata"
 )
 
 func main() {
 	ctx := context.Background()
-	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions())
+	// The poll function applies the route and destination transforms on the JSONata engine.
+	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(jsonata.NewEngine(jsonata.EngineOptions{})))
 	if err != nil {
 		lambdafn.Exit(err)
 	}

@@ -15,7 +15,8 @@ import (
 
 func main() {
 	ctx := context.Background()
-	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions())
+	// The relay runs no transform: the function links no JavaScript engine.
+	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(nil))
 	if err != nil {
 		lambdafn.Exit(err)
 	}

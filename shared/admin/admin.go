@@ -44,8 +44,9 @@ type Store interface {
 type Options struct {
 	// Verifier checks the credentials; nil accepts every request (admin.insecure).
 	Verifier inboundauth.Verifier
-	// Engine evaluates the test expressions.
-	Engine *transform.Engine
+	// Engine compiles and evaluates the test expressions: the JSONata engine
+	// (shared/transform/jsonata). Required.
+	Engine transform.Compiler
 	// Store and Routes serve the replay.
 	Store  Store
 	Routes *route.Table

@@ -20,13 +20,13 @@ import (
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
-	"github.com/alternayte/queuebox/shared/transform"
+	"github.com/alternayte/queuebox/shared/transform/jsonata"
 )
 
 const token = "admin-token-5e1f"
 
 // engine is shared: a runtime is expensive to create, and the engine is safe for concurrent use.
-var engine = transform.NewEngine(transform.EngineOptions{})
+var engine = jsonata.NewEngine(jsonata.EngineOptions{})
 
 type env struct {
 	pool   *pgxpool.Pool

@@ -20,7 +20,7 @@ import (
 	"github.com/alternayte/queuebox/shared/localserver"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/service"
-	"github.com/alternayte/queuebox/shared/transform"
+	"github.com/alternayte/queuebox/shared/transform/jsonata"
 )
 
 // Exit codes.
@@ -83,7 +83,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 // loadOptions are the load options of a command: every transform expression compiles at
 // load on engine, so that an error names its key; the command then builds its parts on the
 // same engine, which holds the compiled expressions.
-func loadOptions(env Env, engine *transform.Engine) config.LoadOptions {
+func loadOptions(env Env, engine *jsonata.Engine) config.LoadOptions {
 	return config.LoadOptions{Env: config.EnvMap(env.Environ), ReadFile: env.ReadFile, CompileTransform: engine.Check}
 }
 
@@ -91,7 +91,7 @@ func loadOptions(env Env, engine *transform.Engine) config.LoadOptions {
 // that need no database (localserver.Check); it prints the resolved configuration with every
 // secret masked, or every error, a refusal of serve with the text that serve prints.
 func configCheck(ctx context.Context, env Env) int {
-	engine := service.NewEngine()
+	engine := jsonata.NewEngine(jsonata.EngineOptions{})
 	cfg, warnings, err := config.Load(loadOptions(env, engine))
 	for _, w := range warnings {
 		fmt.Fprintf(env.Stderr, "warning: %s\n", w.String())
@@ -137,7 +137,7 @@ func originText(cfg *config.Config) string {
 
 // load loads the configuration for a command that runs, logging the warnings; its transforms
 // compile on engine.
-func load(env Env, log *slog.Logger, engine *transform.Engine) (*config.Config, bool) {
+func load(env Env, log *slog.Logger, engine *jsonata.Engine) (*config.Config, bool) {
 	cfg, warnings, err := config.Load(loadOptions(env, engine))
 	for _, w := range warnings {
 		log.Warn("configuration warning", "warning", w.String())
@@ -153,7 +153,7 @@ func load(env Env, log *slog.Logger, engine *transform.Engine) (*config.Config, 
 // a failure to load or connect itself and returns false.
 func connect(ctx context.Context, env Env, level slog.Level) (*config.Config, *service.Database, bool) {
 	log := service.NewLogger(env.Stderr, level)
-	cfg, ok := load(env, log, service.NewEngine())
+	cfg, ok := load(env, log, jsonata.NewEngine(jsonata.EngineOptions{}))
 	if !ok {
 		return nil, nil, false
 	}
@@ -192,7 +192,7 @@ func migrateCommand(ctx context.Context, env Env, baseline int) int {
 func serveCommand(ctx context.Context, env Env) int {
 	level := service.NewLevel()
 	log := service.NewLogger(env.Stderr, level)
-	engine := service.NewEngine()
+	engine := jsonata.NewEngine(jsonata.EngineOptions{})
 	cfg, ok := load(env, log, engine)
 	if !ok {
 		return ExitFailure

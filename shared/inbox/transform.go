@@ -11,11 +11,16 @@ import (
 // it evaluates the expression on the received body with the variables of the source stage
 // (transform.SourceVars). The handler and the intake apply the source's onError; it is safe
 // for concurrent use, as the expression is.
-type SourceTransform struct{ expr *transform.Expression }
+type SourceTransform struct{ expr transform.Expression }
 
-// CompileTransform compiles the source transform t on engine, for the HTTP inbox's sources and
-// a broker source's intake alike. The error is the compile error of the expression.
-func CompileTransform(engine *transform.Engine, t *transform.Config) (SourceTransform, error) {
+// CompileTransform compiles the source transform t on engine (the JSONata engine of
+// shared/transform/jsonata), for the HTTP inbox's sources and a broker source's intake alike.
+// The error is the compile error of the expression, or transform.ErrNoEngine without an
+// engine.
+func CompileTransform(engine transform.Compiler, t *transform.Config) (SourceTransform, error) {
+	if engine == nil {
+		return SourceTransform{}, transform.ErrNoEngine
+	}
 	x, err := engine.Compile(t.Expression, t.Limits())
 	if err != nil {
 		return SourceTransform{}, err
@@ -24,7 +29,7 @@ func CompileTransform(engine *transform.Engine, t *transform.Config) (SourceTran
 }
 
 // Expression returns the compiled expression, with its limits.
-func (s SourceTransform) Expression() *transform.Expression { return s.expr }
+func (s SourceTransform) Expression() transform.Expression { return s.expr }
 
 // Transform implements Transformer.
 func (s SourceTransform) Transform(ctx context.Context, in TransformInput) (json.RawMessage, error) {

@@ -11,13 +11,14 @@ import (
 
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/transform"
+	"github.com/alternayte/queuebox/shared/transform/jsonata"
 )
 
 // TestSourceTransformBindsTheSourceStage: a compiled source transform sees the received body
 // as $ and the variables of the source stage; an attribute that was not extracted binds null.
 func TestSourceTransformBindsTheSourceStage(t *testing.T) {
 	t.Parallel()
-	engine := transform.NewEngine(transform.EngineOptions{})
+	engine := jsonata.NewEngine(jsonata.EngineOptions{})
 	st, err := inbox.CompileTransform(engine, &transform.Config{
 		Expression: `{"body": $, "id": $messageId, "topic": $topic, "attempt": $attempt, "at": $timestamp,
 			"source": $source, "headers": $headers, "key": $idempotencyKey, "type": $eventType}`,

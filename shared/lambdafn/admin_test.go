@@ -21,6 +21,7 @@ import (
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
+	"github.com/alternayte/queuebox/shared/transform/jsonata"
 )
 
 // adminKey is the admin.auth key of the admin function in these tests.
@@ -71,6 +72,7 @@ func newAdminFunction(t *testing.T, extra map[string]string) *adminFunction {
 	rt, err := lambdafn.Init(context.Background(), lambdafn.Options{
 		Load:      config.LoadOptions{Env: env, ReadFile: noFile},
 		LogOutput: out,
+		Engine:    jsonata.NewEngine(jsonata.EngineOptions{}),
 	})
 	require.NoError(t, err, "Init")
 	t.Cleanup(rt.Close)

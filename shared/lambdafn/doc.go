@@ -3,11 +3,12 @@
 // functions/ that imports aws-lambda-go.
 //
 // A main builds the Runtime once per container with Init (configuration, logger, database,
-// JSONata engine; the same code the local process runs), assembles its cycle with the
-// assembly of shared/service (Runtime.Build, which is service.Build over the runtime's
-// database, logger, metrics and engine), and hands a handler to Start:
+// and the JSONata engine that the main passes when the function runs transforms; the same
+// code the local process runs), assembles its cycle with the assembly of shared/service
+// (Runtime.Build, which is service.Build over the runtime's database, logger, metrics and
+// engine), and hands a handler to Start:
 //
-//	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions())
+//	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(jsonata.NewEngine(jsonata.EngineOptions{})))
 //	if err != nil {
 //		lambdafn.Exit(err)
 //	}

@@ -23,6 +23,7 @@ import (
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
+	"github.com/alternayte/queuebox/shared/transform/jsonata"
 )
 
 // receiver is a real HTTP destination on loopback that records the X-Message-Id of every
@@ -145,6 +146,7 @@ func newFunction(t *testing.T, rc *receiver, extra map[string]string) *function 
 	rt, err := lambdafn.Init(ctx, lambdafn.Options{
 		Load:      config.LoadOptions{Env: functionEnv(dbURL, rc, extra), ReadFile: noFile},
 		LogOutput: out,
+		Engine:    jsonata.NewEngine(jsonata.EngineOptions{}),
 	})
 	if err != nil {
 		t.Fatalf("Init: %v", err)

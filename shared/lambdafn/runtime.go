@@ -23,15 +23,19 @@ type Options struct {
 	Load service.LoadOptions
 	// LogOutput receives the JSON log lines. Nil means os.Stderr.
 	LogOutput io.Writer
-	// Engine is the JSONata engine of the function's parts. Nil: Init makes one.
-	Engine *transform.Engine
+	// Engine is the JSONata engine (shared/transform/jsonata) of the function's parts. Nil:
+	// the function runs no transform and links no JavaScript engine (the relay and retention
+	// functions); its parts refuse a transform that they would have to compile.
+	Engine transform.Compiler
 }
 
 // OSOptions returns the options of a real function: the process environment, the file
-// system and os.Stderr, as the local process uses them, and one JSONata engine that compiles
-// every expression at load and then runs the function's transforms.
-func OSOptions() Options {
-	engine := service.NewEngine()
+// system and os.Stderr, as the local process uses them, and engine, the JSONata engine that
+// compiles every expression at load and then runs the function's transforms. The functions
+// that run transforms (poll: route and destination transforms; inbox: source transforms;
+// admin: the transform test) pass one from their main; the others pass nil, so that they link
+// no JavaScript engine, and then no expression is compiled at load.
+func OSOptions(engine transform.Compiler) Options {
 	return Options{Load: service.OSLoadOptions(engine), LogOutput: os.Stderr, Engine: engine}
 }
 
@@ -50,8 +54,8 @@ type Runtime struct {
 	Metrics Metrics
 	// Settings are the driver's settings: the mode and the deadline margin.
 	Settings Settings
-	// Engine is the JSONata engine of the function's parts (Options.Engine).
-	Engine *transform.Engine
+	// Engine is the JSONata engine of the function's parts (Options.Engine), or nil.
+	Engine transform.Compiler
 	// Tracing is the container's tracer provider (docs/tracing.md): off unless the
 	// configuration names an OTLP endpoint. Start flushes it before every invocation returns.
 	Tracing *tracing.Provider
@@ -114,16 +118,12 @@ func Init(ctx context.Context, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	engine := opts.Engine
-	if engine == nil {
-		engine = service.NewEngine()
-	}
 	tp, err := tracing.New(ctx, service.TracingConfig(cfg))
 	if err != nil {
 		db.Close()
 		return nil, service.NewStartError("start tracing", err)
 	}
-	return &Runtime{Config: cfg, Log: log, DB: db, Metrics: emf.New(emf.Options{}), Settings: settings, Engine: engine, Tracing: tp}, nil
+	return &Runtime{Config: cfg, Log: log, DB: db, Metrics: emf.New(emf.Options{}), Settings: settings, Engine: opts.Engine, Tracing: tp}, nil
 }
 
 // Exit prints err to stderr as "QueueBox could not <step>. Reason: ..." and ends the process

@@ -27,6 +27,7 @@ import (
 	"github.com/alternayte/queuebox/shared/service/destinations"
 	"github.com/alternayte/queuebox/shared/service/sources"
 	"github.com/alternayte/queuebox/shared/transform"
+	"github.com/alternayte/queuebox/shared/transform/jsonata"
 )
 
 // HTTPDrainTimeout is how long the HTTP servers drain requests in flight at shutdown.
@@ -50,10 +51,13 @@ type Local struct {
 // loop in-process (the poller, the relay when inbox.relay.enabled, the retention cleanup,
 // capture when outbox.capture.enabled), the inbox and the admin routes, and the broker
 // destinations of RabbitMQ, Kafka and NATS as well as HTTP.
-func options(log *slog.Logger, m service.Recorder, pool service.PoolMetrics, draining func() bool, engine *transform.Engine) service.AppOptions {
+func options(log *slog.Logger, m service.Recorder, pool service.PoolMetrics, draining func() bool, engine transform.Compiler) service.AppOptions {
 	var counters func() map[string]float64
 	if r, ok := m.(*metrics.Registry); ok && r != nil {
 		counters = r.Totals
+	}
+	if engine == nil {
+		engine = jsonata.NewEngine(jsonata.EngineOptions{})
 	}
 	return service.AppOptions{
 		Counters: counters,
@@ -76,7 +80,7 @@ func New(ctx context.Context, cfg *service.Config, log *slog.Logger) (*Local, er
 // NewWithEngine is New with the JSONata engine that compiled the configuration's transforms at
 // load (the CompileTransform of its load options), so that the process starts one engine, not
 // two. Nil makes a new engine.
-func NewWithEngine(ctx context.Context, cfg *service.Config, log *slog.Logger, engine *transform.Engine) (*Local, error) {
+func NewWithEngine(ctx context.Context, cfg *service.Config, log *slog.Logger, engine transform.Compiler) (*Local, error) {
 	l := &Local{log: log, metrics: metrics.New(service.Version), ready: make(chan struct{})}
 	pool := metrics.NewPoolTracer(l.metrics, metrics.PoolName)
 	app, err := service.Build(ctx, cfg, options(log, l.metrics, pool, l.shuttingDown.Load, engine))
@@ -103,7 +107,7 @@ func Check(ctx context.Context, cfg *service.Config) error { return CheckWithEng
 
 // CheckWithEngine is Check on the JSONata engine that compiled the configuration at load (nil
 // makes a new one), as NewWithEngine is New.
-func CheckWithEngine(ctx context.Context, cfg *service.Config, engine *transform.Engine) error {
+func CheckWithEngine(ctx context.Context, cfg *service.Config, engine transform.Compiler) error {
 	// The check builds the parts and runs none, so its log lines (a destination kind without a
 	// publisher, for example) would repeat those of the start: it logs nothing.
 	app, err := service.Build(ctx, cfg, options(slog.New(slog.DiscardHandler), nil, nil, nil, engine))

@@ -12,9 +12,10 @@ import (
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/transform"
+	"github.com/alternayte/queuebox/shared/transform/jsonata"
 )
 
-var engine = transform.NewEngine(transform.EngineOptions{})
+var engine = jsonata.NewEngine(jsonata.EngineOptions{})
 
 func step(t *testing.T, expr string, onError transform.OnError) *transform.Step {
 	t.Helper()

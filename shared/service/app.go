@@ -82,9 +82,12 @@ type AppOptions struct {
 	Metrics Recorder
 	// Pool, when set, observes the pool of the database that Open opens.
 	Pool PoolMetrics
-	// Engine is the JSONata engine of every transform and of the admin transform test. Nil:
-	// Build makes one (NewEngine).
-	Engine *transform.Engine
+	// Engine is the JSONata engine (shared/transform/jsonata) of every transform and of the
+	// admin transform test. The runtime passes it, so that a program that runs no transform
+	// links no JavaScript engine. Nil: no part can compile a transform, so a configured route,
+	// destination or source transform of a part that Build builds is refused
+	// (transform.ErrNoEngine), and so are the admin routes.
+	Engine transform.Compiler
 	// Database is an open database that the parts use at once (the Lambda functions open it
 	// in their init). Nil: the parts are bound to the database that Open opens later, so that
 	// Build refuses what the configuration alone refuses before the database is waited for.
@@ -152,7 +155,7 @@ type SourceOptions struct {
 	// Logger receives the log lines.
 	Logger *slog.Logger
 	// Engine compiles the source transforms.
-	Engine *transform.Engine
+	Engine transform.Compiler
 	// Tracer creates the span of each stored message; nil when tracing is off.
 	Tracer trace.Tracer
 }
@@ -198,7 +201,7 @@ type App struct {
 	cfg    *config.Config
 	opts   AppOptions
 	log    *slog.Logger
-	engine *transform.Engine
+	engine transform.Compiler
 	store  *boundStore
 	health *store.Driver // the capture node's lazy health pool
 	wakers Wakers
@@ -289,9 +292,6 @@ func Build(ctx context.Context, cfg *Config, o AppOptions) (*App, error) {
 	a := &App{cfg: cfg, opts: o, log: o.Logger, engine: o.Engine, DB: o.Database}
 	if a.log == nil {
 		a.log = slog.Default()
-	}
-	if a.engine == nil {
-		a.engine = NewEngine()
 	}
 	a.tracing = o.Tracing
 	if a.tracing == nil {
@@ -503,8 +503,8 @@ func (a *App) Close() {
 	}
 }
 
-// Engine returns the JSONata engine of the assembly.
-func (a *App) Engine() *transform.Engine { return a.engine }
+// Engine returns the JSONata engine of the assembly (AppOptions.Engine), or nil.
+func (a *App) Engine() transform.Compiler { return a.engine }
 
 // Checks returns the readiness checks of the parts that this process runs, in this order:
 // database (the store's ping, or the health pool's), outbox-poller, inbox-relay,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/store"
+	"github.com/alternayte/queuebox/shared/transform/jsonata"
 )
 
 // pingStore is a store whose Ping answers err; no other method is called.
@@ -165,3 +166,6 @@ func TestBuildRefusesCapture(t *testing.T) {
 		t.Error("sqlserver-cdc: Build built no capture connector")
 	}
 }
+
+// newEngine returns a JSONata engine, which the runtimes pass to Build (AppOptions.Engine).
+func newEngine() *jsonata.Engine { return jsonata.NewEngine(jsonata.EngineOptions{}) }

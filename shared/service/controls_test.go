@@ -58,7 +58,7 @@ func TestDeliveryControlsReachTheOutbox(t *testing.T) {
 	rabbit := Broker{Kind: config.DestinationRabbitMQ, New: func(string, *config.Destination) (outbox.Publisher, func(), error) {
 		return namedPublisher{}, func() {}, nil
 	}}
-	dests, closeAll, err := Publishers(context.Background(), cfg, nil, NewEngine(), slog.New(slog.DiscardHandler), rabbit)
+	dests, closeAll, err := Publishers(context.Background(), cfg, nil, newEngine(), slog.New(slog.DiscardHandler), rabbit)
 	require.NoError(t, err)
 	defer closeAll()
 	byName := map[string]outbox.Destination{}
@@ -94,7 +94,7 @@ func TestNoDeliveryControlKeepsTheDefaults(t *testing.T) {
 	t.Parallel()
 	cfg := loadYAML(t, "destinations:\n  web:\n    baseUrl: https://example.com\n", nil)
 	assert.Equal(t, outbox.RetryPolicy{}, OutboxConfig(cfg).Retry)
-	dests, closeAll, err := Publishers(context.Background(), cfg, nil, NewEngine(), slog.New(slog.DiscardHandler))
+	dests, closeAll, err := Publishers(context.Background(), cfg, nil, newEngine(), slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	defer closeAll()
 	require.Len(t, dests, 1)

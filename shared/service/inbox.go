@@ -25,7 +25,7 @@ type InboxMetrics interface {
 // newInboxHandler builds the HTTP inbox of the configured HTTP sources, their transforms
 // compiled on engine. waker is called after a new push row is stored (nil: nothing to wake);
 // draining reports the shutdown.
-func newInboxHandler(cfg *config.Config, st store.InboxStore, m inbox.Metrics, waker inbox.Waker, draining func() bool, engine *transform.Engine, log *slog.Logger, tracer trace.Tracer) (*inbox.Handler, error) {
+func newInboxHandler(cfg *config.Config, st store.InboxStore, m inbox.Metrics, waker inbox.Waker, draining func() bool, engine transform.Compiler, log *slog.Logger, tracer trace.Tracer) (*inbox.Handler, error) {
 	opts, err := InboxOptions(cfg, engine)
 	if err != nil {
 		return nil, startError("build the inbox sources", err)
@@ -97,7 +97,7 @@ func DestinationNames(cfg *config.Config) []string {
 // newAdmin builds the admin routes: the credential check of admin.auth (none with
 // admin.insecure), the transform test on engine, the replay over the routes, and the
 // destination routes over the configured destinations.
-func newAdmin(cfg *config.Config, st AdminStore, engine *transform.Engine, log *slog.Logger) (*admin.Handler, error) {
+func newAdmin(cfg *config.Config, st AdminStore, engine transform.Compiler, log *slog.Logger) (*admin.Handler, error) {
 	verifier, err := inboundauth.New(InboundAuthConfig(cfg.Admin.Auth))
 	if err != nil {
 		return nil, startError("build the admin routes", err)

@@ -18,7 +18,7 @@ import (
 // InboxOptions returns the options of the HTTP inbox: inbox.basePath, inbox.maxBodyBytes, the
 // key length rule of the database (KeyLength) and the HTTP sources (InboxSources). The caller adds the store, the metrics, the logger, the
 // waker and the shutdown flag. The source transforms compile on engine.
-func InboxOptions(cfg *config.Config, engine *transform.Engine) (inbox.Options, error) {
+func InboxOptions(cfg *config.Config, engine transform.Compiler) (inbox.Options, error) {
 	sources, err := InboxSources(cfg, engine)
 	if err != nil {
 		return inbox.Options{}, err
@@ -39,7 +39,7 @@ func KeyLength(cfg *config.Config) inbox.KeyLength {
 // InboxSources returns the HTTP sources of the configuration, sorted by name, each with its
 // verifier (sources.<name>.auth) and its compiled source transform (sources.<name>.transform)
 // built on engine. The other kinds of source are left out.
-func InboxSources(cfg *config.Config, engine *transform.Engine) ([]inbox.Source, error) {
+func InboxSources(cfg *config.Config, engine transform.Compiler) ([]inbox.Source, error) {
 	names := make([]string, 0, len(cfg.Sources))
 	for name, s := range cfg.Sources {
 		if s != nil && s.Kind == config.SourceHTTP && s.HTTP != nil {

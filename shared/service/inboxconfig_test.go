@@ -28,7 +28,7 @@ func loadYAML(t *testing.T, file string, env map[string]string) *config.Config {
 	if env == nil {
 		env = map[string]string{}
 	}
-	cfg, _, err := config.Load(config.LoadOptions{Env: env, CompileTransform: NewEngine().Check, ReadFile: func(name string) ([]byte, error) {
+	cfg, _, err := config.Load(config.LoadOptions{Env: env, CompileTransform: newEngine().Check, ReadFile: func(name string) ([]byte, error) {
 		if name == config.DefaultConfigFile {
 			return []byte(file), nil
 		}
@@ -88,7 +88,7 @@ sources:
     eventTypePath: $.type
 `, map[string]string{"ORDERS_KEY": "partner-key-0123456789"})
 
-	opts, err := InboxOptions(cfg, NewEngine())
+	opts, err := InboxOptions(cfg, newEngine())
 	require.NoError(t, err)
 	assert.Equal(t, "/hooks", opts.BasePath)
 	assert.EqualValues(t, 2048, opts.MaxBodyBytes)
@@ -131,7 +131,7 @@ sources:
 	assert.Zero(t, plain.RequestsPerMinute)
 	assert.Equal(t, "push", plain.Consumption, "the default consumption")
 
-	defaults, err := InboxOptions(config.Default(), NewEngine())
+	defaults, err := InboxOptions(config.Default(), newEngine())
 	require.NoError(t, err)
 	assert.Equal(t, "/inbox", defaults.BasePath)
 	assert.EqualValues(t, 1048576, defaults.MaxBodyBytes)
@@ -150,7 +150,7 @@ func TestInboxSourcesErrors(t *testing.T) {
 	orders.HTTP.Auth.HMAC.Secret = config.NewSecret("hmac-secret-0123456789")
 	orders.HTTP.Auth.HMAC.Algorithm = "sha1"
 	cfg.Sources = map[string]*config.Source{"orders": orders}
-	_, err := InboxSources(cfg, NewEngine())
+	_, err := InboxSources(cfg, newEngine())
 	require.Error(t, err)
 	assert.Equal(t, `building the auth of source orders: building the hmac auth verifier: algorithm must be HmacSHA256 or HmacSHA512, not "sha1"`, err.Error())
 	assert.NotContains(t, err.Error(), "hmac-secret-0123456789")
@@ -159,7 +159,7 @@ func TestInboxSourcesErrors(t *testing.T) {
 	tr := config.DefaultTransform()
 	tr.Expression = `$bad(`
 	orders.Transform = &tr
-	_, err = InboxSources(cfg, NewEngine())
+	_, err = InboxSources(cfg, newEngine())
 	require.Error(t, err)
 	assert.True(t, strings.HasPrefix(err.Error(), "building the transform of source orders: "), err.Error())
 	assert.ErrorIs(t, err, transform.ErrCompile)
@@ -299,7 +299,7 @@ routes:
 		}
 		return nil, fs.ErrNotExist
 	}
-	var hook config.TransformCompiler = NewEngine().Check
+	var hook config.TransformCompiler = newEngine().Check
 	_, _, err := config.Load(config.LoadOptions{Env: map[string]string{}, ReadFile: read, CompileTransform: hook})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `routes[0].transform.expression (QUEUEBOX_ROUTES_0_TRANSFORM_EXPRESSION) does not compile: JSONata S0203 at position 24: Expected ")" before end of expression`)

@@ -27,12 +27,17 @@ type Warning = config.Warning
 func Load(opts LoadOptions) (*Config, []Warning, error) { return config.Load(opts) }
 
 // OSLoadOptions returns the load options of a real process: the process environment, its
-// file system, and the Check of engine as the transform compiler, so that every expression
-// compiles at load and an error names its key. A nil engine compiles nothing at load.
-func OSLoadOptions(engine *transform.Engine) LoadOptions {
+// file system, and engine as the transform compiler, so that every expression compiles at
+// load (with the default limits) and an error names its key. A nil engine compiles nothing at
+// load: a program that runs no transform (the relay and retention functions) links no
+// JavaScript engine.
+func OSLoadOptions(engine transform.Compiler) LoadOptions {
 	o := config.OSOptions()
 	if engine != nil {
-		o.CompileTransform = engine.Check
+		o.CompileTransform = func(expression string) error {
+			_, err := engine.Compile(expression, transform.Limits{})
+			return err
+		}
 	}
 	return o
 }
@@ -56,11 +61,6 @@ func LoadErrorText(err error) string {
 	}
 	return fmt.Sprintf("QueueBox could not load the configuration. Reason: %s\n", redact.Error(err))
 }
-
-// NewEngine returns a JSONata engine: a pool of runtimes that the stages of one assembly and
-// its admin transform test share. A process makes one and passes it to Build (AppOptions.Engine)
-// and, through OSLoadOptions, to Load.
-func NewEngine() *transform.Engine { return transform.NewEngine(transform.EngineOptions{}) }
 
 // LoadEnv loads and validates the configuration from the QUEUEBOX_ variables of env alone: it
 // reads no configuration file and compiles no transform expression at load (the components

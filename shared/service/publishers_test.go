@@ -22,7 +22,7 @@ func TestPublishersUsesThePassedBrokerDestinations(t *testing.T) {
 	}}
 	log := slog.New(slog.DiscardHandler)
 
-	none, closeNone, err := Publishers(context.Background(), cfg, nil, NewEngine(), log)
+	none, closeNone, err := Publishers(context.Background(), cfg, nil, newEngine(), log)
 	if err != nil {
 		t.Fatalf("Publishers without brokers: %v", err)
 	}
@@ -37,7 +37,7 @@ func TestPublishersUsesThePassedBrokerDestinations(t *testing.T) {
 		built = append(built, name+"/"+string(d.Kind))
 		return namedPublisher{}, func() { closed++ }, nil
 	}}
-	dests, closeAll, err := Publishers(context.Background(), cfg, nil, NewEngine(), log, rabbit)
+	dests, closeAll, err := Publishers(context.Background(), cfg, nil, newEngine(), log, rabbit)
 	if err != nil {
 		t.Fatalf("Publishers: %v", err)
 	}

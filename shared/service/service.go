@@ -295,7 +295,7 @@ func Routes(cfg *config.Config) (*route.Table, error) {
 // clear reason.
 // With http.blockPrivateAddresses it first refuses a baseUrl or tokenUrl on a private address.
 // The destination transforms compile on engine.
-func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, engine *transform.Engine, log *slog.Logger, brokers ...Broker) ([]outbox.Destination, func(), error) {
+func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, engine transform.Compiler, log *slog.Logger, brokers ...Broker) ([]outbox.Destination, func(), error) {
 	byKind := make(map[config.DestinationKind]Broker, len(brokers))
 	for _, b := range brokers {
 		byKind[b.Kind] = b
@@ -349,7 +349,7 @@ func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, engi
 			continue
 		}
 		closers = append(closers, closer)
-		step, err := engine.CompileStep(TransformConfig(d.Transform))
+		step, err := transform.CompileStep(engine, TransformConfig(d.Transform))
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("destinations.%s.transform: %w", name, err)
@@ -470,14 +470,14 @@ func (o *Outbox) Close() {
 
 // newOutbox builds the poller with the settings oc, its routes and publishers; brokers are the
 // broker destinations the program delivers to (see Publishers). Build calls it.
-func newOutbox(ctx context.Context, cfg *config.Config, oc outbox.Config, st store.OutboxStore, m Metrics, engine *transform.Engine, log *slog.Logger, tracer trace.Tracer, brokers ...Broker) (*Outbox, error) {
+func newOutbox(ctx context.Context, cfg *config.Config, oc outbox.Config, st store.OutboxStore, m Metrics, engine transform.Compiler, log *slog.Logger, tracer trace.Tracer, brokers ...Broker) (*Outbox, error) {
 	routes, err := Routes(cfg)
 	if err != nil {
 		return nil, startError("build the routes", err)
 	}
 	routeTx := map[int]*transform.Step{}
 	for i, r := range cfg.Routes {
-		step, err := engine.CompileStep(TransformConfig(r.Transform))
+		step, err := transform.CompileStep(engine, TransformConfig(r.Transform))
 		if err != nil {
 			return nil, startError("build the routes", fmt.Errorf("routes[%d].transform: %w", i, err))
 		}

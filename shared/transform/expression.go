@@ -76,59 +76,30 @@ func (c Config) Limits() Limits {
 	return Limits{Timeout: c.Timeout, MaxDepth: c.MaxDepth}.WithDefaults()
 }
 
-// Expression is a compiled JSONata expression with its limits. It is safe for concurrent use.
-type Expression struct {
-	engine *Engine
-	key    exprKey
-	limits Limits
+// Expression is a compiled JSONata expression bound to its limits. Implementations are safe
+// for concurrent use.
+type Expression interface {
+	// Evaluate runs the expression on input (JSON text; an empty input means no input
+	// document, so `$` is undefined) with vars bound, and returns the result as JSON text.
+	// The error is an *Error for every failure of the expression (see IsFailure and the
+	// sentinels ErrEvaluation, ErrTimeout, ErrDepth, ErrNoResult); when ctx ends first, the
+	// error wraps ctx.Err() and is not a transform failure.
+	Evaluate(ctx context.Context, input json.RawMessage, vars Vars) (json.RawMessage, error)
+	// Source returns the expression text.
+	Source() string
+	// Limits returns the limits of the expression, defaults filled.
+	Limits() Limits
 }
 
-// Compile checks that expr compiles and returns it bound to the limits (zero fields take the
-// defaults). A compile error is an *Error of KindCompile that names the JSONata code and the
-// position, for example `JSONata S0203 at position 21: Expected ")" before end of expression`;
-// a compile that runs longer than five seconds (or the timeout, when longer) or nests too
-// deeply for the JavaScript stack is a compile error too.
-// Each runtime of the pool compiles the expression once, when it first evaluates it.
-func (e *Engine) Compile(expr string, limits Limits) (*Expression, error) {
-	limits = limits.WithDefaults()
-	x := &Expression{engine: e, key: exprKey{src: expr, maxDepth: limits.MaxDepth}, limits: limits}
-	_, err := e.run(context.Background(), "compile", max(limits.Timeout, compileTimeout), func(rt *jsRuntime) jobResult {
-		_, res := rt.compiled(x.key)
-		return res
-	})
-	var te *Error
-	if errors.As(err, &te) && te.Kind != KindCompile {
-		// A compile that runs out of time or stack is an expression that does not compile.
-		return nil, &Error{Kind: KindCompile, Code: te.Code, Position: te.Position, Token: te.Token, Message: te.Message}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return x, nil
+// Compiler compiles JSONata expressions: the JSONata engine of shared/transform/jsonata,
+// which a program passes to the parts that run transforms. A program that runs none passes
+// no Compiler and so links no JavaScript engine. It is safe for concurrent use.
+type Compiler interface {
+	// Compile checks that expr compiles and returns it bound to limits (zero fields take the
+	// defaults). A compile error is an *Error of KindCompile.
+	Compile(expr string, limits Limits) (Expression, error)
 }
 
-// Source returns the expression text.
-func (x *Expression) Source() string { return x.key.src }
-
-// Limits returns the limits of the expression, defaults filled.
-func (x *Expression) Limits() Limits { return x.limits }
-
-// Evaluate runs the expression on input (JSON text; an empty input means no input document, so
-// `$` is undefined) with vars bound, and returns the result as JSON text.
-//
-// It waits for a runtime of the pool while ctx allows, then runs for at most the expression's
-// timeout. The error is an *Error for every failure of the expression (see IsFailure and the
-// sentinels ErrEvaluation, ErrTimeout, ErrDepth, ErrNoResult); an expression that gives no
-// result (JSONata's undefined) fails with ErrNoResult. When ctx ends first, the error wraps
-// ctx.Err() and is not a transform failure.
-//
-// Numbers pass through JavaScript: an integer beyond 2^53 loses precision in the result.
-func (x *Expression) Evaluate(ctx context.Context, input json.RawMessage, vars Vars) (json.RawMessage, error) {
-	bindings, err := vars.encode()
-	if err != nil {
-		return nil, err
-	}
-	return x.engine.run(ctx, "evaluation", x.limits.Timeout, func(rt *jsRuntime) jobResult {
-		return rt.run(x.key, input, bindings)
-	})
-}
+// ErrNoEngine is the error of a transform block compiled without a Compiler: a program that
+// links no JSONata engine was asked to run a transform.
+var ErrNoEngine = errors.New("this program has no JSONata engine to compile the transform")

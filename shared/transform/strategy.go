@@ -92,18 +92,21 @@ func Decide(stage Stage, onError OnError) Action {
 // Step is one compiled transform block: the expression and its error strategy.
 type Step struct {
 	// Expression is the compiled expression.
-	Expression *Expression
+	Expression Expression
 	// OnError is Fail, Skip or Dead.
 	OnError OnError
 }
 
-// CompileStep compiles a transform block; a nil block gives a nil step (no transform). The
-// error is the compile error of the expression.
-func (e *Engine) CompileStep(t *Config) (*Step, error) {
+// CompileStep compiles a transform block on c; a nil block gives a nil step (no transform).
+// The error is the compile error of the expression, or ErrNoEngine when c is nil.
+func CompileStep(c Compiler, t *Config) (*Step, error) {
 	if t == nil {
 		return nil, nil
 	}
-	x, err := e.Compile(t.Expression, t.Limits())
+	if c == nil {
+		return nil, ErrNoEngine
+	}
+	x, err := c.Compile(t.Expression, t.Limits())
 	if err != nil {
 		return nil, err
 	}

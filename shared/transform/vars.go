@@ -1,7 +1,6 @@
 package transform
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -98,16 +97,4 @@ func FormatTimestamp(t time.Time) string {
 		s += fmt.Sprintf(".%09d", ns)
 	}
 	return s + "Z"
-}
-
-// encode renders the variables as a JSON object, or "" when there are none.
-func (v Vars) encode() (string, error) {
-	if len(v) == 0 {
-		return "", nil
-	}
-	b, err := json.Marshal(map[string]any(v))
-	if err != nil {
-		return "", fmt.Errorf("encoding transform variables: %w", err)
-	}
-	return string(b), nil
 }

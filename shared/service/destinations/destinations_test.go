@@ -1,3 +1,5 @@
+//go:build !queuebox_no_rabbitmq && !queuebox_no_kafka && !queuebox_no_nats
+
 package destinations
 
 import (

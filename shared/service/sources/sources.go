@@ -28,6 +28,7 @@ import (
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/transform"
+	"github.com/alternayte/queuebox/shared/transform/jsonata"
 )
 
 // Source is one broker source: its consumer, which stores through the sink it runs with.
@@ -58,8 +59,9 @@ type Options struct {
 	Waker inbox.Waker
 	// Logger receives the log lines. Default: slog.Default().
 	Logger *slog.Logger
-	// Engine compiles the source transforms. Default: a new engine (service.NewEngine).
-	Engine *transform.Engine
+	// Engine compiles the source transforms. Default: a new JSONata engine
+	// (shared/transform/jsonata).
+	Engine transform.Compiler
 	// Tracer creates the span of each stored message (docs/tracing.md). Default: none,
 	// tracing off.
 	Tracer trace.Tracer
@@ -83,7 +85,7 @@ func FromConfig(cfg *config.Config, o Options) ([]Runner, error) {
 		o.Logger = slog.Default()
 	}
 	if o.Engine == nil {
-		o.Engine = service.NewEngine()
+		o.Engine = jsonata.NewEngine(jsonata.EngineOptions{})
 	}
 	names := make([]string, 0, len(cfg.Sources))
 	for name, s := range cfg.Sources {
@@ -118,7 +120,7 @@ func FromConfig(cfg *config.Config, o Options) ([]Runner, error) {
 }
 
 // intakeOf maps the keys that every broker source shares to the inbox intake's rules.
-func intakeOf(engine *transform.Engine, name string, s *config.Source) (inbox.BrokerSource, error) {
+func intakeOf(engine transform.Compiler, name string, s *config.Source) (inbox.BrokerSource, error) {
 	b := s.Broker()
 	in := inbox.BrokerSource{
 		Name:               name,

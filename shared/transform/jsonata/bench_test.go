@@ -1,4 +1,4 @@
-package transform
+package jsonata
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/alternayte/queuebox/shared/transform"
 )
 
 // cpuTime is the CPU time of the process so far, user and system, every thread (GC included).
@@ -30,7 +32,7 @@ func measureCPU(b *testing.B) func() {
 const benchExpr = `{ "orderId": id, "customer": customer.name, "total": items.(price * quantity) ~> $sum(), "id": $messageId }`
 
 // benchLimits keep a busy machine from failing a benchmark with a timeout: it measures cost.
-var benchLimits = Limits{Timeout: 10 * time.Second}
+var benchLimits = transform.Limits{Timeout: 10 * time.Second}
 
 var benchInput = json.RawMessage(`{"id":"1001","customer":{"name":"Ada"},"items":[{"price":10,"quantity":2},{"price":5,"quantity":3}]}`)
 
@@ -42,7 +44,7 @@ func BenchmarkEvaluate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	vars := DeliveryVars("6b1f0c1e-9a7d-4f0e-8a1c-2f3d4e5f6a7b", "order.created", 0, time.Now())
+	vars := transform.DeliveryVars("6b1f0c1e-9a7d-4f0e-8a1c-2f3d4e5f6a7b", "order.created", 0, time.Now())
 	b.ReportAllocs()
 	defer measureCPU(b)()
 	for b.Loop() {
@@ -60,7 +62,7 @@ func BenchmarkEvaluateParallel(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	vars := DeliveryVars("6b1f0c1e-9a7d-4f0e-8a1c-2f3d4e5f6a7b", "order.created", 0, time.Now())
+	vars := transform.DeliveryVars("6b1f0c1e-9a7d-4f0e-8a1c-2f3d4e5f6a7b", "order.created", 0, time.Now())
 	b.ReportAllocs()
 	defer measureCPU(b)()
 	b.RunParallel(func(pb *testing.PB) {

@@ -1,4 +1,4 @@
-package transform
+package jsonata
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/alternayte/queuebox/shared/transform"
 )
 
 // TestSpecExamples evaluates every example expression of spec/12-transform-payloads.md and
@@ -18,10 +20,10 @@ func TestSpecExamples(t *testing.T) {
 	t.Parallel()
 	messageID := "6b1f0c1e-9a7d-4f0e-8a1c-2f3d4e5f6a7b"
 	createdAt := time.Date(2026, 5, 1, 12, 0, 0, 250_000_000, time.UTC)
-	delivery := DeliveryVars(messageID, "order.created", 0, createdAt)
+	delivery := transform.DeliveryVars(messageID, "order.created", 0, createdAt)
 	eventType := "opened"
 	key := "72d3162e-cc78-11e3-81ab-4c9367dc0958"
-	github := SourceVars(Inbound{
+	github := transform.SourceVars(transform.Inbound{
 		MessageID:      messageID,
 		Source:         "github",
 		Headers:        map[string]string{"x-github-event": "pull_request", "x-tenant": "acme"},
@@ -31,13 +33,13 @@ func TestSpecExamples(t *testing.T) {
 	})
 	// POST /admin/transform/test binds $messageId, $topic (mockTopic), $attempt 0, $timestamp
 	// and $source (mockSource), and no $headers.
-	admin := Vars{VarMessageID: messageID, VarTopic: "order.created", VarAttempt: 0, VarTimestamp: FormatTimestamp(createdAt)}
+	admin := transform.Vars{transform.VarMessageID: messageID, transform.VarTopic: "order.created", transform.VarAttempt: 0, transform.VarTimestamp: transform.FormatTimestamp(createdAt)}
 
 	tests := []struct {
 		name  string
 		expr  string
 		input string
-		vars  Vars
+		vars  transform.Vars
 		want  string
 	}{
 		{
@@ -147,18 +149,18 @@ func TestStageVariables(t *testing.T) {
 	eventType, key := "payment.completed", "evt_123"
 	tests := []struct {
 		name string
-		vars Vars
+		vars transform.Vars
 		want string
 	}{
 		{
 			name: "route and destination stages",
-			vars: DeliveryVars("m-1", "order.created", 3, at),
+			vars: transform.DeliveryVars("m-1", "order.created", 3, at),
 			want: `{"messageId":"m-1","topic":"order.created","attempt":3,"timestamp":"2026-05-01T12:00:00Z",
 				"bound":[false,false,false,false]}`,
 		},
 		{
 			name: "source stage with an idempotency key and an event type",
-			vars: SourceVars(Inbound{MessageID: "m-2", Source: "stripe", Headers: map[string]string{"X-Trace": "t"},
+			vars: transform.SourceVars(transform.Inbound{MessageID: "m-2", Source: "stripe", Headers: map[string]string{"X-Trace": "t"},
 				IdempotencyKey: &key, EventType: &eventType, ReceivedAt: at}),
 			want: `{"messageId":"m-2","topic":"payment.completed","attempt":0,"timestamp":"2026-05-01T12:00:00Z",
 				"source":"stripe","headers":{"X-Trace":"t"},"idempotencyKey":"evt_123","eventType":"payment.completed",
@@ -166,7 +168,7 @@ func TestStageVariables(t *testing.T) {
 		},
 		{
 			name: "source stage without an event type or headers",
-			vars: SourceVars(Inbound{MessageID: "m-3", Source: "orders", ReceivedAt: at}),
+			vars: transform.SourceVars(transform.Inbound{MessageID: "m-3", Source: "orders", ReceivedAt: at}),
 			want: `{"messageId":"m-3","topic":"","attempt":0,"timestamp":"2026-05-01T12:00:00Z",
 				"source":"orders","headers":{},"idempotencyKey":null,"eventType":null,
 				"bound":[true,true,true,true]}`,
@@ -181,22 +183,5 @@ func TestStageVariables(t *testing.T) {
 			require.NoError(t, err)
 			assert.JSONEq(t, tt.want, string(out))
 		})
-	}
-}
-
-func TestFormatTimestamp(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		in   time.Time
-		want string
-	}{
-		{time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), "2026-05-01T12:00:00Z"},
-		{time.Date(2026, 5, 1, 12, 0, 0, 250_000_000, time.UTC), "2026-05-01T12:00:00.250Z"},
-		{time.Date(2026, 5, 1, 12, 0, 0, 123_456_000, time.UTC), "2026-05-01T12:00:00.123456Z"},
-		{time.Date(2026, 5, 1, 12, 0, 0, 1, time.UTC), "2026-05-01T12:00:00.000000001Z"},
-		{time.Date(2026, 5, 1, 14, 30, 5, 0, time.FixedZone("CEST", 2*3600)), "2026-05-01T12:30:05Z"},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, FormatTimestamp(tt.in))
 	}
 }

@@ -1,4 +1,4 @@
-package transform
+package jsonata
 
 import (
 	"container/list"
@@ -16,13 +16,10 @@ import (
 
 	"github.com/dlclark/regexp2/v2"
 	"github.com/dop251/goja"
-)
 
-// jsonataSource is the minified build of npm jsonata 2.2.2 (MIT), committed with its licence.
-// `make jsonata` installs the pinned package with npm ci and checks this file against it.
-//
-//go:embed jsjsonata/jsonata.min.js
-var jsonataSource string
+	"github.com/alternayte/queuebox/shared/transform"
+	"github.com/alternayte/queuebox/shared/transform/jsjsonata"
+)
 
 //go:embed glue.js
 var glueSource string
@@ -60,7 +57,7 @@ func init() {
 // transform (most Lambda cold starts) never pays for parsing jsonata.
 var (
 	jsonataProgram = sync.OnceValue(func() *goja.Program {
-		return goja.MustCompile("jsonata.min.js", jsonataSource, false)
+		return goja.MustCompile("jsonata.min.js", jsjsonata.Source, false)
 	})
 	glueProgram = sync.OnceValue(func() *goja.Program {
 		return goja.MustCompile("glue.js", glueSource, false)
@@ -133,9 +130,10 @@ func (e *Engine) Stats() Stats {
 }
 
 // Check compiles expression with the default limits and returns its compile error, if any. Its
-// signature is config.TransformCompiler, so it can be config.LoadOptions.CompileTransform.
+// signature is config.TransformCompiler, so it can be config.LoadOptions.CompileTransform
+// (shared/cli sets it).
 func (e *Engine) Check(expression string) error {
-	_, err := e.Compile(expression, Limits{})
+	_, err := e.Compile(expression, transform.Limits{})
 	return err
 }
 
@@ -199,7 +197,7 @@ func (e *Engine) run(ctx context.Context, what string, timeout time.Duration, jo
 		var res jobResult
 		defer func() {
 			if p := recover(); p != nil {
-				res.err = &Error{Kind: KindEvaluation, Position: -1, Message: fmt.Sprintf("the JavaScript engine panicked: %v", p)}
+				res.err = &transform.Error{Kind: transform.KindEvaluation, Position: -1, Message: fmt.Sprintf("the JavaScript engine panicked: %v", p)}
 				res.broken = true
 			}
 			done <- res
@@ -215,7 +213,7 @@ func (e *Engine) run(ctx context.Context, what string, timeout time.Duration, jo
 		e.release(rt, !res.broken)
 		return res.out, res.err
 	case <-timer.C:
-		reason = &Error{Kind: KindTimeout, Position: -1, Message: fmt.Sprintf("the %s ran longer than %v", what, timeout)}
+		reason = &transform.Error{Kind: transform.KindTimeout, Position: -1, Message: fmt.Sprintf("the %s ran longer than %v", what, timeout)}
 	case <-ctx.Done():
 		reason = fmt.Errorf("evaluating JSONata expression: %w", ctx.Err())
 	}
@@ -333,7 +331,7 @@ func (rt *jsRuntime) compiled(key exprKey) (goja.Value, jobResult) {
 	}
 	v, err := rt.compile(goja.Undefined(), rt.vm.ToValue(key.src), rt.vm.ToValue(key.maxDepth))
 	if err != nil {
-		return nil, rt.failure(err, KindCompile)
+		return nil, rt.failure(err, transform.KindCompile)
 	}
 	rt.cache.put(key, v)
 	return v, jobResult{}
@@ -355,29 +353,29 @@ func (rt *jsRuntime) run(key exprKey, input json.RawMessage, bindings string) jo
 	}
 	v, err := rt.evaluate(goja.Undefined(), expr, in, vars)
 	if err != nil {
-		return rt.failure(err, KindEvaluation)
+		return rt.failure(err, transform.KindEvaluation)
 	}
 	p, ok := v.Export().(*goja.Promise)
 	if !ok {
-		return jobResult{err: &Error{Kind: KindEvaluation, Position: -1, Message: "the JSONata bridge returned no promise"}, broken: true}
+		return jobResult{err: &transform.Error{Kind: transform.KindEvaluation, Position: -1, Message: "the JSONata bridge returned no promise"}, broken: true}
 	}
 	switch p.State() {
 	case goja.PromiseStateFulfilled:
 		r := p.Result()
 		if goja.IsUndefined(r) {
-			return jobResult{err: &Error{Kind: KindNoResult, Position: -1, Message: "the expression gave no result"}}
+			return jobResult{err: &transform.Error{Kind: transform.KindNoResult, Position: -1, Message: "the expression gave no result"}}
 		}
 		return jobResult{out: json.RawMessage(r.String())}
 	case goja.PromiseStateRejected:
-		return jobResult{err: rt.jsError(p.Result(), KindEvaluation)}
+		return jobResult{err: rt.jsError(p.Result(), transform.KindEvaluation)}
 	default:
 		// Nothing in JSONata waits for a timer, so a pending promise means a broken runtime.
-		return jobResult{err: &Error{Kind: KindEvaluation, Position: -1, Message: "the evaluation did not finish"}, broken: true}
+		return jobResult{err: &transform.Error{Kind: transform.KindEvaluation, Position: -1, Message: "the evaluation did not finish"}, broken: true}
 	}
 }
 
 // failure converts an error of a goja call.
-func (rt *jsRuntime) failure(err error, kind Kind) jobResult {
+func (rt *jsRuntime) failure(err error, kind transform.Kind) jobResult {
 	var interrupted *goja.InterruptedError
 	var overflow *goja.StackOverflowError
 	var exception *goja.Exception
@@ -386,21 +384,21 @@ func (rt *jsRuntime) failure(err error, kind Kind) jobResult {
 		return jobResult{err: errInterrupted, broken: true}
 	case errors.As(err, &overflow):
 		msg := "the evaluation exceeded the JavaScript call stack"
-		if kind == KindCompile {
-			return jobResult{err: &Error{Kind: KindCompile, Position: -1, Message: "the expression nests too deeply to compile"}, broken: true}
+		if kind == transform.KindCompile {
+			return jobResult{err: &transform.Error{Kind: transform.KindCompile, Position: -1, Message: "the expression nests too deeply to compile"}, broken: true}
 		}
-		return jobResult{err: &Error{Kind: KindDepth, Position: -1, Message: msg}, broken: true}
+		return jobResult{err: &transform.Error{Kind: transform.KindDepth, Position: -1, Message: msg}, broken: true}
 	case errors.As(err, &exception):
 		return jobResult{err: rt.jsError(exception.Value(), kind)}
 	default:
-		return jobResult{err: &Error{Kind: kind, Position: -1, Message: err.Error()}, broken: true}
+		return jobResult{err: &transform.Error{Kind: kind, Position: -1, Message: err.Error()}, broken: true}
 	}
 }
 
 // jsError converts a thrown JavaScript value: a JSONata error object ({code, position, token,
 // message}) or a JavaScript Error.
-func (rt *jsRuntime) jsError(v goja.Value, kind Kind) *Error {
-	e := &Error{Kind: kind, Position: -1}
+func (rt *jsRuntime) jsError(v goja.Value, kind transform.Kind) *transform.Error {
+	e := &transform.Error{Kind: kind, Position: -1}
 	if v == nil {
 		e.Message = "the JavaScript engine threw nothing"
 		return e
@@ -421,11 +419,11 @@ func (rt *jsRuntime) jsError(v goja.Value, kind Kind) *Error {
 	}
 	switch e.Code {
 	case "D1011":
-		e.Kind = KindDepth
+		e.Kind = transform.KindDepth
 	case "QB1001":
-		e.Kind = KindTimeout
+		e.Kind = transform.KindTimeout
 	}
-	if kind == KindEvaluation && e.Code == "" && stringField(obj, "name") == "SyntaxError" {
+	if kind == transform.KindEvaluation && e.Code == "" && stringField(obj, "name") == "SyntaxError" {
 		e.Message = "the input is not JSON: " + e.Message
 	}
 	return e

@@ -1,4 +1,4 @@
-package transform
+package jsonata
 
 import (
 	"bytes"
@@ -17,10 +17,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/alternayte/queuebox/shared/transform"
 )
 
 // suiteDir is the copy of the official JSONata test suite (jsonata-js v2.2.2, MIT).
-const suiteDir = "../../testdata/jsonata-test-suite"
+const suiteDir = "../../../testdata/jsonata-test-suite"
 
 // suiteMinPassRate is the pass rate below which TestJSONataSuite fails.
 const suiteMinPassRate = 0.99
@@ -91,12 +93,12 @@ func runSuiteCase(e *Engine, c suiteCase, datasets map[string]json.RawMessage) e
 	// Cases with timelimit and depth are time-boxed by the suite's runner, which throws U1001;
 	// the others run unbounded there, so give them room here: tens of seconds, which goja
 	// under the race detector on a busy machine may need for the heaviest ones.
-	limits := Limits{Timeout: 30 * time.Second, MaxDepth: 1_000_000}
+	limits := transform.Limits{Timeout: 30 * time.Second, MaxDepth: 1_000_000}
 	if c.has("timelimit") && c.has("depth") {
 		var ms, depth int
 		_ = json.Unmarshal(c.fields["timelimit"], &ms)
 		_ = json.Unmarshal(c.fields["depth"], &depth)
-		limits = Limits{Timeout: time.Duration(ms) * time.Millisecond, MaxDepth: depth}
+		limits = transform.Limits{Timeout: time.Duration(ms) * time.Millisecond, MaxDepth: depth}
 	}
 	var wantCode string
 	if c.has("code") {
@@ -126,7 +128,7 @@ func runSuiteCase(e *Engine, c suiteCase, datasets map[string]json.RawMessage) e
 		}
 		input = ds
 	}
-	var vars Vars
+	var vars transform.Vars
 	if c.has("bindings") {
 		if err := json.Unmarshal(c.fields["bindings"], &vars); err != nil {
 			return fmt.Errorf("reading bindings: %w", err)
@@ -136,7 +138,7 @@ func runSuiteCase(e *Engine, c suiteCase, datasets map[string]json.RawMessage) e
 
 	switch {
 	case c.has("undefinedResult"):
-		if errors.Is(err, ErrNoResult) {
+		if errors.Is(err, transform.ErrNoResult) {
 			return nil
 		}
 		return fmt.Errorf("want undefined, got %s (%v)", out, err)
@@ -170,14 +172,14 @@ func runSuiteCase(e *Engine, c suiteCase, datasets map[string]json.RawMessage) e
 // message) that the case expects. U1001 is the code of the suite runner's own time box: a
 // timeout or a depth overflow of the engine matches it.
 func checkSuiteError(c suiteCase, err error, wantCode string, wantErr map[string]any) error {
-	var te *Error
+	var te *transform.Error
 	if !errors.As(err, &te) {
 		return fmt.Errorf("want error %s, got %v", wantCode, err)
 	}
 	if wantCode == "" {
 		return fmt.Errorf("unexpected error %v", err)
 	}
-	if wantCode == "U1001" && (te.Kind == KindTimeout || te.Kind == KindDepth) {
+	if wantCode == "U1001" && (te.Kind == transform.KindTimeout || te.Kind == transform.KindDepth) {
 		return nil
 	}
 	if te.Code != wantCode {

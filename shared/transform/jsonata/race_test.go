@@ -1,6 +1,6 @@
 //go:build race
 
-package transform
+package jsonata
 
 // raceEnabled reports a build with the race detector.
 const raceEnabled = true

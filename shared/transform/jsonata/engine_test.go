@@ -1,4 +1,4 @@
-package transform
+package jsonata
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/alternayte/queuebox/shared/transform"
 )
 
 // sharedEngine serves the tests that need no engine of their own.
@@ -19,10 +21,10 @@ var sharedEngine = sync.OnceValue(func() *Engine { return NewEngine(EngineOption
 
 // relaxed is the limits of tests that check results, not time: a timeout that a busy machine
 // cannot reach, and the default depth.
-var relaxed = Limits{Timeout: 10 * time.Second}
+var relaxed = transform.Limits{Timeout: 10 * time.Second}
 
 // eval compiles and evaluates expr with relaxed limits.
-func eval(t *testing.T, e *Engine, expr, input string, vars Vars) (json.RawMessage, error) {
+func eval(t *testing.T, e *Engine, expr, input string, vars transform.Vars) (json.RawMessage, error) {
 	t.Helper()
 	x, err := e.Compile(expr, relaxed)
 	require.NoError(t, err, expr)
@@ -33,7 +35,7 @@ func eval(t *testing.T, e *Engine, expr, input string, vars Vars) (json.RawMessa
 func requireHealthy(t *testing.T, e *Engine) {
 	t.Helper()
 	out, err := eval(t, e, `{ "total": items.(price * qty) ~> $sum(), "id": $messageId }`,
-		`{"items":[{"price":10,"qty":2},{"price":5,"qty":3}]}`, Vars{"messageId": "m-1"})
+		`{"items":[{"price":10,"qty":2},{"price":5,"qty":3}]}`, transform.Vars{"messageId": "m-1"})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"total":35,"id":"m-1"}`, string(out))
 }
@@ -46,34 +48,34 @@ func TestRunawayExpressionsStopWithinTheirLimits(t *testing.T) {
 	tests := []struct {
 		name     string
 		expr     string
-		limits   Limits
-		wantKind Kind
+		limits   transform.Limits
+		wantKind transform.Kind
 		// orKind is a second kind that also passes: a runaway that meets two bounds stops at
 		// whichever it reaches first, which depends on the speed of the machine.
-		orKind   Kind
+		orKind   transform.Kind
 		wantCode string
 	}{
 		{name: "recursion that is not a tail call overflows maxDepth",
-			expr: `( $f := function($x){ $x + $f($x) }; $f(1) )`, limits: slow, wantKind: KindDepth, wantCode: "D1011"},
+			expr: `( $f := function($x){ $x + $f($x) }; $f(1) )`, limits: slow, wantKind: transform.KindDepth, wantCode: "D1011"},
 		{name: "infinite tail recursion runs out of time",
-			expr: `( $f := function($x){ $f($x) }; $f(1) )`, wantKind: KindTimeout},
+			expr: `( $f := function($x){ $f($x) }; $f(1) )`, wantKind: transform.KindTimeout},
 		{name: "a loop of a billion tail calls runs out of time",
-			expr: `( $loop := function($i){ $i < 1e9 ? $loop($i+1) : $i }; $loop(0) )`, wantKind: KindTimeout},
+			expr: `( $loop := function($i){ $i < 1e9 ? $loop($i+1) : $i }; $loop(0) )`, wantKind: transform.KindTimeout},
 		{name: "a sum over ten million numbers runs out of time",
-			expr: `$sum([1..10000000])`, wantKind: KindTimeout},
+			expr: `$sum([1..10000000])`, wantKind: transform.KindTimeout},
 		{name: "roman numerals of a huge number run out of time or depth",
-			expr: `$formatInteger(1e15, 'I')`, wantKind: KindTimeout, orKind: KindDepth},
+			expr: `$formatInteger(1e15, 'I')`, wantKind: transform.KindTimeout, orKind: transform.KindDepth},
 		{name: "a catastrophic regular expression is cut off",
-			expr: `$match("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa aaaaaaaaaa!", /^(\w+\s?)*$(?<=z)/)`, wantKind: KindTimeout},
+			expr: `$match("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa aaaaaaaaaa!", /^(\w+\s?)*$(?<=z)/)`, wantKind: transform.KindTimeout},
 		{name: "a catastrophic regular expression fails with its own code inside a longer timeout",
 			expr:   `$match("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa aaaaaaaaaa!", /^(\w+\s?)*$(?<=z)/)`,
-			limits: Limits{Timeout: 1500 * time.Millisecond}, wantKind: KindTimeout, wantCode: "QB1001"},
+			limits: transform.Limits{Timeout: 1500 * time.Millisecond}, wantKind: transform.KindTimeout, wantCode: "QB1001"},
 		{name: "a padding of four billion characters is refused",
-			expr: `$pad("", 4000000000)`, limits: slow, wantKind: KindEvaluation, wantCode: "QB1002"},
+			expr: `$pad("", 4000000000)`, limits: slow, wantKind: transform.KindEvaluation, wantCode: "QB1002"},
 		{name: "deep recursion under a huge maxDepth runs out of time",
-			expr: `( $f := function($x){ $x + $f($x) }; $f(1) )`, limits: Limits{MaxDepth: 10_000_000}, wantKind: KindTimeout},
+			expr: `( $f := function($x){ $x + $f($x) }; $f(1) )`, limits: transform.Limits{MaxDepth: 10_000_000}, wantKind: transform.KindTimeout},
 		{name: "deeply nested arrays overflow maxDepth",
-			expr: strings.Repeat("[", 300) + "1" + strings.Repeat("]", 300), limits: slow, wantKind: KindDepth, wantCode: "D1011"},
+			expr: strings.Repeat("[", 300) + "1" + strings.Repeat("]", 300), limits: slow, wantKind: transform.KindDepth, wantCode: "D1011"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,12 +92,12 @@ func TestRunawayExpressionsStopWithinTheirLimits(t *testing.T) {
 			// A runaway left to run would take minutes or never end; 10 s beyond the limit leaves a
 			// loaded machine (other packages under -race) room to schedule the interrupt.
 			assert.Less(t, elapsed, x.Limits().Timeout+10*time.Second, "the evaluation must stop soon after its limit")
-			if got := KindOf(err); tt.orKind == 0 || got != tt.orKind {
+			if got := transform.KindOf(err); tt.orKind == 0 || got != tt.orKind {
 				assert.Equal(t, tt.wantKind, got, "%v", err)
 			}
-			assert.True(t, IsFailure(err))
+			assert.True(t, transform.IsFailure(err))
 			if tt.wantCode != "" {
-				var te *Error
+				var te *transform.Error
 				require.ErrorAs(t, err, &te)
 				assert.Equal(t, tt.wantCode, te.Code)
 			}
@@ -108,14 +110,14 @@ func TestRunawayExpressionsStopWithinTheirLimits(t *testing.T) {
 func TestTimeoutIsHonoured(t *testing.T) {
 	t.Parallel()
 	e := NewEngine(EngineOptions{PoolSize: 1})
-	x, err := e.Compile(`( $f := function($x){ $f($x) }; $f(1) )`, Limits{Timeout: 100 * time.Millisecond})
+	x, err := e.Compile(`( $f := function($x){ $f($x) }; $f(1) )`, transform.Limits{Timeout: 100 * time.Millisecond})
 	require.NoError(t, err)
 
 	start := time.Now()
 	_, err = x.Evaluate(context.Background(), json.RawMessage(`{}`), nil)
 	elapsed := time.Since(start)
 
-	require.ErrorIs(t, err, ErrTimeout)
+	require.ErrorIs(t, err, transform.ErrTimeout)
 	assert.EqualError(t, err, "the evaluation ran longer than 100ms")
 	assert.GreaterOrEqual(t, elapsed, 100*time.Millisecond)
 	// The recursion never ends on its own: returning at all is the timeout; the bound leaves a
@@ -164,11 +166,11 @@ func TestCompileErrorsNameCodeAndPosition(t *testing.T) {
 		{`foo[`, "S0203", 4, `JSONata S0203 at position 4: Expected "]" before end of expression`},
 	}
 	for _, tt := range tests {
-		_, err := sharedEngine().Compile(tt.expr, Limits{})
+		_, err := sharedEngine().Compile(tt.expr, transform.Limits{})
 		require.Error(t, err, tt.expr)
-		assert.ErrorIs(t, err, ErrCompile)
-		assert.True(t, IsFailure(err))
-		var te *Error
+		assert.ErrorIs(t, err, transform.ErrCompile)
+		assert.True(t, transform.IsFailure(err))
+		var te *transform.Error
 		require.ErrorAs(t, err, &te)
 		assert.Equal(t, tt.wantCode, te.Code, tt.expr)
 		assert.Equal(t, tt.wantPos, te.Position, tt.expr)
@@ -179,11 +181,11 @@ func TestCompileErrorsNameCodeAndPosition(t *testing.T) {
 func TestAnExpressionNestedTooDeeplyFailsToCompile(t *testing.T) {
 	t.Parallel()
 	e := NewEngine(EngineOptions{PoolSize: 1})
-	_, err := e.Compile(strings.Repeat("(", 20_000)+"1"+strings.Repeat(")", 20_000), Limits{})
+	_, err := e.Compile(strings.Repeat("(", 20_000)+"1"+strings.Repeat(")", 20_000), transform.Limits{})
 	// Usually the JavaScript stack limit stops the parser; on a very busy machine the compile
 	// timeout may come first. Either way it is a compile error.
-	require.ErrorIs(t, err, ErrCompile)
-	assert.NotErrorIs(t, err, ErrTimeout)
+	require.ErrorIs(t, err, transform.ErrCompile)
+	assert.NotErrorIs(t, err, transform.ErrTimeout)
 	requireHealthy(t, e)
 }
 
@@ -197,28 +199,28 @@ func TestEvaluationErrors(t *testing.T) {
 		wantCode string
 		wantText string
 	}{
-		{name: "type error", expr: `"a" + 1`, input: `{}`, wantIs: ErrEvaluation, wantCode: "T2001",
+		{name: "type error", expr: `"a" + 1`, input: `{}`, wantIs: transform.ErrEvaluation, wantCode: "T2001",
 			wantText: `JSONata T2001 at position 5: The left side of the "+" operator must evaluate to a number`},
-		{name: "$error", expr: `$error("boom")`, input: `{}`, wantIs: ErrEvaluation, wantCode: "D3137",
+		{name: "$error", expr: `$error("boom")`, input: `{}`, wantIs: transform.ErrEvaluation, wantCode: "D3137",
 			wantText: `JSONata D3137 at position 7: boom`},
-		{name: "$assert", expr: `$assert(false, "no")`, input: `{}`, wantIs: ErrEvaluation, wantCode: "D3141"},
-		{name: "no result", expr: `missing.field`, input: `{"a":1}`, wantIs: ErrNoResult,
+		{name: "$assert", expr: `$assert(false, "no")`, input: `{}`, wantIs: transform.ErrEvaluation, wantCode: "D3141"},
+		{name: "no result", expr: `missing.field`, input: `{"a":1}`, wantIs: transform.ErrNoResult,
 			wantText: "the expression gave no result"},
-		{name: "a function is no result", expr: `function($x){ $x }`, input: `{}`, wantIs: ErrNoResult},
-		{name: "input that is not JSON", expr: `$`, input: `{"a":`, wantIs: ErrEvaluation},
+		{name: "a function is no result", expr: `function($x){ $x }`, input: `{}`, wantIs: transform.ErrNoResult},
+		{name: "input that is not JSON", expr: `$`, input: `{"a":`, wantIs: transform.ErrEvaluation},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			out, err := eval(t, sharedEngine(), tt.expr, tt.input, nil)
 			require.ErrorIs(t, err, tt.wantIs, "result %s", out)
-			assert.True(t, IsFailure(err))
-			for _, other := range []error{ErrCompile, ErrEvaluation, ErrTimeout, ErrDepth, ErrNoResult} {
+			assert.True(t, transform.IsFailure(err))
+			for _, other := range []error{transform.ErrCompile, transform.ErrEvaluation, transform.ErrTimeout, transform.ErrDepth, transform.ErrNoResult} {
 				if other != tt.wantIs {
 					assert.NotErrorIs(t, err, other)
 				}
 			}
-			var te *Error
+			var te *transform.Error
 			require.ErrorAs(t, err, &te)
 			if tt.wantCode != "" {
 				assert.Equal(t, tt.wantCode, te.Code)
@@ -263,11 +265,11 @@ func TestConcurrentEvaluations(t *testing.T) {
 	t.Parallel()
 	e := NewEngine(EngineOptions{PoolSize: 4})
 	// A generous timeout: the test checks results under concurrency, not speed on a busy machine.
-	sum, err := e.Compile(`{ "id": $messageId, "total": $sum(items.(price * qty)), "n": n }`, Limits{Timeout: 30 * time.Second})
+	sum, err := e.Compile(`{ "id": $messageId, "total": $sum(items.(price * qty)), "n": n }`, transform.Limits{Timeout: 30 * time.Second})
 	require.NoError(t, err)
-	upper, err := e.Compile(`$uppercase($topic) & "-" & $string(n)`, Limits{Timeout: 30 * time.Second})
+	upper, err := e.Compile(`$uppercase($topic) & "-" & $string(n)`, transform.Limits{Timeout: 30 * time.Second})
 	require.NoError(t, err)
-	runaway, err := e.Compile(`( $f := function($x){ $f($x) }; $f(1) )`, Limits{Timeout: 20 * time.Millisecond})
+	runaway, err := e.Compile(`( $f := function($x){ $f($x) }; $f(1) )`, transform.Limits{Timeout: 20 * time.Millisecond})
 	require.NoError(t, err)
 
 	const goroutines, rounds = 32, 10
@@ -278,10 +280,10 @@ func TestConcurrentEvaluations(t *testing.T) {
 			for r := range rounds {
 				n := g*rounds + r
 				input := json.RawMessage(fmt.Sprintf(`{"n":%d,"items":[{"price":%d,"qty":2}]}`, n, n))
-				vars := Vars{"messageId": fmt.Sprintf("m-%d", n), "topic": fmt.Sprintf("t%d", n)}
+				vars := transform.Vars{"messageId": fmt.Sprintf("m-%d", n), "topic": fmt.Sprintf("t%d", n)}
 				switch n % 7 {
 				case 0:
-					if _, err := runaway.Evaluate(context.Background(), input, vars); !errors.Is(err, ErrTimeout) {
+					if _, err := runaway.Evaluate(context.Background(), input, vars); !errors.Is(err, transform.ErrTimeout) {
 						errs <- fmt.Errorf("runaway %d: want a timeout, got %v", n, err)
 					}
 				case 1, 2, 3:
@@ -314,7 +316,7 @@ func TestContextCancellation(t *testing.T) {
 	t.Run("cancel during an evaluation", func(t *testing.T) {
 		t.Parallel()
 		e := NewEngine(EngineOptions{PoolSize: 1})
-		x, err := e.Compile(`( $f := function($x){ $f($x) }; $f(1) )`, Limits{Timeout: time.Minute})
+		x, err := e.Compile(`( $f := function($x){ $f($x) }; $f(1) )`, transform.Limits{Timeout: time.Minute})
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
@@ -322,7 +324,7 @@ func TestContextCancellation(t *testing.T) {
 		start := time.Now()
 		_, err = x.Evaluate(ctx, json.RawMessage(`{}`), nil)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.False(t, IsFailure(err), "a cancelled context is not a transform failure")
+		assert.False(t, transform.IsFailure(err), "a cancelled context is not a transform failure")
 		// The recursion never ends on its own (its timeout is a minute): returning at all is the
 		// cancellation; the bound leaves a loaded machine room.
 		assert.Less(t, time.Since(start), 10*time.Second)
@@ -334,7 +336,7 @@ func TestContextCancellation(t *testing.T) {
 		e := NewEngine(EngineOptions{PoolSize: 1})
 		// The busy evaluation must hold the only runtime until cancel, however slow the machine:
 		// its own timeout is far away.
-		busy, err := e.Compile(`( $f := function($x){ $f($x) }; $f(1) )`, Limits{Timeout: time.Minute})
+		busy, err := e.Compile(`( $f := function($x){ $f($x) }; $f(1) )`, transform.Limits{Timeout: time.Minute})
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -349,7 +351,7 @@ func TestContextCancellation(t *testing.T) {
 		_, err = busy.Evaluate(waitCtx, json.RawMessage(`{}`), nil)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Contains(t, err.Error(), "waiting for a JSONata runtime")
-		assert.False(t, IsFailure(err))
+		assert.False(t, transform.IsFailure(err))
 
 		cancel()
 		require.ErrorIs(t, <-done, context.Canceled)
@@ -360,7 +362,7 @@ func TestContextCancellation(t *testing.T) {
 func TestTheCacheEvictsAndRecompiles(t *testing.T) {
 	t.Parallel()
 	e := NewEngine(EngineOptions{PoolSize: 1, CacheSize: 2})
-	var exprs []*Expression
+	var exprs []transform.Expression
 	for i := range 5 {
 		x, err := e.Compile(fmt.Sprintf(`n + %d`, i), relaxed)
 		require.NoError(t, err)
@@ -380,17 +382,17 @@ func TestTheCacheEvictsAndRecompiles(t *testing.T) {
 
 func TestLimits(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, Limits{Timeout: 100 * time.Millisecond, MaxDepth: 100}, Limits{}.WithDefaults())
-	assert.Equal(t, Limits{Timeout: 150 * time.Millisecond, MaxDepth: 7}, Config{Timeout: 150 * time.Millisecond, MaxDepth: 7}.Limits())
-	assert.Equal(t, Limits{Timeout: 100 * time.Millisecond, MaxDepth: 100}, Config{}.Limits())
+	assert.Equal(t, transform.Limits{Timeout: 100 * time.Millisecond, MaxDepth: 100}, transform.Limits{}.WithDefaults())
+	assert.Equal(t, transform.Limits{Timeout: 150 * time.Millisecond, MaxDepth: 7}, transform.Config{Timeout: 150 * time.Millisecond, MaxDepth: 7}.Limits())
+	assert.Equal(t, transform.Limits{Timeout: 100 * time.Millisecond, MaxDepth: 100}, transform.Config{}.Limits())
 
 	// The depth counts JSONata evaluation steps: a recursion of 10 levels fits in 100, one of
 	// 100 levels does not.
-	x, err := sharedEngine().Compile(`( $f := function($n){ $n = 0 ? 0 : 1 + $f($n - 1) }; $f(n) )`, Limits{Timeout: 10 * time.Second, MaxDepth: 100})
+	x, err := sharedEngine().Compile(`( $f := function($n){ $n = 0 ? 0 : 1 + $f($n - 1) }; $f(n) )`, transform.Limits{Timeout: 10 * time.Second, MaxDepth: 100})
 	require.NoError(t, err)
 	out, err := x.Evaluate(context.Background(), json.RawMessage(`{"n":10}`), nil)
 	require.NoError(t, err)
 	assert.Equal(t, "10", string(out))
 	_, err = x.Evaluate(context.Background(), json.RawMessage(`{"n":100}`), nil)
-	assert.ErrorIs(t, err, ErrDepth)
+	assert.ErrorIs(t, err, transform.ErrDepth)
 }
