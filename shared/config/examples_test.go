@@ -21,7 +21,7 @@ var exampleEnv = map[string]string{
 
 func TestLoadTheCompleteExample(t *testing.T) {
 	t.Parallel()
-	cfg, warnings, err := Load(LoadOptions{Env: exampleEnv, ReadFile: os.ReadFile})
+	cfg, warnings, err := Load(LoadOptions{Components: testComponents(), Env: exampleEnv, ReadFile: os.ReadFile})
 	require.NoError(t, err)
 	assert.Empty(t, warnings)
 	assert.Equal(t, "testdata/example-queuebox.yml", cfg.Origin.File)
@@ -146,7 +146,7 @@ func TestLoadTheCompleteExample(t *testing.T) {
 
 func TestTheExampleNeedsItsPlaceholders(t *testing.T) {
 	t.Parallel()
-	_, _, err := Load(LoadOptions{Env: map[string]string{ConfigFileVariable: "testdata/example-queuebox.yml"}, ReadFile: os.ReadFile})
+	_, _, err := Load(LoadOptions{Components: testComponents(), Env: map[string]string{ConfigFileVariable: "testdata/example-queuebox.yml"}, ReadFile: os.ReadFile})
 	problems := problemStrings(t, err)
 	require.Len(t, problems, 4)
 	for i, name := range []string{"DB_PASSWORD", "ADMIN_TOKEN", "ORDERS_CLIENT_SECRET", "STRIPE_WEBHOOK_SECRET"} {
@@ -273,23 +273,24 @@ func TestEveryConfigurationFragmentOfTheSpecLoads(t *testing.T) {
 		{file: "07-bridge-a-broker-9.yml", check: func(t *testing.T, c *Config) {
 			assert.Equal(t, "public.{{ aggregateType }}.v1", c.Destinations["domain-events"].Kafka.Topic)
 		}},
+		// The schema and the capture connection of these three fragments, which the dialect
+		// table gives, are checked in shared/service (TestCaptureOfTheSpecFragments).
 		{file: "08-capture-changes-1.yml", check: func(t *testing.T, c *Config) {
 			assert.Equal(t, CapturePostgresLogical, c.Outbox.Capture.Mode)
 			assert.True(t, c.Outbox.Capture.Enabled)
-			assert.Equal(t, "public", c.Outbox.Capture.EffectiveSchema(c.Database.Type))
+			assert.Empty(t, c.Outbox.Capture.Schema)
 		}},
 		{file: "08-capture-changes-2.yml", check: func(t *testing.T, c *Config) {
 			assert.Equal(t, SQLServer, c.Database.Type)
 			assert.Equal(t, CaptureSQLServerCDC, c.Outbox.Capture.Mode)
-			assert.Equal(t, "dbo", c.Outbox.Capture.EffectiveSchema(c.Database.Type))
+			assert.Empty(t, c.Outbox.Capture.Schema)
 		}},
 		{file: "08-capture-changes-3.yml", check: func(t *testing.T, c *Config) {
-			target, err := c.CaptureTarget()
-			require.NoError(t, err)
-			assert.Equal(t, "replica.db.internal", target.Host)
-			assert.Equal(t, 5433, target.Port)
-			assert.Equal(t, "capture_user", target.Username)
-			assert.Equal(t, "cap", target.Password.Reveal())
+			cc := c.Outbox.Capture.Connection
+			assert.Equal(t, "replica.db.internal", cc.Hostname)
+			assert.Equal(t, 5433, cc.Port)
+			assert.Equal(t, "capture_user", cc.Username)
+			assert.Equal(t, "cap", cc.Password.Reveal())
 		}},
 		{file: "09-consume-the-inbox-1.yml"},
 		{file: "09-consume-the-inbox-2.yml"},

@@ -640,7 +640,7 @@ func TestValidationErrorListsEveryProblem(t *testing.T) {
 func TestValidateOnAConfigBuiltInCode(t *testing.T) {
 	t.Parallel()
 	cfg := Default()
-	err := cfg.Validate()
+	err := cfg.Validate(testComponents())
 	assert.Equal(t, []string{
 		"database.url (QUEUEBOX_DATABASE_URL) is required",
 		"database.username (QUEUEBOX_DATABASE_USERNAME) is required",
@@ -649,7 +649,7 @@ func TestValidateOnAConfigBuiltInCode(t *testing.T) {
 	cfg.Database.URL = NewConnectionURL("jdbc:postgresql://db/q")
 	cfg.Database.Username = "u"
 	cfg.Database.Password = NewSecret("p")
-	assert.NoError(t, cfg.Validate())
+	assert.NoError(t, cfg.Validate(testComponents()))
 }
 
 func TestCompileTransformHook(t *testing.T) {
@@ -673,7 +673,7 @@ routes:
 		}
 		return nil
 	}
-	_, _, err := Load(LoadOptions{ReadFile: memFiles{DefaultConfigFile: file}.read, CompileTransform: compile})
+	_, _, err := Load(LoadOptions{Components: testComponents(), ReadFile: memFiles{DefaultConfigFile: file}.read, CompileTransform: compile})
 	assert.Equal(t, []string{
 		"destinations.a.transform.expression (QUEUEBOX_DESTINATIONS_A_TRANSFORM_EXPRESSION) does not compile: syntax error at position 5",
 	}, problemStrings(t, err))
@@ -770,7 +770,7 @@ func TestConstructorsCarryTheDefaults(t *testing.T) {
 	src.IdempotencyKeyPath = "$.id"
 	src.EventTypePath = "$.type"
 	cfg.Sources = map[string]*Source{"stripe": src}
-	assert.NoError(t, cfg.Validate())
+	assert.NoError(t, cfg.Validate(testComponents()))
 }
 
 func TestColumnsAndTables(t *testing.T) {

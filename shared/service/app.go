@@ -20,8 +20,6 @@ import (
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/retention"
 	"github.com/alternayte/queuebox/shared/store"
-	"github.com/alternayte/queuebox/shared/store/postgres"
-	"github.com/alternayte/queuebox/shared/store/sqlserver"
 	"github.com/alternayte/queuebox/shared/tracing"
 	"github.com/alternayte/queuebox/shared/transform"
 	"github.com/alternayte/queuebox/shared/waker"
@@ -335,7 +333,7 @@ func (a *App) build(ctx context.Context) error {
 	if withCapture {
 		if o.Capture == Required && !cfg.Outbox.Capture.Enabled {
 			return startError("start capture", fmt.Errorf(
-				"outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED); %s needs it true and outbox.capture.mode postgres-logical or sqlserver-cdc", o.Name))
+				"outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED); %s needs it true and outbox.capture.mode %s", o.Name, captureModes()))
 		}
 		var err error
 		if ccfg, err = CaptureConfig(cfg, waker.Nop{}, log); err != nil {
@@ -343,13 +341,9 @@ func (a *App) build(ctx context.Context) error {
 		}
 	}
 	if o.HealthPool {
-		connString, openHealth := cfg.Database.PgxConnString, postgres.OpenHealth
-		if cfg.Database.Type == config.SQLServer {
-			connString, openHealth = cfg.Database.SQLServerURL, sqlserver.OpenHealth
-		}
-		dsn, err := connString()
+		d, dsn, err := databaseConnString(cfg)
 		if err == nil {
-			a.health, err = openHealth(ctx, store.OpenConfig{
+			a.health, err = d.OpenHealth(ctx, store.OpenConfig{
 				ConnString: dsn, PoolSize: 1, ConnectTimeout: cfg.Database.ConnectionTimeoutMs.Duration(),
 			})
 		}

@@ -28,7 +28,7 @@ func loadYAML(t *testing.T, file string, env map[string]string) *config.Config {
 	if env == nil {
 		env = map[string]string{}
 	}
-	cfg, _, err := config.Load(config.LoadOptions{Env: env, CompileTransform: newEngine().Check, ReadFile: func(name string) ([]byte, error) {
+	cfg, _, err := Load(LoadOptions{Env: env, CompileTransform: newEngine().Check, ReadFile: func(name string) ([]byte, error) {
 		if name == config.DefaultConfigFile {
 			return []byte(file), nil
 		}
@@ -300,7 +300,7 @@ routes:
 		return nil, fs.ErrNotExist
 	}
 	var hook config.TransformCompiler = newEngine().Check
-	_, _, err := config.Load(config.LoadOptions{Env: map[string]string{}, ReadFile: read, CompileTransform: hook})
+	_, _, err := Load(LoadOptions{Env: map[string]string{}, ReadFile: read, CompileTransform: hook})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `routes[0].transform.expression (QUEUEBOX_ROUTES_0_TRANSFORM_EXPRESSION) does not compile: JSONata S0203 at position 24: Expected ")" before end of expression`)
 	assert.NotContains(t, err.Error(), "destinations.a.transform")
@@ -395,7 +395,7 @@ sources:
 `
 	env := map[string]string{"GITHUB_WEBHOOK_SECRET": githubSecret, "BILLING_WEBHOOK_SECRET": billingSecret,
 		"STRIPE_WEBHOOK_SECRET": stripeSecret, "SVIX_WEBHOOK_SECRET": swSecret}
-	cfg, warnings, err := config.Load(config.LoadOptions{Env: env, ReadFile: func(name string) ([]byte, error) {
+	cfg, warnings, err := Load(LoadOptions{Env: env, ReadFile: func(name string) ([]byte, error) {
 		if name == config.DefaultConfigFile {
 			return []byte(file), nil
 		}

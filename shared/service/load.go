@@ -23,8 +23,14 @@ type LoadOptions = config.LoadOptions
 // Warning is a finding of Load that does not stop the start.
 type Warning = config.Warning
 
-// Load loads and validates the configuration (config.Load).
-func Load(opts LoadOptions) (*Config, []Warning, error) { return config.Load(opts) }
+// Load loads and validates the configuration (config.Load) with the rules of the components
+// (Components) when opts sets none.
+func Load(opts LoadOptions) (*Config, []Warning, error) {
+	if opts.Components == nil {
+		opts.Components = Components()
+	}
+	return config.Load(opts)
+}
 
 // OSLoadOptions returns the load options of a real process: the process environment, its
 // file system, and engine as the transform compiler, so that every expression compiles at
@@ -33,6 +39,7 @@ func Load(opts LoadOptions) (*Config, []Warning, error) { return config.Load(opt
 // JavaScript engine.
 func OSLoadOptions(engine transform.Compiler) LoadOptions {
 	o := config.OSOptions()
+	o.Components = Components()
 	if engine != nil {
 		o.CompileTransform = func(expression string) error {
 			_, err := engine.Compile(expression, transform.Limits{})
@@ -67,6 +74,6 @@ func LoadErrorText(err error) string {
 // compile them when they start). It serves the harnesses that build a configuration in code,
 // bench/inboxbench for one, without importing shared/config.
 func LoadEnv(env map[string]string) (*Config, error) {
-	cfg, _, err := config.Load(config.LoadOptions{Env: env, ReadFile: func(string) ([]byte, error) { return nil, os.ErrNotExist }})
+	cfg, _, err := Load(LoadOptions{Env: env, ReadFile: func(string) ([]byte, error) { return nil, os.ErrNotExist }})
 	return cfg, err
 }

@@ -26,8 +26,7 @@ import (
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/store"
-	"github.com/alternayte/queuebox/shared/store/postgres"
-	"github.com/alternayte/queuebox/shared/store/sqlserver"
+	"github.com/alternayte/queuebox/shared/store/dialect"
 	"github.com/alternayte/queuebox/shared/transform"
 )
 
@@ -153,8 +152,15 @@ type Driver struct {
 	Names store.Names
 }
 
-// OpenDriver opens the dialect driver of database.type (shared/store/postgres or
-// shared/store/sqlserver), waiting up to database.startupTimeoutMs for the database to
+// databaseConnString returns the dialect of database.type (the dialect table,
+// shared/store/dialect) and its driver's connection string for database.url,
+// database.username and database.password. The string holds the password: never log it.
+func databaseConnString(cfg *config.Config) (dialect.Dialect, string, error) {
+	return dialect.ConnString(string(cfg.Database.Type), cfg.Database.URL.Reveal(), cfg.Database.Username, cfg.Database.Password.Reveal())
+}
+
+// OpenDriver opens the dialect driver of database.type (the dialect table,
+// shared/store/dialect), waiting up to database.startupTimeoutMs for the database to
 // answer. An error is a *StartError.
 func OpenDriver(ctx context.Context, cfg *config.Config, log *slog.Logger, o ConnectOptions) (*Driver, error) {
 	names := Names(cfg)
@@ -168,23 +174,13 @@ func OpenDriver(ctx context.Context, cfg *config.Config, log *slog.Logger, o Con
 		Tracer:          o.Tracer,
 		Logger:          log,
 	}
-	// Each dialect parses database.url into its driver's connection string.
-	open, connString := postgres.Open, postgres.ConnString
-	var err error
-	switch cfg.Database.Type {
-	case config.SQLServer:
-		open, connString = sqlserver.Open, sqlserver.ConnString
-	case config.PostgreSQL:
-	default:
-		err = fmt.Errorf("database.type is %s, not postgresql", cfg.Database.Type)
-	}
-	if err == nil {
-		ocfg.ConnString, err = connString(cfg.Database.URL.Reveal(), cfg.Database.Username, cfg.Database.Password.Reveal())
-	}
+	// The dialect of database.type parses database.url into its driver's connection string.
+	d, connString, err := databaseConnString(cfg)
 	if err != nil {
 		return nil, startError("connect to the database", err)
 	}
-	drv, err := open(ctx, ocfg)
+	ocfg.ConnString = connString
+	drv, err := d.Open(ctx, ocfg)
 	if err != nil {
 		var oe *store.OpenError
 		if errors.As(err, &oe) {

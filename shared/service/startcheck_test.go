@@ -26,7 +26,7 @@ func loadWithDatabase(t *testing.T, dbURL, file string) *config.Config {
 	u, err := url.Parse(dbURL)
 	require.NoError(t, err)
 	file = fmt.Sprintf("database:\n  url: jdbc:postgresql://%s%s\n  username: %s\n  password: trust-auth\n  migrate: true\n", u.Host, u.Path, u.User.Username()) + file
-	cfg, _, err := config.Load(config.LoadOptions{Env: map[string]string{}, ReadFile: func(name string) ([]byte, error) {
+	cfg, _, err := Load(LoadOptions{Env: map[string]string{}, ReadFile: func(name string) ([]byte, error) {
 		if name == config.DefaultConfigFile {
 			return []byte(file), nil
 		}

@@ -30,7 +30,7 @@ func load(t *testing.T, body string) *config.Destination {
 destinations:
   d:
 ` + body
-	cfg, _, err := config.Load(config.LoadOptions{
+	cfg, _, err := service.Load(service.LoadOptions{
 		Env:        map[string]string{"QUEUEBOX_CONFIG_FILE": "queuebox.yml"},
 		NoPackaged: true,
 		ReadFile: func(name string) ([]byte, error) {

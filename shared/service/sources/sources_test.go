@@ -12,6 +12,7 @@ import (
 	"github.com/alternayte/queuebox/shared/connect/nats"
 	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
 	"github.com/alternayte/queuebox/shared/inbox"
+	"github.com/alternayte/queuebox/shared/service"
 )
 
 func load(t *testing.T, sources string) *config.Config {
@@ -22,7 +23,7 @@ func load(t *testing.T, sources string) *config.Config {
   password: secret
 sources:
 ` + sources
-	cfg, _, err := config.Load(config.LoadOptions{
+	cfg, _, err := service.Load(service.LoadOptions{
 		Env:        map[string]string{"QUEUEBOX_CONFIG_FILE": "queuebox.yml"},
 		NoPackaged: true,
 		ReadFile: func(name string) ([]byte, error) {
