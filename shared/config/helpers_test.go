@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/dburl"
 	"github.com/alternayte/queuebox/shared/store/dialect"
@@ -21,7 +22,7 @@ func testComponents() *Components {
 	c := &Components{
 		ParseDatabaseURL: dialect.ParseURL,
 		Destinations: map[DestinationKind]DestinationRules{
-			DestinationHTTP: {SigningKey: webhook.SigningKey, MaxSigningSecrets: webhook.MaxSigningSecrets},
+			kind.HTTP: {SigningKey: webhook.SigningKey, MaxSigningSecrets: webhook.MaxSigningSecrets},
 		},
 	}
 	for _, d := range dialect.All() {

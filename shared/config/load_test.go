@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/alternayte/queuebox/shared/connect/kind"
 )
 
 // The full example of spec/24-environment-variables.md: one HTTP destination, one route and
@@ -45,7 +47,7 @@ func TestLoadSpecEnvironmentExample(t *testing.T) {
 	require.Contains(t, cfg.Destinations, "webhook")
 	d := cfg.Destinations["webhook"]
 	assert.Equal(t, "webhook", d.Name)
-	assert.Equal(t, DestinationHTTP, d.Kind)
+	assert.Equal(t, kind.HTTP, d.Kind)
 	require.NotNil(t, d.HTTP)
 	assert.Equal(t, "https://api.example.com", d.HTTP.BaseURL)
 	assert.Equal(t, "/", d.HTTP.Path)
@@ -55,7 +57,7 @@ func TestLoadSpecEnvironmentExample(t *testing.T) {
 
 	require.Contains(t, cfg.Sources, "stripe")
 	s := cfg.Sources["stripe"]
-	assert.Equal(t, SourceHTTP, s.Kind)
+	assert.Equal(t, kind.HTTP, s.Kind)
 	assert.Equal(t, "/stripe", s.HTTP.Path)
 	assert.Equal(t, "$.id", s.IdempotencyKeyPath)
 	assert.Equal(t, "$.type", s.EventTypePath)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/forwarded"
 )
 
@@ -489,7 +490,7 @@ func (v *validator) source(p keyPath, s *Source, httpPaths map[string]string) {
 	if s.Consumption == ConsumptionPush {
 		v.sourceTopic(p, s)
 	}
-	if s.Kind == SourceHTTP {
+	if s.Kind == kind.HTTP {
 		v.required(p.child("idempotencyKeyPath"), s.IdempotencyKeyPath)
 	}
 	for _, jp := range []struct{ key, path string }{

@@ -93,10 +93,10 @@ type AppOptions struct {
 	// Name is how a refusal of a Required part names the program ("the capture node").
 	Name string
 
-	// Poller builds the outbox poller, with Brokers as the broker destinations that it
-	// delivers to (shared/service/destinations).
+	// Poller builds the outbox poller, with Brokers as the connectors of the broker systems
+	// that it delivers to (the connector registry, shared/service/connectors).
 	Poller  bool
-	Brokers []Broker
+	Brokers []Connector
 	// Relay builds the inbox relay. In-process, it wakes the poller after a forward, and the
 	// inbox and capture wake it.
 	Relay Want
@@ -129,7 +129,7 @@ type AppOptions struct {
 	// one from the tracing section (off, with no SDK, unless an endpoint is configured) and
 	// Close shuts it down after the parts, flushing the spans.
 	Tracing *tracing.Provider
-	// Sources builds the broker sources (shared/service/sources.Build); the runtime passes it,
+	// Sources builds the broker sources (shared/service/connectors.Build); the runtime passes it,
 	// so that only the programs that consume (queuebox serve, the capture node) link the
 	// broker clients. Nil: no broker source runs in this process.
 	Sources SourceBuilder

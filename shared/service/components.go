@@ -4,14 +4,13 @@ import (
 	"sync"
 
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/dburl"
 	"github.com/alternayte/queuebox/shared/store/dialect"
 )
 
 // Components returns the rules that shared/config asks of the components (config.Components):
-// the dialects of the dialect table (shared/store/dialect) and the rules that the connectors
-// own. Load, OSLoadOptions and LoadEnv load with it, so that `queuebox config check`, queuebox
+// the dialects of the dialect table (shared/store/dialect) and the rules of the built-in
+// connectors (Connector.Rules). Load, OSLoadOptions and LoadEnv load with it, so that `queuebox config check`, queuebox
 // serve, the Lambda functions and the capture node refuse the same configurations with the
 // same text. The value is shared: do not modify it.
 func Components() *config.Components { return components() }
@@ -19,9 +18,10 @@ func Components() *config.Components { return components() }
 var components = sync.OnceValue(func() *config.Components {
 	c := &config.Components{
 		ParseDatabaseURL: dialect.ParseURL,
-		Destinations: map[config.DestinationKind]config.DestinationRules{
-			config.DestinationHTTP: {SigningKey: webhook.SigningKey, MaxSigningSecrets: webhook.MaxSigningSecrets},
-		},
+		Destinations:     map[config.DestinationKind]config.DestinationRules{},
+	}
+	for _, conn := range builtinConnectors() {
+		c.Destinations[conn.Kind] = conn.Rules
 	}
 	for _, d := range dialect.All() {
 		c.Dialects = append(c.Dialects, config.Dialect{

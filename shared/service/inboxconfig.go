@@ -44,7 +44,7 @@ func KeyLength(cfg *config.Config) inbox.KeyLength {
 func InboxSources(cfg *config.Config, engine transform.Compiler) ([]inbox.Source, error) {
 	names := make([]string, 0, len(cfg.Sources))
 	for name, s := range cfg.Sources {
-		if s != nil && s.Kind == config.SourceHTTP && s.HTTP != nil {
+		if s != nil && s.HTTP != nil {
 			names = append(names, name)
 		}
 	}

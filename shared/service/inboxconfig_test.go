@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/filter"
 	"github.com/alternayte/queuebox/shared/inboundauth"
 	"github.com/alternayte/queuebox/shared/inbox"
@@ -143,7 +144,7 @@ sources:
 func TestInboxSourcesErrors(t *testing.T) {
 	t.Parallel()
 	cfg := config.Default()
-	orders := config.NewSource("orders", config.SourceHTTP)
+	orders := config.NewSource("orders", kind.HTTP)
 	orders.HTTP.Path = "/orders"
 	orders.IdempotencyKeyPath = "$.id"
 	orders.HTTP.Auth = config.NewInboundAuth(config.AuthHMAC)
