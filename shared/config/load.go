@@ -63,7 +63,8 @@ type LoadOptions struct {
 type TransformCompiler func(expression string) error
 
 // OSOptions returns the options of a real process: the process environment and its file
-// system (ReadFile nil, so that a file: secret is read with a bound).
+// system (ReadFile nil, so that a file: secret is read with a bound). The composition root
+// adds the Components (service.OSLoadOptions).
 func OSOptions() LoadOptions {
 	return LoadOptions{Env: EnvMap(os.Environ())}
 }

@@ -16,8 +16,9 @@ import (
 // read none of its fields, so they need not import shared/config.
 type Config = config.Config
 
-// LoadOptions are the inputs of Load: the environment, the file reader and the optional
-// transform compiler (see config.LoadOptions).
+// LoadOptions are the inputs of Load: the environment, the file reader, the optional
+// transform compiler and the rules of the components, which Load fills with Components when
+// they are not set (see config.LoadOptions).
 type LoadOptions = config.LoadOptions
 
 // Warning is a finding of Load that does not stop the start.
@@ -33,10 +34,10 @@ func Load(opts LoadOptions) (*Config, []Warning, error) {
 }
 
 // OSLoadOptions returns the load options of a real process: the process environment, its
-// file system, and engine as the transform compiler, so that every expression compiles at
-// load (with the default limits) and an error names its key. A nil engine compiles nothing at
-// load: a program that runs no transform (the relay and retention functions) links no
-// JavaScript engine.
+// file system, the rules of the components (Components), and engine as the transform
+// compiler, so that every expression compiles at load (with the default limits) and an error
+// names its key. A nil engine compiles nothing at load: a program that runs no transform (the
+// relay and retention functions) links no JavaScript engine.
 func OSLoadOptions(engine transform.Compiler) LoadOptions {
 	o := config.OSOptions()
 	o.Components = Components()
