@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/service"
 )
 
 // adminPaths are the paths that the admin function serves (spec/26-http-api.md, the
@@ -240,7 +241,7 @@ func TestTemplateAdminConfiguration(t *testing.T) {
 				}
 				env[name] = v
 			}
-			cfg, warnings, err := config.Load(config.LoadOptions{Env: env, ReadFile: noFile})
+			cfg, warnings, err := service.Load(service.LoadOptions{Env: env, ReadFile: noFile})
 			require.NoError(t, err, "the admin function's configuration loads")
 			assert.Empty(t, warnings)
 			if enabled == "false" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/alternayte/queuebox/shared/capturenode"
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/service"
 )
 
 // captureTemplate is the capture node's own CloudFormation template.
@@ -238,7 +239,7 @@ func TestCaptureTemplateEnvironment(t *testing.T) {
 	_, hasDefault := p["Default"]
 	assert.False(t, hasDefault, "the secret has no default")
 
-	cfg, warnings, err := config.Load(config.LoadOptions{Env: sample})
+	cfg, warnings, err := service.Load(service.LoadOptions{Env: sample})
 	require.NoError(t, err, "the task's environment is a valid configuration")
 	assert.Empty(t, warnings)
 	assert.True(t, cfg.Outbox.Capture.Enabled)
@@ -259,7 +260,7 @@ func TestCaptureTemplateEnvironment(t *testing.T) {
 	} {
 		sample["QUEUEBOX_SOURCES_ORDERS_"+k] = v
 	}
-	cfg, warnings, err = config.Load(config.LoadOptions{Env: sample})
+	cfg, warnings, err = service.Load(service.LoadOptions{Env: sample})
 	require.NoError(t, err, "consumers only is a valid configuration")
 	assert.Empty(t, warnings)
 	assert.False(t, cfg.Outbox.Capture.Enabled)

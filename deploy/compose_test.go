@@ -20,6 +20,7 @@ import (
 
 	"github.com/alternayte/queuebox/shared/cli"
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/service"
 )
 
 // stackService is the part of a service of the root docker-compose.yml or of
@@ -192,7 +193,7 @@ func loadServiceConfig(t *testing.T, svc stackService, vars map[string]string, h
 		}
 		return nil, fmt.Errorf("open %s: %w", name, fs.ErrNotExist)
 	}
-	cfg, warnings, err := config.Load(config.LoadOptions{Env: env, ReadFile: readFile})
+	cfg, warnings, err := service.Load(service.LoadOptions{Env: env, ReadFile: readFile})
 	require.NoError(t, err)
 	assert.Empty(t, warnings, "every QUEUEBOX_ variable and every key of %s is a configuration key", hostPath)
 	return cfg

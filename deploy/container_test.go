@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/service"
 )
 
 // instruction is one instruction of a Dockerfile, its continuation lines joined.
@@ -349,7 +350,7 @@ func TestComposeConfiguration(t *testing.T) {
 		}
 		return nil, fmt.Errorf("open %s: %w", name, fs.ErrNotExist)
 	}
-	cfg, warnings, err := config.Load(config.LoadOptions{Env: env, ReadFile: readFile})
+	cfg, warnings, err := service.Load(service.LoadOptions{Env: env, ReadFile: readFile})
 	require.NoError(t, err)
 	assert.Empty(t, warnings)
 

@@ -17,6 +17,7 @@ import (
 	"github.com/alternayte/queuebox/deploy/lambdazip"
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/lambdafn"
+	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/specdocs"
 )
 
@@ -365,7 +366,7 @@ func TestTemplateEnvironment(t *testing.T) {
 				}
 			}
 			noFile := func(name string) ([]byte, error) { return nil, fmt.Errorf("open %s: %w", name, fs.ErrNotExist) }
-			_, warnings, err := config.Load(config.LoadOptions{Env: loadEnv, ReadFile: noFile})
+			_, warnings, err := service.Load(service.LoadOptions{Env: loadEnv, ReadFile: noFile})
 			require.NoError(t, err, "the configuration of %s loads", fn.id)
 			assert.Empty(t, warnings, "the configuration of %s loads without a warning", fn.id)
 		})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/alternayte/queuebox/bench/benchdb"
 	"github.com/alternayte/queuebox/bench/machine"
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres"
@@ -115,7 +116,7 @@ func runOne(ctx context.Context, db *benchdb.Database, o Options, aggs int) (Run
 	rl, err := relay.New(relay.Options{
 		Store:   st,
 		Config:  relay.Config{BatchSize: o.BatchSize},
-		Sources: map[string]relay.Source{source: {Kind: relay.KindHTTP, Topic: "orders.{{ eventType }}"}},
+		Sources: map[string]relay.Source{source: {Kind: kind.HTTP, Topic: "orders.{{ eventType }}"}},
 		Logger:  slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

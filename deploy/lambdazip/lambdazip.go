@@ -42,7 +42,7 @@ const BuildTag = "lambda.norpc"
 var BuildFlags = []string{"-tags", BuildTag, "-trimpath", "-ldflags", "-s -w"}
 
 // Connector is a broker destination of the poll function that a build tag leaves out, client
-// and all (shared/service/destinations). The http destination is part of every build.
+// and all (shared/service/connectors). The http destination is part of every build.
 type Connector struct {
 	// Kind is the destination kind (destinations.<name>.kind).
 	Kind string `json:"kind"`

@@ -83,7 +83,7 @@ func localSide(t *testing.T) (*httptest.Server, *pgxpool.Pool) {
 	t.Helper()
 	pool, dbURL := dbtest.Migrated(t)
 	ctx := context.Background()
-	cfg, _, err := config.Load(config.LoadOptions{Env: env(dbURL), ReadFile: noFile})
+	cfg, _, err := service.Load(service.LoadOptions{Env: env(dbURL), ReadFile: noFile})
 	require.NoError(t, err)
 	log := testLog()
 	db, err := service.Open(ctx, cfg, log)

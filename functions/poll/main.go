@@ -12,7 +12,7 @@ import (
 
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
-	"github.com/alternayte/queuebox/shared/service/destinations"
+	"github.com/alternayte/queuebox/shared/service/connectors"
 	"github.com/alternayte/queuebox/shared/transform/jsonata"
 )
 
@@ -25,7 +25,7 @@ func main() {
 	}
 	// The poll function delivers to RabbitMQ, Kafka and NATS destinations too; the other
 	// functions pass none and so leave the broker clients out of their binaries.
-	app, err := rt.Build(ctx, service.AppOptions{Poller: true, Brokers: destinations.All()})
+	app, err := rt.Build(ctx, service.AppOptions{Poller: true, Brokers: connectors.All()})
 	if err != nil {
 		lambdafn.Exit(err)
 	}

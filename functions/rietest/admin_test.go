@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/localserver"
+	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
 
@@ -60,7 +60,7 @@ func localManagement(t *testing.T) (string, *pgxpool.Pool) {
 		"QUEUEBOX_OUTBOX_CAPTURE_ENABLED": "false",
 	}
 	maps.Copy(env, adminSettings)
-	cfg, _, err := config.Load(config.LoadOptions{Env: env, ReadFile: noFile})
+	cfg, _, err := service.Load(service.LoadOptions{Env: env, ReadFile: noFile})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	local, err := localserver.New(ctx, cfg, testLog())

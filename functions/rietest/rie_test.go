@@ -25,7 +25,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/deploy/lambdazip"
-	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/store"
@@ -168,7 +167,7 @@ func localInbox(t *testing.T) (*httptest.Server, *pgxpool.Pool) {
 		"QUEUEBOX_DATABASE_MIGRATE":  "false",
 	}
 	maps.Copy(env, inboxSources)
-	cfg, _, err := config.Load(config.LoadOptions{Env: env, ReadFile: noFile})
+	cfg, _, err := service.Load(service.LoadOptions{Env: env, ReadFile: noFile})
 	require.NoError(t, err)
 	log := testLog()
 	db, err := service.Open(context.Background(), cfg, log)

@@ -80,7 +80,7 @@ type Config struct {
 	Source changes.Source
 	// ConnString is the connection string of the capture connection, in the form that
 	// Source's driver takes: the slot, the publication and the replication stream
-	// (config.CaptureTarget.PgxConnString on PostgreSQL). Required.
+	// (postgres.EndpointConnString of the capture connection on PostgreSQL). Required.
 	ConnString string
 	// StateConnString is the connection of the queuebox_capture_state table: database.url
 	// with its credentials. Default: ConnString.

@@ -8,7 +8,7 @@
 //     builds it, which wakes the poll Lambda function (and, optionally,
 //     the relay function) with a debounced asynchronous invoke (shared/lambdawaker.Waker);
 //   - the broker sources (sources.<name> of type rabbitmq, kafka or nats, built by
-//     shared/service/sources): consumers that store what they read into the inbox table and
+//     shared/service/connectors): consumers that store what they read into the inbox table and
 //     wake the relay function after they stored push rows.
 //
 // A node with neither refuses to start. It serves GET /health/live, /health/ready, /health
@@ -58,7 +58,7 @@ import (
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/service"
-	"github.com/alternayte/queuebox/shared/service/sources"
+	"github.com/alternayte/queuebox/shared/service/connectors"
 	"github.com/alternayte/queuebox/shared/waker/lambdawaker"
 )
 
@@ -145,7 +145,7 @@ func HasBrokerSources(cfg *service.Config) bool {
 
 // New builds the node's assembly (service.Build). With outbox.capture.enabled it builds
 // capture (postgres-logical or sqlserver-cdc, service.CaptureConfig), which wakes the Lambda
-// wakers of the poll function and, with s.RelayFunction, the relay function. With broker sources (sources.Build) it builds them,
+// wakers of the poll function and, with s.RelayFunction, the relay function. With broker sources (connectors.Build) it builds them,
 // waking the relay function after they stored push rows, and opens the database (waiting for
 // it, migrating or checking the schema) for the inbox store they write to. A node without
 // broker sources opens no store: the database health component probes a lazy pool of one
@@ -169,7 +169,7 @@ func New(ctx context.Context, cfg *service.Config, s Settings, o Options, log *s
 		// Capture runs when outbox.capture.enabled; without it, the broker sources are all
 		// that the node runs (the refusal above needs one of them).
 		Capture: service.IfEnabled, CaptureDecides: true,
-		Sources: sources.Build,
+		Sources: connectors.Build,
 		// Without broker sources the node opens no store, so the database component probes a
 		// health pool of its own.
 		HealthPool: !withSources,

@@ -92,7 +92,7 @@ func loadOptions(env Env, engine *jsonata.Engine) config.LoadOptions {
 // secret masked, or every error, a refusal of serve with the text that serve prints.
 func configCheck(ctx context.Context, env Env) int {
 	engine := jsonata.NewEngine(jsonata.EngineOptions{})
-	cfg, warnings, err := config.Load(loadOptions(env, engine))
+	cfg, warnings, err := service.Load(loadOptions(env, engine))
 	for _, w := range warnings {
 		fmt.Fprintf(env.Stderr, "warning: %s\n", w.String())
 	}
@@ -138,7 +138,7 @@ func originText(cfg *config.Config) string {
 // load loads the configuration for a command that runs, logging the warnings; its transforms
 // compile on engine.
 func load(env Env, log *slog.Logger, engine *jsonata.Engine) (*config.Config, bool) {
-	cfg, warnings, err := config.Load(loadOptions(env, engine))
+	cfg, warnings, err := service.Load(loadOptions(env, engine))
 	for _, w := range warnings {
 		log.Warn("configuration warning", "warning", w.String())
 	}

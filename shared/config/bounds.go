@@ -4,8 +4,6 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-
-	"github.com/alternayte/queuebox/shared/connect/webhook"
 )
 
 // A bound is the largest value of one numeric key. spec/23-configuration.md gives the lower
@@ -231,16 +229,3 @@ func patternString(p keyPath) string {
 	}
 	return b.String()
 }
-
-// The bounds of a standard-webhooks signing block (docs/configuration-bounds.md, "Signing secrets"):
-// a count and a length, not numeric keys, so they are checked by the signing validation
-// (signing.go) rather than the bounds table. They are the webhook publisher's own.
-const (
-	// MaxSigningSecrets is the most secrets of one block: each one adds an HMAC of the whole
-	// body to every request. Two cover a rotation.
-	MaxSigningSecrets = webhook.MaxSigningSecrets
-	// MinSigningKeyBytes and MaxSigningKeyBytes bound the decoded key of a whsec_ secret, as the
-	// Standard Webhooks specification asks: at least 24 bytes (192 bits), at most 64 (512 bits).
-	MinSigningKeyBytes = webhook.MinSigningKeyBytes
-	MaxSigningKeyBytes = webhook.MaxSigningKeyBytes
-)

@@ -144,7 +144,7 @@ func TestEveryBoundIsEnforced(t *testing.T) {
 						cfg.Server.HTTPPort = 8080
 					}
 				}
-				err := cfg.Validate()
+				err := cfg.Validate(testComponents())
 				if !over {
 					assert.NoError(t, err, "%s at its bound %d", path, max)
 					continue

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/template"
 )
 
@@ -210,7 +211,7 @@ func (v *validator) sourceTopic(p keyPath, s *Source) {
 	if !readsEventType(s.Topic) || s.EventTypePath != "" {
 		return
 	}
-	if s.Kind == SourceHTTP {
+	if s.Kind == kind.HTTP {
 		v.add(tp, "reads {{ eventType }}, but %s is not set: an http push source needs it (the topic %q renders empty and the relay marks the row dead)", p.child("eventTypePath"), s.Topic)
 		return
 	}

@@ -32,6 +32,10 @@ type Config struct {
 
 	// Origin tells which sources Load read. It is not a configuration key.
 	Origin Origin `yaml:"-"`
+
+	// target is host:port/database of database.url, as Load parsed it with the parser of its
+	// dialect (the summary of the start log); empty when Load did not parse it.
+	target string
 }
 
 // Logging is the logging section.
@@ -104,8 +108,8 @@ type Database struct {
 	// Type is postgresql or sqlserver. Default: postgresql.
 	Type DatabaseType `yaml:"type"`
 	// URL is the JDBC URL (jdbc:postgresql://... or jdbc:sqlserver://..., matching Type), or a
-	// native postgres://, postgresql:// or sqlserver:// URL. Required. Parsed, PgxConnString and
-	// SQLServerURL turn it into what the drivers take.
+	// native postgres://, postgresql:// or sqlserver:// URL. Required. The dialect of Type
+	// turns it into what its driver takes.
 	URL ConnectionURL `yaml:"url"`
 	// Username is the database user. Required.
 	Username string `yaml:"username"`
@@ -178,8 +182,8 @@ type Capture struct {
 	// StateDirectory is a durable directory for the capture offsets. Required when Enabled.
 	// Default: empty.
 	StateDirectory string `yaml:"stateDirectory,omitempty"`
-	// Schema is the schema of the outbox table. Default: empty, which means public on
-	// PostgreSQL and dbo on SQL Server (see EffectiveSchema).
+	// Schema is the schema of the outbox table. Default: empty, which means the default
+	// schema of the dialect: public on PostgreSQL, dbo on SQL Server.
 	Schema string `yaml:"schema,omitempty"`
 	// Publication is the PostgreSQL publication of the outbox table; QueueBox never creates it.
 	// Same rule as Identity. Default: queuebox_outbox.
@@ -193,21 +197,8 @@ type Capture struct {
 	Connection CaptureConnection `yaml:"connection"`
 }
 
-// EffectiveSchema returns Schema, or the default schema of the database type when it is empty:
-// public on PostgreSQL, dbo on SQL Server.
-func (c Capture) EffectiveSchema(t DatabaseType) string {
-	switch {
-	case c.Schema != "":
-		return c.Schema
-	case t == SQLServer:
-		return "dbo"
-	default:
-		return "public"
-	}
-}
-
 // CaptureConnection is outbox.capture.connection. Each empty field takes its value from
-// database.url, database.username or database.password; see Config.CaptureTarget.
+// database.url, database.username or database.password (the composition root maps it).
 type CaptureConnection struct {
 	// Hostname is the capture host. Required when database.url names more than one host.
 	// Default: the host of database.url.

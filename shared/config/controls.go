@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/alternayte/queuebox/shared/connect/kind"
 )
 
 // The delivery controls of issue 16 (docs/delivery-controls.md): outbox.retry and, per
@@ -214,7 +216,7 @@ func (v *validator) deliveryControls(p keyPath, d *Destination) {
 	v.retry(p.child("retry"), d.Retry)
 	if d.TerminalStatuses != nil {
 		tp := p.child("terminalStatuses")
-		if d.Kind != DestinationHTTP {
+		if d.Kind != kind.HTTP {
 			v.add(tp, "is a key of http destinations only, but %s is of the %s kind: remove it", p, d.Kind)
 		} else {
 			for i, s := range d.TerminalStatuses {

@@ -3,18 +3,13 @@ package config
 import (
 	"fmt"
 	"reflect"
+
+	"github.com/alternayte/queuebox/shared/connect/kind"
 )
 
-// DestinationKind is the kind of a destination, selected from its required keys.
-type DestinationKind string
-
-// The kinds of destination.
-const (
-	DestinationHTTP     DestinationKind = "http"
-	DestinationRabbitMQ DestinationKind = "rabbitmq"
-	DestinationKafka    DestinationKind = "kafka"
-	DestinationNATS     DestinationKind = "nats"
-)
+// DestinationKind is the kind of a destination, selected from its required keys: one of the
+// kinds of shared/connect/kind (kind.HTTP, kind.RabbitMQ, kind.Kafka, kind.NATS).
+type DestinationKind = kind.Kind
 
 // Destination is one entry of destinations. Kind says which one of HTTP, RabbitMQ, Kafka and
 // NATS is set; the others are nil.
@@ -51,16 +46,16 @@ type Destination struct {
 // NewDestination returns a destination of the given kind with every default of that kind, as
 // the loader builds it before it reads the entry's keys. Code that builds a configuration by
 // hand, a test for example, starts from it.
-func NewDestination(name string, kind DestinationKind) *Destination {
+func NewDestination(name string, k DestinationKind) *Destination {
 	d := &Destination{Name: name}
-	d.selectKind(string(kind))
+	d.selectKind(string(k))
 	return d
 }
 
 // NewDestinationAuth returns a destination auth block of the given kind with its defaults.
-func NewDestinationAuth(kind DestinationAuthKind) *DestinationAuth {
+func NewDestinationAuth(k DestinationAuthKind) *DestinationAuth {
 	a := &DestinationAuth{}
-	a.selectKind(string(kind))
+	a.selectKind(string(k))
 	return a
 }
 
@@ -218,42 +213,42 @@ type HeaderAuth struct {
 
 // The kinds of destination, in the order the loader tries them.
 var destinationKinds = []kindSpec{
-	{name: string(DestinationHTTP), required: []string{"baseUrl"}, typ: reflect.TypeFor[HTTPDestination]()},
-	{name: string(DestinationRabbitMQ), required: []string{"url", "exchange"}, typ: reflect.TypeFor[RabbitMQDestination]()},
-	{name: string(DestinationKafka), required: []string{"bootstrapServers", "topic"}, typ: reflect.TypeFor[KafkaDestination]()},
-	{name: string(DestinationNATS), required: []string{"servers", "subject"}, typ: reflect.TypeFor[NATSDestination]()},
+	{name: string(kind.HTTP), required: []string{"baseUrl"}, typ: reflect.TypeFor[HTTPDestination]()},
+	{name: string(kind.RabbitMQ), required: []string{"url", "exchange"}, typ: reflect.TypeFor[RabbitMQDestination]()},
+	{name: string(kind.Kafka), required: []string{"bootstrapServers", "topic"}, typ: reflect.TypeFor[KafkaDestination]()},
+	{name: string(kind.NATS), required: []string{"servers", "subject"}, typ: reflect.TypeFor[NATSDestination]()},
 }
 
 func (d *Destination) kinds() ([]kindSpec, string) { return destinationKinds, "destination" }
 
-func (d *Destination) selectKind(kind string) any {
-	d.Kind = DestinationKind(kind)
+func (d *Destination) selectKind(name string) any {
+	d.Kind = DestinationKind(name)
 	switch d.Kind {
-	case DestinationHTTP:
+	case kind.HTTP:
 		d.HTTP = &HTTPDestination{Path: "/", TimeoutMs: 30000}
 		return d.HTTP
-	case DestinationRabbitMQ:
+	case kind.RabbitMQ:
 		d.RabbitMQ = &RabbitMQDestination{ExchangeType: ExchangeTopic, RoutingKeyTemplate: "{{ topic }}", DeliveryMode: DeliveryPersistent}
 		return d.RabbitMQ
-	case DestinationKafka:
+	case kind.Kafka:
 		d.Kafka = &KafkaDestination{KeyTemplate: "{{ key }}", TimeoutMs: 30000, KafkaSecurity: KafkaSecurity{SecurityProtocol: SecurityPlaintext}}
 		return d.Kafka
-	case DestinationNATS:
+	case kind.NATS:
 		d.NATS = &NATSDestination{JetStream: true, TimeoutMs: 30000}
 		return d.NATS
 	}
-	panic(fmt.Sprintf("config: unknown destination kind %q", kind))
+	panic(fmt.Sprintf("config: unknown destination kind %q", name))
 }
 
 func (d *Destination) kindPart() (string, any) {
 	switch d.Kind {
-	case DestinationHTTP:
+	case kind.HTTP:
 		return string(d.Kind), d.HTTP
-	case DestinationRabbitMQ:
+	case kind.RabbitMQ:
 		return string(d.Kind), d.RabbitMQ
-	case DestinationKafka:
+	case kind.Kafka:
 		return string(d.Kind), d.Kafka
-	case DestinationNATS:
+	case kind.NATS:
 		return string(d.Kind), d.NATS
 	}
 	return "", nil
@@ -272,8 +267,8 @@ var destinationAuthKinds = []kindSpec{
 
 func (a *DestinationAuth) kinds() ([]kindSpec, string) { return destinationAuthKinds, "auth" }
 
-func (a *DestinationAuth) selectKind(kind string) any {
-	a.Kind = DestinationAuthKind(kind)
+func (a *DestinationAuth) selectKind(name string) any {
+	a.Kind = DestinationAuthKind(name)
 	switch a.Kind {
 	case AuthOAuth2:
 		a.OAuth2 = &OAuth2Auth{}
@@ -285,7 +280,7 @@ func (a *DestinationAuth) selectKind(kind string) any {
 		a.Header = &HeaderAuth{HeaderName: "Authorization"}
 		return a.Header
 	}
-	panic(fmt.Sprintf("config: unknown destination auth kind %q", kind))
+	panic(fmt.Sprintf("config: unknown destination auth kind %q", name))
 }
 
 func (a *DestinationAuth) kindPart() (string, any) {
@@ -301,3 +296,13 @@ func (a *DestinationAuth) kindPart() (string, any) {
 }
 
 func (a *DestinationAuth) typeKey() string { return a.Type }
+
+// DestinationKinds returns the kinds of destination that the configuration knows, in the
+// order that the loader tries them.
+func DestinationKinds() []DestinationKind {
+	out := make([]DestinationKind, len(destinationKinds))
+	for i, k := range destinationKinds {
+		out[i] = DestinationKind(k.name)
+	}
+	return out
+}

@@ -32,6 +32,17 @@
 // stripe and standard-webhooks, which go beyond the documented product and share hmac's required
 // key secret, are selected by type: stripe and type: standard-webhooks.
 //
+// # Components
+//
+// This package links no QueueBox component: no database driver, no connector, no JSONata
+// engine. A rule that needs a component's knowledge is asked of the component through
+// LoadOptions.Components (see Components): the values of database.type, the grammar of
+// database.url and the capture mode of each dialect, and what only a destination's connector
+// knows (the decoding of a standard-webhooks signing secret). The composition root,
+// shared/service, fills it from the dialect table (shared/store/dialect) and the connectors,
+// and every program loads through it (service.Load), so that `queuebox config check` refuses
+// exactly what a start refuses.
+//
 // # Errors
 //
 // Load reports every problem at once in a *ValidationError. Each problem names the key path and

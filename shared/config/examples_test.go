@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/alternayte/queuebox/shared/connect/kind"
 )
 
 // exampleEnv gives the placeholders of spec/examples/queuebox.yml their values.
@@ -21,7 +23,7 @@ var exampleEnv = map[string]string{
 
 func TestLoadTheCompleteExample(t *testing.T) {
 	t.Parallel()
-	cfg, warnings, err := Load(LoadOptions{Env: exampleEnv, ReadFile: os.ReadFile})
+	cfg, warnings, err := Load(LoadOptions{Components: testComponents(), Env: exampleEnv, ReadFile: os.ReadFile})
 	require.NoError(t, err)
 	assert.Empty(t, warnings)
 	assert.Equal(t, "testdata/example-queuebox.yml", cfg.Origin.File)
@@ -56,7 +58,7 @@ func TestLoadTheCompleteExample(t *testing.T) {
 
 	require.Len(t, cfg.Destinations, 4)
 	api := cfg.Destinations["orders-api"]
-	assert.Equal(t, DestinationHTTP, api.Kind)
+	assert.Equal(t, kind.HTTP, api.Kind)
 	assert.Nil(t, api.RabbitMQ)
 	assert.Equal(t, &HTTPDestination{BaseURL: "https://orders.example.com", Path: "/events", TimeoutMs: 30000, Auth: api.HTTP.Auth}, api.HTTP)
 	assert.Equal(t, map[string]string{"X-Team": "orders"}, api.Headers)
@@ -67,7 +69,7 @@ func TestLoadTheCompleteExample(t *testing.T) {
 	assert.Equal(t, &Transform{Expression: `{ "data": $, "topic": $topic }`, TimeoutMs: 100, MaxDepth: 100, OnError: OnErrorFail}, api.Transform)
 
 	ex := cfg.Destinations["events-exchange"]
-	assert.Equal(t, DestinationRabbitMQ, ex.Kind)
+	assert.Equal(t, kind.RabbitMQ, ex.Kind)
 	assert.Equal(t, "amqp://rabbitmq:5672", ex.RabbitMQ.URL.Reveal())
 	assert.Equal(t, "events.{{ aggregateType }}", ex.RabbitMQ.Exchange)
 	assert.Equal(t, ExchangeTopic, ex.RabbitMQ.ExchangeType)
@@ -75,14 +77,14 @@ func TestLoadTheCompleteExample(t *testing.T) {
 	assert.Equal(t, DeliveryPersistent, ex.RabbitMQ.DeliveryMode)
 
 	kt := cfg.Destinations["events-topic"]
-	assert.Equal(t, DestinationKafka, kt.Kind)
+	assert.Equal(t, kind.Kafka, kt.Kind)
 	assert.Equal(t, []string{"kafka-1:9092", "kafka-2:9092"}, kt.Kafka.Brokers())
 	assert.Equal(t, "orders", kt.Kafka.Topic)
 	assert.Equal(t, "{{ key }}", kt.Kafka.KeyTemplate)
 	assert.Equal(t, SecurityPlaintext, kt.Kafka.SecurityProtocol)
 
 	ns := cfg.Destinations["events-subject"]
-	assert.Equal(t, DestinationNATS, ns.Kind)
+	assert.Equal(t, kind.NATS, ns.Kind)
 	assert.Equal(t, []string{"nats://nats:4222"}, ns.NATS.ServerList())
 	assert.Equal(t, "orders.{{ topic }}", ns.NATS.Subject)
 	assert.True(t, ns.NATS.JetStream)
@@ -94,7 +96,7 @@ func TestLoadTheCompleteExample(t *testing.T) {
 
 	require.Len(t, cfg.Sources, 5)
 	stripe := cfg.Sources["stripe"]
-	assert.Equal(t, SourceHTTP, stripe.Kind)
+	assert.Equal(t, kind.HTTP, stripe.Kind)
 	assert.Equal(t, "/stripe", stripe.HTTP.Path)
 	assert.Equal(t, "stripe.{{ eventType }}", stripe.Topic)
 	assert.Equal(t, "$.data.object.customer", stripe.AggregateIDPath)
@@ -113,7 +115,7 @@ func TestLoadTheCompleteExample(t *testing.T) {
 	assert.Equal(t, "{{ eventType }}", orders.Topic, "a pull source keeps the default topic without an event type")
 
 	queue := cfg.Sources["orders-queue"]
-	assert.Equal(t, SourceRabbitMQ, queue.Kind)
+	assert.Equal(t, kind.RabbitMQ, queue.Kind)
 	assert.Equal(t, "incoming-orders", queue.RabbitMQ.QueueName)
 	assert.Equal(t, 10, queue.RabbitMQ.PrefetchCount)
 	assert.Equal(t, DefaultAttributeHeaders(), queue.RabbitMQ.AttributeHeaders)
@@ -122,14 +124,14 @@ func TestLoadTheCompleteExample(t *testing.T) {
 	assert.Equal(t, Filter{Exclude: []FilterRule{{Header: "x-test", Exists: &exists}}}, queue.Filter)
 
 	log := cfg.Sources["orders-log"]
-	assert.Equal(t, SourceKafka, log.Kind)
+	assert.Equal(t, kind.Kafka, log.Kind)
 	assert.Equal(t, []string{"orders"}, log.Kafka.Topics)
 	assert.Equal(t, "queuebox-orders", log.Kafka.GroupID)
 	assert.Equal(t, OffsetEarliest, log.Kafka.AutoOffsetReset)
 	assert.Equal(t, 100, log.Kafka.MaxPollRecords)
 
 	stream := cfg.Sources["orders-stream"]
-	assert.Equal(t, SourceNATS, stream.Kind)
+	assert.Equal(t, kind.NATS, stream.Kind)
 	assert.Equal(t, "ORDERS", stream.NATS.Stream)
 	assert.Equal(t, "orders.>", stream.NATS.FilterSubject)
 	assert.Equal(t, "$.id", stream.IdempotencyKeyPath)
@@ -146,7 +148,7 @@ func TestLoadTheCompleteExample(t *testing.T) {
 
 func TestTheExampleNeedsItsPlaceholders(t *testing.T) {
 	t.Parallel()
-	_, _, err := Load(LoadOptions{Env: map[string]string{ConfigFileVariable: "testdata/example-queuebox.yml"}, ReadFile: os.ReadFile})
+	_, _, err := Load(LoadOptions{Components: testComponents(), Env: map[string]string{ConfigFileVariable: "testdata/example-queuebox.yml"}, ReadFile: os.ReadFile})
 	problems := problemStrings(t, err)
 	require.Len(t, problems, 4)
 	for i, name := range []string{"DB_PASSWORD", "ADMIN_TOKEN", "ORDERS_CLIENT_SECRET", "STRIPE_WEBHOOK_SECRET"} {
@@ -241,7 +243,7 @@ func TestEveryConfigurationFragmentOfTheSpecLoads(t *testing.T) {
 		}},
 		{file: "07-bridge-a-broker-1.yml", check: func(t *testing.T, c *Config) {
 			s := c.Sources["orders-queue"]
-			assert.Equal(t, SourceRabbitMQ, s.Kind)
+			assert.Equal(t, kind.RabbitMQ, s.Kind)
 			assert.Equal(t, "orders.{{ eventType }}", s.Topic)
 			assert.Equal(t, "amqp://guest:***@rabbitmq:5672", s.RabbitMQ.ConnectionURL.String())
 		}},
@@ -273,23 +275,24 @@ func TestEveryConfigurationFragmentOfTheSpecLoads(t *testing.T) {
 		{file: "07-bridge-a-broker-9.yml", check: func(t *testing.T, c *Config) {
 			assert.Equal(t, "public.{{ aggregateType }}.v1", c.Destinations["domain-events"].Kafka.Topic)
 		}},
+		// The schema and the capture connection of these three fragments, which the dialect
+		// table gives, are checked in shared/service (TestCaptureOfTheSpecFragments).
 		{file: "08-capture-changes-1.yml", check: func(t *testing.T, c *Config) {
 			assert.Equal(t, CapturePostgresLogical, c.Outbox.Capture.Mode)
 			assert.True(t, c.Outbox.Capture.Enabled)
-			assert.Equal(t, "public", c.Outbox.Capture.EffectiveSchema(c.Database.Type))
+			assert.Empty(t, c.Outbox.Capture.Schema)
 		}},
 		{file: "08-capture-changes-2.yml", check: func(t *testing.T, c *Config) {
 			assert.Equal(t, SQLServer, c.Database.Type)
 			assert.Equal(t, CaptureSQLServerCDC, c.Outbox.Capture.Mode)
-			assert.Equal(t, "dbo", c.Outbox.Capture.EffectiveSchema(c.Database.Type))
+			assert.Empty(t, c.Outbox.Capture.Schema)
 		}},
 		{file: "08-capture-changes-3.yml", check: func(t *testing.T, c *Config) {
-			target, err := c.CaptureTarget()
-			require.NoError(t, err)
-			assert.Equal(t, "replica.db.internal", target.Host)
-			assert.Equal(t, 5433, target.Port)
-			assert.Equal(t, "capture_user", target.Username)
-			assert.Equal(t, "cap", target.Password.Reveal())
+			cc := c.Outbox.Capture.Connection
+			assert.Equal(t, "replica.db.internal", cc.Hostname)
+			assert.Equal(t, 5433, cc.Port)
+			assert.Equal(t, "capture_user", cc.Username)
+			assert.Equal(t, "cap", cc.Password.Reveal())
 		}},
 		{file: "09-consume-the-inbox-1.yml"},
 		{file: "09-consume-the-inbox-2.yml"},

@@ -69,7 +69,7 @@ func FuzzLoad(f *testing.F) {
 			env["QUEUEBOX_DATABASE_URL"] = urlScheme + "://user:" + s + "@" + urlRest
 		}
 		files := memFiles{DefaultConfigFile: string(doc), fuzzSecretFile: s + "\n"}
-		opts := LoadOptions{Env: env, ReadFile: files.read}
+		opts := LoadOptions{Components: testComponents(), Env: env, ReadFile: files.read}
 
 		cfg, warnings, err := Load(opts)
 		cfg2, warnings2, err2 := Load(opts)
@@ -115,7 +115,7 @@ func TestSQLServerJDBCURLWithUserInfoHidesThePassword(t *testing.T) {
 	t.Parallel()
 	for _, raw := range []string{"jdbc:sqlserver://user:Pa55word@db:1433;databaseName=q", "jdbc:sqlserver://user:Pa55word@db",
 		"jdbc:sqlserver://;serverName=user:Pa55word@db"} {
-		_, err := ParseDatabaseURL(raw)
+		_, err := testComponents().ParseDatabaseURL(raw)
 		if err == nil || strings.Contains(err.Error(), "Pa55word") || !strings.Contains(err.Error(), "database.password") {
 			t.Errorf("ParseDatabaseURL(%q) = %v, want an error that names database.password and not the password", raw, err)
 		}

@@ -8,7 +8,29 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/alternayte/queuebox/shared/connect/kind"
+	"github.com/alternayte/queuebox/shared/connect/webhook"
+	"github.com/alternayte/queuebox/shared/dburl"
+	"github.com/alternayte/queuebox/shared/store/dialect"
 )
+
+// testComponents returns the rules of the components as the composition root fills them
+// (service.Components, which this package's tests cannot import): the dialect table and the
+// HTTP connector's signing.
+func testComponents() *Components {
+	c := &Components{
+		ParseDatabaseURL: dialect.ParseURL,
+		Destinations: map[DestinationKind]DestinationRules{
+			kind.HTTP: {SigningKey: webhook.SigningKey, MaxSigningSecrets: webhook.MaxSigningSecrets},
+		},
+	}
+	for _, d := range dialect.All() {
+		c.Dialects = append(c.Dialects, Dialect{Name: DatabaseType(d.Name), CaptureMode: CaptureMode(d.CaptureMode),
+			UnsupportedParams: func(u dburl.URL) []string { _, dropped := d.Params(u); return dropped }})
+	}
+	return c
+}
 
 // memFiles is an in-memory file system for LoadOptions.ReadFile.
 type memFiles map[string]string
@@ -33,7 +55,7 @@ func loadYAML(t *testing.T, body string, env map[string]string, extra memFiles) 
 	t.Helper()
 	files := memFiles{DefaultConfigFile: body}
 	maps.Copy(files, extra)
-	return Load(LoadOptions{Env: env, ReadFile: files.read})
+	return Load(LoadOptions{Components: testComponents(), Env: env, ReadFile: files.read})
 }
 
 // mustLoad loads body and fails the test on an error.

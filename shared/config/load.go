@@ -53,13 +53,18 @@ type LoadOptions struct {
 	// CompileTransform, when set, compiles the expression of every transform block; an error
 	// stops the load and names the key path. The JSONata engine lives outside this package.
 	CompileTransform TransformCompiler
+	// Components are the rules that the components own: the database dialects and the
+	// connectors (see Components). Required: the composition root fills it (service.Load
+	// does), so that every program checks with the same rules.
+	Components *Components
 }
 
 // TransformCompiler compiles a JSONata expression and reports whether it is valid.
 type TransformCompiler func(expression string) error
 
 // OSOptions returns the options of a real process: the process environment and its file
-// system (ReadFile nil, so that a file: secret is read with a bound).
+// system (ReadFile nil, so that a file: secret is read with a bound). The composition root
+// adds the Components (service.OSLoadOptions).
 func OSOptions() LoadOptions {
 	return LoadOptions{Env: EnvMap(os.Environ())}
 }
@@ -149,6 +154,9 @@ func (e *ValidationError) Error() string {
 // variable is set; otherwise the variables alone configure QueueBox, Origin.MissingFile names
 // the file, and a warning says so.
 func Load(opts LoadOptions) (*Config, []Warning, error) {
+	if opts.Components == nil {
+		return nil, nil, errNoComponents
+	}
 	readFile, readSecret := opts.ReadFile, readSecretFile
 	if readFile == nil {
 		readFile = os.ReadFile
@@ -180,15 +188,18 @@ func Load(opts LoadOptions) (*Config, []Warning, error) {
 	cfg.resolveTracing(root, opts.Env)
 	cfg.Origin = origin
 	warnings = append(warnings, d.warnings...)
-	warnings = append(warnings, cfg.databaseURLWarnings()...)
+	warnings = append(warnings, cfg.databaseURLWarnings(opts.Components)...)
 	warnings = append(warnings, cfg.retryWarnings()...)
 
-	problems := append(d.problems, cfg.validate(opts.CompileTransform, d.problems...)...)
+	problems := append(d.problems, cfg.validate(opts.Components, opts.CompileTransform, d.problems...)...)
 	if origin.File == "" && !origin.Packaged && len(vars) > 0 {
 		explainVariablesOnly(problems, opts.Env)
 	}
 	if len(problems) > 0 {
 		return nil, warnings, &ValidationError{Problems: problems}
+	}
+	if u, ok := opts.Components.databaseURL(&cfg.Database); ok {
+		cfg.target = hostsAndDatabase(u)
 	}
 	return cfg, warnings, nil
 }

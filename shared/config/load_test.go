@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/alternayte/queuebox/shared/connect/kind"
 )
 
 // The full example of spec/24-environment-variables.md: one HTTP destination, one route and
@@ -31,7 +33,7 @@ var noFiles = memFiles{}
 
 func TestLoadSpecEnvironmentExample(t *testing.T) {
 	t.Parallel()
-	cfg, warnings, err := Load(LoadOptions{Env: specEnvExample, ReadFile: noFiles.read})
+	cfg, warnings, err := Load(LoadOptions{Components: testComponents(), Env: specEnvExample, ReadFile: noFiles.read})
 	require.NoError(t, err)
 	assert.Empty(t, warnings)
 	assert.False(t, cfg.Origin.Packaged)
@@ -45,7 +47,7 @@ func TestLoadSpecEnvironmentExample(t *testing.T) {
 	require.Contains(t, cfg.Destinations, "webhook")
 	d := cfg.Destinations["webhook"]
 	assert.Equal(t, "webhook", d.Name)
-	assert.Equal(t, DestinationHTTP, d.Kind)
+	assert.Equal(t, kind.HTTP, d.Kind)
 	require.NotNil(t, d.HTTP)
 	assert.Equal(t, "https://api.example.com", d.HTTP.BaseURL)
 	assert.Equal(t, "/", d.HTTP.Path)
@@ -55,7 +57,7 @@ func TestLoadSpecEnvironmentExample(t *testing.T) {
 
 	require.Contains(t, cfg.Sources, "stripe")
 	s := cfg.Sources["stripe"]
-	assert.Equal(t, SourceHTTP, s.Kind)
+	assert.Equal(t, kind.HTTP, s.Kind)
 	assert.Equal(t, "/stripe", s.HTTP.Path)
 	assert.Equal(t, "$.id", s.IdempotencyKeyPath)
 	assert.Equal(t, "$.type", s.EventTypePath)
@@ -282,7 +284,7 @@ func TestLoadPackagedDefault(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			cfg, _, err := Load(LoadOptions{Env: tt.env, ReadFile: tt.files.read})
+			cfg, _, err := Load(LoadOptions{Components: testComponents(), Env: tt.env, ReadFile: tt.files.read})
 			if tt.wantErr != nil {
 				assert.Equal(t, tt.wantErr, problemStrings(t, err))
 				return
@@ -313,7 +315,7 @@ func TestLoadMissingNamedFileWithVariablesUsesTheVariablesAlone(t *testing.T) {
 		"QUEUEBOX_DATABASE_PASSWORD": "s3cret",
 		"QUEUEBOX_SERVER_HTTPPORT":   "9000",
 	}
-	cfg, warnings, err := Load(LoadOptions{Env: env, ReadFile: noFiles.read})
+	cfg, warnings, err := Load(LoadOptions{Components: testComponents(), Env: env, ReadFile: noFiles.read})
 	require.NoError(t, err)
 	assert.Equal(t, 9000, cfg.Server.HTTPPort)
 	assert.Equal(t, "jdbc:postgresql://db.example:5432/app", cfg.Database.URL.Reveal())
@@ -333,7 +335,7 @@ func TestLoadMissingNamedFileWithVariablesUsesTheVariablesAlone(t *testing.T) {
 	}
 
 	// Variables that leave a required key unset fail on that key, not on the missing file.
-	_, _, err = Load(LoadOptions{Env: map[string]string{ConfigFileVariable: "/cfg/missing.yml", "QUEUEBOX_SERVER_HTTPPORT": "9000"}, ReadFile: noFiles.read})
+	_, _, err = Load(LoadOptions{Components: testComponents(), Env: map[string]string{ConfigFileVariable: "/cfg/missing.yml", "QUEUEBOX_SERVER_HTTPPORT": "9000"}, ReadFile: noFiles.read})
 	assert.Equal(t, []string{
 		"database.url (QUEUEBOX_DATABASE_URL) is required: QUEUEBOX_ variables are set and the configuration file " +
 			"/cfg/missing.yml does not exist, so the packaged default queuebox.yml is not read (it is read only " +
@@ -345,7 +347,7 @@ func TestLoadMissingNamedFileWithVariablesUsesTheVariablesAlone(t *testing.T) {
 
 func TestLoadPackagedDefaultFromOptions(t *testing.T) {
 	t.Parallel()
-	cfg, _, err := Load(LoadOptions{ReadFile: noFiles.read, Packaged: []byte(minimalDatabase + "server:\n  httpPort: 8181\n")})
+	cfg, _, err := Load(LoadOptions{Components: testComponents(), ReadFile: noFiles.read, Packaged: []byte(minimalDatabase + "server:\n  httpPort: 8181\n")})
 	require.NoError(t, err)
 	assert.Equal(t, 8181, cfg.Server.HTTPPort)
 	assert.Contains(t, string(PackagedConfig()), "jdbc:postgresql://localhost:5432/queuebox")
@@ -364,49 +366,49 @@ func TestLoadErrorsOfTheSources(t *testing.T) {
 	}{
 		{
 			name:     "no source at all",
-			opts:     LoadOptions{ReadFile: noFiles.read, NoPackaged: true},
+			opts:     LoadOptions{Components: testComponents(), ReadFile: noFiles.read, NoPackaged: true},
 			wantIs:   ErrNoConfiguration,
 			wantText: "no configuration: QueueBox found none of its three sources: no QUEUEBOX_ environment variable is set, the configuration file /etc/queuebox/queuebox.yml (named by QUEUEBOX_CONFIG_FILE) does not exist, and there is no packaged queuebox.yml",
 		},
 		{
 			name:     "missing file named by QUEUEBOX_CONFIG_FILE and no variable",
-			opts:     LoadOptions{Env: map[string]string{ConfigFileVariable: "/cfg/missing.yml"}, ReadFile: noFiles.read},
+			opts:     LoadOptions{Components: testComponents(), Env: map[string]string{ConfigFileVariable: "/cfg/missing.yml"}, ReadFile: noFiles.read},
 			wantIs:   fs.ErrNotExist,
 			wantText: "configuration file /cfg/missing.yml, named by QUEUEBOX_CONFIG_FILE, does not exist and no QUEUEBOX_ variable is set: open /cfg/missing.yml: file does not exist",
 		},
 		{
 			name:     "unreadable file",
-			opts:     LoadOptions{ReadFile: permission},
+			opts:     LoadOptions{Components: testComponents(), ReadFile: permission},
 			wantIs:   ErrConfigFile,
 			wantText: "configuration file /etc/queuebox/queuebox.yml: reading: open /etc/queuebox/queuebox.yml: permission denied",
 		},
 		{
 			name:     "broken YAML names the line",
-			opts:     LoadOptions{ReadFile: memFiles{DefaultConfigFile: "database:\n  url: x\n  username: [a\noutbox:\n  batchSize: 1\n"}.read},
+			opts:     LoadOptions{Components: testComponents(), ReadFile: memFiles{DefaultConfigFile: "database:\n  url: x\n  username: [a\noutbox:\n  batchSize: 1\n"}.read},
 			wantIs:   ErrConfigFile,
 			wantText: "configuration file /etc/queuebox/queuebox.yml: parsing YAML: line 3: did not find expected ',' or ']'",
 		},
 		{
 			name:     "bad indentation names the line",
-			opts:     LoadOptions{ReadFile: memFiles{DefaultConfigFile: "outbox:\n  batchSize: 1\n pollIntervalMs: 2\n"}.read},
+			opts:     LoadOptions{Components: testComponents(), ReadFile: memFiles{DefaultConfigFile: "outbox:\n  batchSize: 1\n pollIntervalMs: 2\n"}.read},
 			wantIs:   ErrConfigFile,
 			wantText: "configuration file /etc/queuebox/queuebox.yml: parsing YAML: line 3: did not find expected key",
 		},
 		{
 			name:     "a top level that is not a map",
-			opts:     LoadOptions{ReadFile: memFiles{DefaultConfigFile: "- a\n- b\n"}.read},
+			opts:     LoadOptions{Components: testComponents(), ReadFile: memFiles{DefaultConfigFile: "- a\n- b\n"}.read},
 			wantIs:   ErrConfigFile,
 			wantText: "configuration file /etc/queuebox/queuebox.yml: parsing YAML: line 1: the top level must be a map of sections, not a list",
 		},
 		{
 			name:     "a key written twice",
-			opts:     LoadOptions{ReadFile: memFiles{DefaultConfigFile: "outbox:\n  batchSize: 1\n  batchSize: 2\n"}.read},
+			opts:     LoadOptions{Components: testComponents(), ReadFile: memFiles{DefaultConfigFile: "outbox:\n  batchSize: 1\n  batchSize: 2\n"}.read},
 			wantIs:   ErrConfigFile,
 			wantText: "configuration file /etc/queuebox/queuebox.yml: parsing YAML: line 3: key \"batchSize\" is set twice",
 		},
 		{
 			name:     "broken packaged default",
-			opts:     LoadOptions{ReadFile: noFiles.read, Packaged: []byte("a: [")},
+			opts:     LoadOptions{Components: testComponents(), ReadFile: noFiles.read, Packaged: []byte("a: [")},
 			wantText: "parsing the packaged queuebox.yml: yaml: line 1: did not find expected node content",
 		},
 	}
@@ -522,7 +524,7 @@ func TestLoadRefusesAnAliasBomb(t *testing.T) {
 		bomb += name + ": &" + name + " [" + strings.Repeat("*"+prev+", ", 9) + "*" + prev + "]\n"
 		prev = name
 	}
-	_, _, err := Load(LoadOptions{ReadFile: memFiles{DefaultConfigFile: bomb}.read})
+	_, _, err := Load(LoadOptions{Components: testComponents(), ReadFile: memFiles{DefaultConfigFile: bomb}.read})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrConfigFile)
 	assert.Contains(t, err.Error(), "aliases expand the document to more than 1048576 nodes")
@@ -530,7 +532,7 @@ func TestLoadRefusesAnAliasBomb(t *testing.T) {
 
 func TestLoadVariablesWithoutDatabaseURLSayThePackagedDefaultIsNotRead(t *testing.T) {
 	t.Parallel()
-	_, _, err := Load(LoadOptions{
+	_, _, err := Load(LoadOptions{Components: testComponents(),
 		Env:      map[string]string{"QUEUEBOX_SERVER_HTTPPORT": "8181"},
 		ReadFile: noFiles.read,
 		Packaged: []byte(minimalDatabase),
@@ -546,7 +548,7 @@ func TestLoadVariablesWithoutDatabaseURLSayThePackagedDefaultIsNotRead(t *testin
 func TestLoadMissingDatabaseURLInAFileKeepsThePlainMessage(t *testing.T) {
 	t.Parallel()
 	files := memFiles{DefaultConfigFile: "server:\n  httpPort: 8181\n"}
-	_, _, err := Load(LoadOptions{Env: map[string]string{"QUEUEBOX_SERVER_HTTPPORT": "8182"}, ReadFile: files.read})
+	_, _, err := Load(LoadOptions{Components: testComponents(), Env: map[string]string{"QUEUEBOX_SERVER_HTTPPORT": "8182"}, ReadFile: files.read})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "database.url (QUEUEBOX_DATABASE_URL) is required")
 	assert.NotContains(t, err.Error(), "packaged default")

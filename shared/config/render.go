@@ -237,17 +237,13 @@ func (o Origin) String() string {
 	return text
 }
 
-// databaseTarget returns host:port/database of database.url, without credentials.
+// databaseTarget returns host:port/database of database.url, without credentials, as Load
+// parsed it; the masked URL for a configuration that Load did not parse.
 func (c *Config) databaseTarget() string {
-	u, err := ParseDatabaseURL(c.Database.URL.Reveal())
-	if err != nil {
+	if c.target == "" {
 		return c.Database.URL.String()
 	}
-	hosts := make([]string, len(u.Hosts))
-	for i, h := range u.Hosts {
-		hosts[i] = h.String()
-	}
-	return strings.Join(hosts, ",") + "/" + u.Database
+	return c.target
 }
 
 func (c *Config) captureSummary() string {

@@ -30,7 +30,7 @@ func loadSecretHeavyExample(t *testing.T) *Config {
 	for k, v := range exampleEnv {
 		env[k] = v
 	}
-	cfg, _, err := Load(LoadOptions{Env: env, ReadFile: os.ReadFile})
+	cfg, _, err := Load(LoadOptions{Components: testComponents(), Env: env, ReadFile: os.ReadFile})
 	require.NoError(t, err)
 	return cfg
 }
@@ -69,7 +69,7 @@ func TestMaskedYAMLShowsNoSecret(t *testing.T) {
 
 func TestMaskedYAMLOfTheDefaults(t *testing.T) {
 	t.Parallel()
-	cfg, _, err := Load(LoadOptions{ReadFile: noFiles.read})
+	cfg, _, err := Load(LoadOptions{Components: testComponents(), ReadFile: noFiles.read})
 	require.NoError(t, err)
 	out, err := cfg.MaskedYAML()
 	require.NoError(t, err)

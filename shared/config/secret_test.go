@@ -157,7 +157,7 @@ func TestSecretFileIsBounded(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			cfg, _, err := Load(LoadOptions{Env: map[string]string{
+			cfg, _, err := Load(LoadOptions{Components: testComponents(), Env: map[string]string{
 				ConfigFileVariable: configFile, "QUEUEBOX_DATABASE_PASSWORD": password,
 			}})
 			done <- result{cfg, err}

@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/forwarded"
 )
 
@@ -38,7 +37,8 @@ type Signing struct {
 // webhook-id, webhook-timestamp and webhook-signature.
 type StandardWebhooksSigning struct {
 	// Secrets are whsec_ followed by the standard base64 of a key of 24 to 64 bytes; each one
-	// signs every request. From 1 to MaxSigningSecrets. Required.
+	// signs every request. From 1 to the publisher's most (DestinationRules.MaxSigningSecrets).
+	// Required.
 	Secrets []Secret `yaml:"secrets"`
 }
 
@@ -104,7 +104,8 @@ func (v *validator) signing(p keyPath, kind DestinationKind, s *Signing) {
 	if s == nil {
 		return
 	}
-	if kind != DestinationHTTP {
+	rules := v.comps.Destinations[kind]
+	if rules.SigningKey == nil {
 		v.add(p, "is set on a %s destination: only an http destination signs its requests", kind)
 		return
 	}
@@ -119,11 +120,11 @@ func (v *validator) signing(p keyPath, kind DestinationKind, s *Signing) {
 		switch {
 		case len(secrets) == 0:
 			v.add(sp, "is required: at least one whsec_ secret")
-		case len(secrets) > MaxSigningSecrets:
-			v.add(sp, "must hold at most %d secrets, not %d", MaxSigningSecrets, len(secrets))
+		case len(secrets) > rules.MaxSigningSecrets:
+			v.add(sp, "must hold at most %d secrets, not %d", rules.MaxSigningSecrets, len(secrets))
 		}
 		for i, secret := range secrets {
-			if err := checkSigningSecret(secret.Reveal()); err != nil {
+			if err := checkSigningSecret(rules, secret.Reveal()); err != nil {
 				v.add(sp.index(i), "%v", err)
 			}
 		}
@@ -143,13 +144,13 @@ func (v *validator) signing(p keyPath, kind DestinationKind, s *Signing) {
 }
 
 // checkSigningSecret checks a standard-webhooks secret with the publisher's own decoding
-// (webhook.SigningKey: whsec_, then the standard base64 of a key of MinSigningKeyBytes to
-// MaxSigningKeyBytes bytes), so that config check refuses exactly what serve refuses. The error
+// (rules.SigningKey, which the connector owns: whsec_, then the standard base64 of a key of
+// the length it takes), so that config check refuses exactly what serve refuses. The error
 // never holds the secret.
-func checkSigningSecret(secret string) error {
+func checkSigningSecret(rules DestinationRules, secret string) error {
 	if secret == "" {
 		return errors.New("is empty")
 	}
-	_, err := webhook.SigningKey(secret)
+	_, err := rules.SigningKey(secret)
 	return err
 }

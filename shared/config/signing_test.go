@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/alternayte/queuebox/shared/connect/webhook"
 )
 
 // Two standard-webhooks secrets of 32-byte keys, one of 16 bytes (too short) and one of 65
@@ -76,7 +78,7 @@ func TestSigningFromVariables(t *testing.T) {
 func TestSigningValidation(t *testing.T) {
 	t.Parallel()
 	many := "secrets:\n"
-	for range MaxSigningSecrets + 1 {
+	for range webhook.MaxSigningSecrets + 1 {
 		many += "  - " + testSigningSecret1 + "\n"
 	}
 	tests := []struct {
@@ -165,6 +167,6 @@ func TestSigningBoundsAreDocumented(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/configuration-bounds.md")
 	require.NoError(t, err)
 	text := string(doc)
-	assert.Contains(t, text, fmt.Sprintf("takes at most **%d** secrets", MaxSigningSecrets))
-	assert.Contains(t, text, fmt.Sprintf("a key of **%d to %d\nbytes**", MinSigningKeyBytes, MaxSigningKeyBytes))
+	assert.Contains(t, text, fmt.Sprintf("takes at most **%d** secrets", webhook.MaxSigningSecrets))
+	assert.Contains(t, text, fmt.Sprintf("a key of **%d to %d\nbytes**", webhook.MinSigningKeyBytes, webhook.MaxSigningKeyBytes))
 }

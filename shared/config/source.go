@@ -4,19 +4,13 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/inboundauth"
 )
 
-// SourceKind is the kind of an inbox source, selected from its required keys.
-type SourceKind string
-
-// The kinds of source.
-const (
-	SourceHTTP     SourceKind = "http"
-	SourceRabbitMQ SourceKind = "rabbitmq"
-	SourceKafka    SourceKind = "kafka"
-	SourceNATS     SourceKind = "nats"
-)
+// SourceKind is the kind of an inbox source, selected from its required keys: one of the kinds
+// of shared/connect/kind (kind.HTTP, kind.RabbitMQ, kind.Kafka, kind.NATS).
+type SourceKind = kind.Kind
 
 // Source is one entry of sources. Kind says which one of HTTP, RabbitMQ, Kafka and NATS is set;
 // the others are nil.
@@ -70,17 +64,17 @@ type Source struct {
 // NewSource returns a source of the given kind with every default of that kind, as the loader
 // builds it before it reads the entry's keys. Code that builds a configuration by hand, a test
 // for example, starts from it.
-func NewSource(name string, kind SourceKind) *Source {
+func NewSource(name string, k SourceKind) *Source {
 	s := &Source{Name: name}
 	s.setDefaults()
-	s.selectKind(string(kind))
+	s.selectKind(string(k))
 	return s
 }
 
 // NewInboundAuth returns a source or admin auth block of the given kind with its defaults.
-func NewInboundAuth(kind InboundAuthKind) *InboundAuth {
+func NewInboundAuth(k InboundAuthKind) *InboundAuth {
 	a := &InboundAuth{}
-	a.selectKind(string(kind))
+	a.selectKind(string(k))
 	if a.HMAC != nil {
 		a.HMAC.resolveDefaults()
 	}
@@ -237,52 +231,52 @@ func DefaultAttributeHeaders() AttributeHeaders {
 
 // The kinds of source, in the order the loader tries them.
 var sourceKinds = []kindSpec{
-	{name: string(SourceHTTP), required: []string{"path", "idempotencyKeyPath"}, typ: reflect.TypeFor[HTTPSource]()},
-	{name: string(SourceRabbitMQ), required: []string{"queueName", "connectionUrl"}, typ: reflect.TypeFor[RabbitMQSource]()},
-	{name: string(SourceKafka), required: []string{"bootstrapServers", "topics", "groupId"}, typ: reflect.TypeFor[KafkaSource]()},
-	{name: string(SourceNATS), required: []string{"servers", "stream", "durable"}, typ: reflect.TypeFor[NATSSource]()},
+	{name: string(kind.HTTP), required: []string{"path", "idempotencyKeyPath"}, typ: reflect.TypeFor[HTTPSource]()},
+	{name: string(kind.RabbitMQ), required: []string{"queueName", "connectionUrl"}, typ: reflect.TypeFor[RabbitMQSource]()},
+	{name: string(kind.Kafka), required: []string{"bootstrapServers", "topics", "groupId"}, typ: reflect.TypeFor[KafkaSource]()},
+	{name: string(kind.NATS), required: []string{"servers", "stream", "durable"}, typ: reflect.TypeFor[NATSSource]()},
 }
 
 func (s *Source) setDefaults() { s.Consumption = ConsumptionPush }
 
 func (s *Source) kinds() ([]kindSpec, string) { return sourceKinds, "source" }
 
-func (s *Source) selectKind(kind string) any {
-	s.Kind = SourceKind(kind)
+func (s *Source) selectKind(name string) any {
+	s.Kind = SourceKind(name)
 	broker := BrokerSource{AttributeHeaders: DefaultAttributeHeaders()}
-	if s.Kind == SourceHTTP {
+	if s.Kind == kind.HTTP {
 		s.Topic = "{{ eventType }}"
 	} else {
 		s.Topic = "{{ source }}"
 		s.IdempotencyKeyPath = "$.id"
 	}
 	switch s.Kind {
-	case SourceHTTP:
+	case kind.HTTP:
 		s.HTTP = &HTTPSource{}
 		return s.HTTP
-	case SourceRabbitMQ:
+	case kind.RabbitMQ:
 		s.RabbitMQ = &RabbitMQSource{PrefetchCount: 10, BrokerSource: broker}
 		return s.RabbitMQ
-	case SourceKafka:
+	case kind.Kafka:
 		s.Kafka = &KafkaSource{AutoOffsetReset: OffsetEarliest, MaxPollRecords: 100,
 			KafkaSecurity: KafkaSecurity{SecurityProtocol: SecurityPlaintext}, BrokerSource: broker}
 		return s.Kafka
-	case SourceNATS:
+	case kind.NATS:
 		s.NATS = &NATSSource{AckWaitMs: 30000, BatchSize: 100, BrokerSource: broker}
 		return s.NATS
 	}
-	panic(fmt.Sprintf("config: unknown source kind %q", kind))
+	panic(fmt.Sprintf("config: unknown source kind %q", name))
 }
 
 func (s *Source) kindPart() (string, any) {
 	switch s.Kind {
-	case SourceHTTP:
+	case kind.HTTP:
 		return string(s.Kind), s.HTTP
-	case SourceRabbitMQ:
+	case kind.RabbitMQ:
 		return string(s.Kind), s.RabbitMQ
-	case SourceKafka:
+	case kind.Kafka:
 		return string(s.Kind), s.Kafka
-	case SourceNATS:
+	case kind.NATS:
 		return string(s.Kind), s.NATS
 	}
 	return "", nil
@@ -442,8 +436,8 @@ func (a *InboundAuth) kinds() ([]kindSpec, string) { return inboundAuthKinds, "a
 
 func (a *InboundAuth) typedKinds() []kindSpec { return typedInboundAuthKinds }
 
-func (a *InboundAuth) selectKind(kind string) any {
-	a.Kind = InboundAuthKind(kind)
+func (a *InboundAuth) selectKind(name string) any {
+	a.Kind = InboundAuthKind(name)
 	switch a.Kind {
 	case AuthBearer:
 		a.Bearer = &BearerAuth{}
@@ -461,7 +455,7 @@ func (a *InboundAuth) selectKind(kind string) any {
 		a.StandardWebhooks = &StandardWebhooksAuth{TimestampTolerance: 300000}
 		return a.StandardWebhooks
 	}
-	panic(fmt.Sprintf("config: unknown inbound auth kind %q", kind))
+	panic(fmt.Sprintf("config: unknown inbound auth kind %q", name))
 }
 
 func (a *InboundAuth) kindPart() (string, any) {
@@ -492,4 +486,14 @@ func (h *HMACAuth) resolveDefaults() {
 	} else {
 		h.SignaturePayloadFormat = PayloadBody
 	}
+}
+
+// SourceKinds returns the kinds of source that the configuration knows, in the order that the
+// loader tries them.
+func SourceKinds() []SourceKind {
+	out := make([]SourceKind, len(sourceKinds))
+	for i, k := range sourceKinds {
+		out[i] = SourceKind(k.name)
+	}
+	return out
 }

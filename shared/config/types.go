@@ -76,7 +76,9 @@ func (r *RetentionDuration) decodeScalar(s string) error {
 // DatabaseType is database.type.
 type DatabaseType string
 
-// The values of database.type.
+// The values of database.type of the bundled dialects. The validation takes the list from the
+// dialect table (Components.Dialects); these names serve the default (PostgreSQL) and the code
+// that builds a configuration by hand.
 const (
 	PostgreSQL DatabaseType = "postgresql"
 	SQLServer  DatabaseType = "sqlserver"
@@ -109,7 +111,8 @@ func (l LogLevel) Slog() slog.Level {
 // CaptureMode is outbox.capture.mode.
 type CaptureMode string
 
-// The values of outbox.capture.mode.
+// The values of outbox.capture.mode: polling, which this package owns, and the capture modes
+// of the bundled dialects (the validation takes the list from Components.Dialects).
 const (
 	CapturePolling         CaptureMode = "polling"
 	CapturePostgresLogical CaptureMode = "postgres-logical"

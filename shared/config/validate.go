@@ -6,14 +6,19 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/forwarded"
 )
 
 // Validate checks every rule of spec/23-configuration.md and returns a *ValidationError that
-// lists every problem, or nil. Load calls it; a Config built in code can call it too. It does not
-// compile transform expressions: Load does that when LoadOptions.CompileTransform is set.
-func (c *Config) Validate() error {
-	if problems := c.validate(nil); len(problems) > 0 {
+// lists every problem, or nil. Load calls it; a Config built in code can call it too, with the
+// components of the composition root (service.Components). It does not compile transform
+// expressions: Load does that when LoadOptions.CompileTransform is set.
+func (c *Config) Validate(comps *Components) error {
+	if comps == nil {
+		return errNoComponents
+	}
+	if problems := c.validate(comps, nil); len(problems) > 0 {
 		return &ValidationError{Problems: problems}
 	}
 	return nil
@@ -23,13 +28,15 @@ func (c *Config) Validate() error {
 type validator struct {
 	problems []Problem
 	compile  TransformCompiler
+	// comps are the rules that the components own.
+	comps *Components
 	// reported lists the keys that already have a problem from the decoder: the validator
 	// says nothing more about them or the keys below them.
 	reported []string
 }
 
-func (c *Config) validate(compile TransformCompiler, reported ...Problem) []Problem {
-	v := &validator{compile: compile}
+func (c *Config) validate(comps *Components, compile TransformCompiler, reported ...Problem) []Problem {
+	v := &validator{compile: compile, comps: comps}
 	for _, p := range reported {
 		if p.Key != "" {
 			v.reported = append(v.reported, p.Key)
@@ -161,16 +168,16 @@ func (v *validator) server(s Server) {
 
 func (v *validator) database(d *Database) {
 	p := keyPath{"database"}
-	typeOK := v.oneOf(p.child("type"), string(d.Type), string(PostgreSQL), string(SQLServer))
+	typeOK := v.oneOf(p.child("type"), string(d.Type), v.comps.dialectNames()...)
 	if raw := d.URL.Reveal(); v.required(p.child("url"), raw) {
-		if _, err := ParseDatabaseURL(raw); err != nil {
+		if u, err := v.comps.ParseDatabaseURL(raw); err != nil {
 			hint := ""
 			if strings.HasPrefix(raw, "file:") {
 				hint = " (database.url takes no file: reference; supply the URL through QUEUEBOX_DATABASE_URL)"
 			}
 			v.add(p.child("url"), "%v%s", err, hint)
-		} else if _, err := d.Parsed(); err != nil && typeOK {
-			v.add(p.child("url"), "%v", err)
+		} else if u.Dialect != string(d.Type) && typeOK {
+			v.add(p.child("url"), "names a %s database, but database.type is %s", u.Dialect, d.Type)
 		}
 	}
 	v.required(p.child("username"), d.Username)
@@ -226,14 +233,14 @@ func (v *validator) outbox(c *Config) {
 func (v *validator) capture(c *Config) {
 	cp := c.Outbox.Capture
 	p := keyPath{"outbox", "capture"}
-	if v.oneOf(p.child("mode"), string(cp.Mode), string(CapturePolling), string(CapturePostgresLogical), string(CaptureSQLServerCDC)) {
+	modes := v.comps.captureModes()
+	if v.oneOf(p.child("mode"), string(cp.Mode), append([]string{string(CapturePolling)}, modes...)...) {
+		d, ok := v.comps.captureDialect(cp.Mode)
 		switch {
 		case cp.Enabled && cp.Mode == CapturePolling:
-			v.add(p.child("enabled"), "is true, which needs outbox.capture.mode postgres-logical or sqlserver-cdc, not polling")
-		case cp.Mode == CapturePostgresLogical && c.Database.Type != PostgreSQL:
-			v.add(p.child("mode"), "postgres-logical needs database.type postgresql, not %s", c.Database.Type)
-		case cp.Mode == CaptureSQLServerCDC && c.Database.Type != SQLServer:
-			v.add(p.child("mode"), "sqlserver-cdc needs database.type sqlserver, not %s", c.Database.Type)
+			v.add(p.child("enabled"), "is true, which needs outbox.capture.mode %s, not polling", joinOr(modes))
+		case ok && c.Database.Type != d.Name:
+			v.add(p.child("mode"), "%s needs database.type %s, not %s", cp.Mode, d.Name, c.Database.Type)
 		}
 	}
 	if cp.Enabled && strings.TrimSpace(cp.StateDirectory) == "" {
@@ -252,7 +259,7 @@ func (v *validator) capture(c *Config) {
 		v.port(p.child("connection").child("port"), cp.Connection.Port)
 	}
 	if cp.Enabled && cp.Connection.Hostname == "" {
-		if u, err := c.Database.Parsed(); err == nil && len(u.Hosts) > 1 {
+		if u, ok := v.comps.databaseURL(&c.Database); ok && len(u.Hosts) > 1 {
 			v.add(p.child("connection").child("hostname"), "is required when outbox.capture.enabled is true and database.url names more than one host")
 		}
 	}
@@ -483,7 +490,7 @@ func (v *validator) source(p keyPath, s *Source, httpPaths map[string]string) {
 	if s.Consumption == ConsumptionPush {
 		v.sourceTopic(p, s)
 	}
-	if s.Kind == SourceHTTP {
+	if s.Kind == kind.HTTP {
 		v.required(p.child("idempotencyKeyPath"), s.IdempotencyKeyPath)
 	}
 	for _, jp := range []struct{ key, path string }{

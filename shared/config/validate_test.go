@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/alternayte/queuebox/shared/connect/kind"
 )
 
 // TestValidationRules loads minimalDatabase plus a fragment and checks the exact problems.
@@ -640,7 +642,7 @@ func TestValidationErrorListsEveryProblem(t *testing.T) {
 func TestValidateOnAConfigBuiltInCode(t *testing.T) {
 	t.Parallel()
 	cfg := Default()
-	err := cfg.Validate()
+	err := cfg.Validate(testComponents())
 	assert.Equal(t, []string{
 		"database.url (QUEUEBOX_DATABASE_URL) is required",
 		"database.username (QUEUEBOX_DATABASE_USERNAME) is required",
@@ -649,7 +651,7 @@ func TestValidateOnAConfigBuiltInCode(t *testing.T) {
 	cfg.Database.URL = NewConnectionURL("jdbc:postgresql://db/q")
 	cfg.Database.Username = "u"
 	cfg.Database.Password = NewSecret("p")
-	assert.NoError(t, cfg.Validate())
+	assert.NoError(t, cfg.Validate(testComponents()))
 }
 
 func TestCompileTransformHook(t *testing.T) {
@@ -673,7 +675,7 @@ routes:
 		}
 		return nil
 	}
-	_, _, err := Load(LoadOptions{ReadFile: memFiles{DefaultConfigFile: file}.read, CompileTransform: compile})
+	_, _, err := Load(LoadOptions{Components: testComponents(), ReadFile: memFiles{DefaultConfigFile: file}.read, CompileTransform: compile})
 	assert.Equal(t, []string{
 		"destinations.a.transform.expression (QUEUEBOX_DESTINATIONS_A_TRANSFORM_EXPRESSION) does not compile: syntax error at position 5",
 	}, problemStrings(t, err))
@@ -712,12 +714,12 @@ admin:
 	cfg, warnings, err := loadYAML(t, file, nil, nil)
 	require.NoError(t, err)
 	both := cfg.Destinations["both"]
-	assert.Equal(t, DestinationHTTP, both.Kind, "the first kind whose required keys are set wins")
+	assert.Equal(t, kind.HTTP, both.Kind, "the first kind whose required keys are set wins")
 	assert.Equal(t, "rabbitmq", both.Type)
 	assert.Nil(t, both.RabbitMQ)
-	assert.Equal(t, DestinationNATS, cfg.Destinations["nats"].Kind)
+	assert.Equal(t, kind.NATS, cfg.Destinations["nats"].Kind)
 	assert.Equal(t, Milliseconds(5000), cfg.Destinations["nats"].NATS.TimeoutMs)
-	assert.Equal(t, SourceKafka, cfg.Sources["kafka"].Kind)
+	assert.Equal(t, kind.Kafka, cfg.Sources["kafka"].Kind)
 	assert.Equal(t, AuthBearer, cfg.Admin.Auth.Kind)
 	assert.Equal(t, []string{
 		"destinations.both.url is a key of the rabbitmq kind, but destinations.both is of the http kind: it has no effect",
@@ -733,24 +735,24 @@ admin:
 
 func TestConstructorsCarryTheDefaults(t *testing.T) {
 	t.Parallel()
-	d := NewDestination("orders", DestinationHTTP)
+	d := NewDestination("orders", kind.HTTP)
 	assert.Equal(t, &HTTPDestination{Path: "/", TimeoutMs: 30000}, d.HTTP)
-	assert.Equal(t, DestinationHTTP, d.Kind)
-	k := NewDestination("k", DestinationKafka)
+	assert.Equal(t, kind.HTTP, d.Kind)
+	k := NewDestination("k", kind.Kafka)
 	assert.Equal(t, Milliseconds(30000), k.Kafka.TimeoutMs)
 	assert.Equal(t, "{{ key }}", k.Kafka.KeyTemplate)
-	assert.True(t, NewDestination("n", DestinationNATS).NATS.JetStream)
-	assert.Equal(t, DeliveryPersistent, NewDestination("r", DestinationRabbitMQ).RabbitMQ.DeliveryMode)
+	assert.True(t, NewDestination("n", kind.NATS).NATS.JetStream)
+	assert.Equal(t, DeliveryPersistent, NewDestination("r", kind.RabbitMQ).RabbitMQ.DeliveryMode)
 	assert.Equal(t, "Authorization", NewDestinationAuth(AuthHeader).Header.HeaderName)
 
-	s := NewSource("q", SourceRabbitMQ)
+	s := NewSource("q", kind.RabbitMQ)
 	assert.Equal(t, ConsumptionPush, s.Consumption)
 	assert.Equal(t, "{{ source }}", s.Topic)
 	assert.Equal(t, "$.id", s.IdempotencyKeyPath)
 	assert.Equal(t, 10, s.RabbitMQ.PrefetchCount)
 	assert.Equal(t, DefaultAttributeHeaders(), s.Broker().AttributeHeaders)
-	assert.Nil(t, NewSource("h", SourceHTTP).Broker())
-	assert.Equal(t, "{{ eventType }}", NewSource("h", SourceHTTP).Topic)
+	assert.Nil(t, NewSource("h", kind.HTTP).Broker())
+	assert.Equal(t, "{{ eventType }}", NewSource("h", kind.HTTP).Topic)
 
 	h := NewInboundAuth(AuthHMAC)
 	assert.Equal(t, &HMACAuth{HeaderName: "X-Signature", Algorithm: HmacSHA256, SignaturePrefix: "sha256=", TimestampTolerance: 300000, SignaturePayloadFormat: PayloadBody}, h.HMAC)
@@ -765,12 +767,12 @@ func TestConstructorsCarryTheDefaults(t *testing.T) {
 	d.HTTP.BaseURL = "https://orders.example.com"
 	cfg.Destinations = map[string]*Destination{"orders": d}
 	cfg.Routes = []Route{{TopicPattern: "**", Destination: "orders"}}
-	src := NewSource("stripe", SourceHTTP)
+	src := NewSource("stripe", kind.HTTP)
 	src.HTTP.Path = "/stripe"
 	src.IdempotencyKeyPath = "$.id"
 	src.EventTypePath = "$.type"
 	cfg.Sources = map[string]*Source{"stripe": src}
-	assert.NoError(t, cfg.Validate())
+	assert.NoError(t, cfg.Validate(testComponents()))
 }
 
 func TestColumnsAndTables(t *testing.T) {

@@ -11,11 +11,14 @@
 // Each folder takes its own Config (with WithDefaults and a validation that its New runs)
 // and imports no shared/config: the composition root maps the configuration tree to it, once.
 // A broker's client library is imported by its own folder alone (connect_test.go checks
-// it). The mapping of the broker destinations lives in shared/service/destinations, which
-// only the programs that deliver outbox rows (queuebox serve and the poll function) import
-// and pass to service.Build (AppOptions.Brokers); there is no registration by init(), so the
-// programs that do not deliver (the inbox, relay, retention and admin functions, the capture
-// node) do not link the broker clients.
+// it). The name of each system is its kind, defined once in shared/connect/kind. The connector
+// registry of the composition root, shared/service/connectors, holds one line per broker
+// system (its kind, its publisher and its source constructor) and the mapping of the tree to
+// each system's Config; only the programs that deliver outbox rows or consume a broker
+// (queuebox serve, the poll function, the capture node) import it and pass it to
+// service.Build. There is no registration by init(), so the other programs (the inbox,
+// relay, retention and admin functions) do not link the broker clients. HTTP is the built-in
+// connector of shared/service.
 //
 // Every destination passes the behaviour suite of shared/connect/publishtest; the sources
 // will pass that of shared/connect/consumetest.

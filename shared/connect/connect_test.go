@@ -114,12 +114,11 @@ func TestBrokerClientsStayInTheirFolder(t *testing.T) {
 }
 
 // The programs that neither deliver outbox rows nor consume from a broker link no broker
-// client: their composition roots pass no broker destination (shared/service/destinations,
-// which only the delivering programs import, holds them) and no source builder
-// (shared/service/sources, which only the consuming programs import). The poll function,
-// which delivers, links all three; so does the capture node, which runs the broker sources
-// (RabbitMQ, Kafka and NATS JetStream into the inbox) but delivers nothing, so it links the
-// sources and not the destinations.
+// client: their composition roots pass no broker connector and no source builder (the
+// connector registry, shared/service/connectors, which only the delivering and consuming
+// programs import, holds them). The poll function, which delivers, links all three; so does
+// the capture node, which runs the broker sources (RabbitMQ, Kafka and NATS JetStream into the
+// inbox) through the registry.
 func TestOnlyDeliveringAndConsumingProgramsLinkBrokerClients(t *testing.T) {
 	t.Parallel()
 	for _, prog := range []string{"./functions/inbox", "./functions/relay", "./functions/retention", "./functions/admin"} {
@@ -148,16 +147,16 @@ func TestOnlyDeliveringAndConsumingProgramsLinkBrokerClients(t *testing.T) {
 			t.Errorf("capturenode does not link the client of %s, which its broker sources use", home)
 		}
 	}
-	if !node[module+"/shared/service/sources"] {
-		t.Errorf("capturenode does not link shared/service/sources, through which it runs the broker sources")
+	if !node[module+"/shared/service/connectors"] {
+		t.Errorf("capturenode does not link shared/service/connectors, through which it runs the broker sources")
 	}
-	if node[module+"/shared/service/destinations"] {
-		t.Errorf("capturenode links shared/service/destinations; it delivers no outbox row")
+	if !poll[module+"/shared/service/connectors"] {
+		t.Errorf("functions/poll does not link shared/service/connectors, through which it builds the broker publishers")
 	}
 }
 
 // The connector folders take their own Config and import no configuration tree: the
-// composition root (shared/service and shared/service/destinations) maps shared/config to
+// composition root (shared/service and shared/service/connectors) maps shared/config to
 // them. Their tests build those Configs by hand, so they do not import it either.
 func TestConnectorsImportNoConfigurationTree(t *testing.T) {
 	t.Parallel()

@@ -12,7 +12,7 @@
 //	if err != nil {
 //		lambdafn.Exit(err)
 //	}
-//	app, err := rt.Build(ctx, service.AppOptions{Poller: true, Brokers: destinations.All()})
+//	app, err := rt.Build(ctx, service.AppOptions{Poller: true, Brokers: connectors.All()})
 //	if err != nil {
 //		lambdafn.Exit(err)
 //	}

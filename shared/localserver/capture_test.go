@@ -22,6 +22,7 @@ import (
 
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/health"
+	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/store/postgres/logical/logicaltest"
 	"github.com/alternayte/queuebox/shared/tracing/tracingtest"
 )
@@ -112,7 +113,7 @@ func readiness(t *testing.T, base string) (int, health.Report) {
 // loadYAML loads yaml as the configuration file queuebox.yml, with no other environment.
 func loadYAML(t *testing.T, yaml string) *config.Config {
 	t.Helper()
-	cfg, _, err := config.Load(config.LoadOptions{
+	cfg, _, err := service.Load(service.LoadOptions{
 		Env: map[string]string{"QUEUEBOX_CONFIG_FILE": "queuebox.yml"},
 		ReadFile: func(name string) ([]byte, error) {
 			if name == "queuebox.yml" {

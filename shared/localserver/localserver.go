@@ -24,8 +24,7 @@ import (
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/service"
-	"github.com/alternayte/queuebox/shared/service/destinations"
-	"github.com/alternayte/queuebox/shared/service/sources"
+	"github.com/alternayte/queuebox/shared/service/connectors"
 	"github.com/alternayte/queuebox/shared/transform"
 	"github.com/alternayte/queuebox/shared/transform/jsonata"
 )
@@ -62,10 +61,10 @@ func options(log *slog.Logger, m service.Recorder, pool service.PoolMetrics, dra
 	return service.AppOptions{
 		Counters: counters,
 		Logger:   log, Metrics: m, Pool: pool, Engine: engine,
-		Poller: true, Brokers: destinations.All(),
+		Poller: true, Brokers: connectors.All(),
 		Relay: service.IfEnabled, Retention: true, Admin: service.IfEnabled,
 		Inbox: true, Draining: draining, Capture: service.IfEnabled,
-		Sources: sources.Build,
+		Sources: connectors.Build,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/relay"
 )
 
@@ -19,8 +20,8 @@ func TestRelayDropsHopByHopAndHonoursForwardHeaders(t *testing.T) {
 	all := insertInbox(t, fx.store, inboxRow{Source: "open", Key: "k-1", Correlation: "c-1", Headers: received})
 	listed := insertInbox(t, fx.store, inboxRow{Source: "listed", Key: "k-2", Correlation: "c-2", Headers: received})
 	r, err := relay.New(relay.Options{Store: fx.store, Logger: testLogger(), Sources: map[string]relay.Source{
-		"open":   {Kind: relay.KindHTTP, Topic: "hooks"},
-		"listed": {Kind: relay.KindHTTP, Topic: "hooks", ForwardHeaders: []string{"X-Github-Event", "x-github-delivery", "X-Inbox-Id"}},
+		"open":   {Kind: kind.HTTP, Topic: "hooks"},
+		"listed": {Kind: kind.HTTP, Topic: "hooks", ForwardHeaders: []string{"X-Github-Event", "x-github-delivery", "X-Inbox-Id"}},
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/store"
@@ -57,8 +58,8 @@ func testLogger() *slog.Logger {
 // testSources are the sources of most tests: an HTTP source with a prefixed event type
 // template, and a RabbitMQ source with its default template.
 var testSources = map[string]relay.Source{
-	"stripe":       {Kind: relay.KindHTTP, Topic: "stripe.{{ eventType }}"},
-	"orders-queue": {Kind: relay.KindRabbitMQ},
+	"stripe":       {Kind: kind.HTTP, Topic: "stripe.{{ eventType }}"},
+	"orders-queue": {Kind: kind.RabbitMQ},
 }
 
 func newRelay(t testing.TB, st store.InboxStore, cfg relay.Config, m relay.Metrics) *relay.Relay {

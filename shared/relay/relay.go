@@ -33,6 +33,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/every"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/lease"
@@ -82,18 +83,11 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// The source kinds, as config.SourceKind spells them.
-const (
-	KindHTTP     = "http"
-	KindRabbitMQ = "rabbitmq"
-	KindKafka    = "kafka"
-	KindNATS     = "nats"
-)
-
 // Source is one configured inbox source as the relay sees it.
 type Source struct {
-	// Kind is http, rabbitmq, kafka or nats. It picks the default template when Topic is blank.
-	Kind string
+	// Kind is the source's kind (shared/connect/kind): http, rabbitmq, kafka or nats. It picks
+	// the default template when Topic is blank.
+	Kind kind.Kind
 	// Topic is the sources.<name>.topic template. Blank means the default of Kind.
 	Topic string
 	// ForwardHeaders is sources.<name>.forwardHeaders: when not nil, only the received headers

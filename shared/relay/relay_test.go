@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/waker"
@@ -108,7 +109,7 @@ func TestRowWithoutTopicIsDead(t *testing.T) {
 	m := &countMetrics{}
 	r, err := relay.New(relay.Options{
 		Store: fx.store, Metrics: m, Logger: testLogger(),
-		Sources: map[string]relay.Source{"stripe-raw": {Kind: relay.KindHTTP}},
+		Sources: map[string]relay.Source{"stripe-raw": {Kind: kind.HTTP}},
 	})
 	if err != nil {
 		t.Fatal(err)

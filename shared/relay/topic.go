@@ -1,6 +1,10 @@
 package relay
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/alternayte/queuebox/shared/connect/kind"
+)
 
 // The placeholders of a source topic template (spec/31, "Source topic template"). Each works in
 // exactly these two spellings; any other text, an unknown placeholder or another spacing such
@@ -105,11 +109,11 @@ func (t TopicTemplate) Render(source, eventType string) string {
 
 // DefaultTopic returns the default template of a source kind: {{ eventType }} for http and
 // {{ source }} for rabbitmq, kafka and nats. It reports false for another kind.
-func DefaultTopic(kind string) (string, bool) {
-	switch kind {
-	case KindHTTP:
+func DefaultTopic(k kind.Kind) (string, bool) {
+	switch k {
+	case kind.HTTP:
 		return DefaultHTTPTopic, true
-	case KindRabbitMQ, KindKafka, KindNATS:
+	case kind.RabbitMQ, kind.Kafka, kind.NATS:
 		return DefaultBrokerTopic, true
 	}
 	return "", false

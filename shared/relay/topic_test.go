@@ -3,6 +3,7 @@ package relay_test
 import (
 	"testing"
 
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/relay"
 )
 
@@ -68,14 +69,14 @@ func TestZeroTopicTemplateRendersEmpty(t *testing.T) {
 func TestDefaultTopic(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		kind   string
+		kind   kind.Kind
 		want   string
 		wantOK bool
 	}{
-		{kind: relay.KindHTTP, want: "{{ eventType }}", wantOK: true},
-		{kind: relay.KindRabbitMQ, want: "{{ source }}", wantOK: true},
-		{kind: relay.KindKafka, want: "{{ source }}", wantOK: true},
-		{kind: relay.KindNATS, want: "{{ source }}", wantOK: true},
+		{kind: kind.HTTP, want: "{{ eventType }}", wantOK: true},
+		{kind: kind.RabbitMQ, want: "{{ source }}", wantOK: true},
+		{kind: kind.Kafka, want: "{{ source }}", wantOK: true},
+		{kind: kind.NATS, want: "{{ source }}", wantOK: true},
 		{kind: "", wantOK: false},
 		{kind: "sqs", wantOK: false},
 	}
@@ -95,9 +96,9 @@ func TestNewRejectsSourceWithoutTemplate(t *testing.T) {
 		wantErr bool
 	}{
 		{name: "explicit topic, unknown kind", sources: map[string]relay.Source{"s": {Topic: "t"}}},
-		{name: "default of a kind", sources: map[string]relay.Source{"s": {Kind: relay.KindKafka}}},
+		{name: "default of a kind", sources: map[string]relay.Source{"s": {Kind: kind.Kafka}}},
 		{name: "blank topic, unknown kind", sources: map[string]relay.Source{"s": {Topic: "  "}}, wantErr: true},
-		{name: "blank name", sources: map[string]relay.Source{" ": {Kind: relay.KindHTTP}}, wantErr: true},
+		{name: "blank name", sources: map[string]relay.Source{" ": {Kind: kind.HTTP}}, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

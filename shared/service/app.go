@@ -20,8 +20,6 @@ import (
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/retention"
 	"github.com/alternayte/queuebox/shared/store"
-	"github.com/alternayte/queuebox/shared/store/postgres"
-	"github.com/alternayte/queuebox/shared/store/sqlserver"
 	"github.com/alternayte/queuebox/shared/tracing"
 	"github.com/alternayte/queuebox/shared/transform"
 	"github.com/alternayte/queuebox/shared/waker"
@@ -95,10 +93,10 @@ type AppOptions struct {
 	// Name is how a refusal of a Required part names the program ("the capture node").
 	Name string
 
-	// Poller builds the outbox poller, with Brokers as the broker destinations that it
-	// delivers to (shared/service/destinations).
+	// Poller builds the outbox poller, with Brokers as the connectors of the broker systems
+	// that it delivers to (the connector registry, shared/service/connectors).
 	Poller  bool
-	Brokers []Broker
+	Brokers []Connector
 	// Relay builds the inbox relay. In-process, it wakes the poller after a forward, and the
 	// inbox and capture wake it.
 	Relay Want
@@ -131,7 +129,7 @@ type AppOptions struct {
 	// one from the tracing section (off, with no SDK, unless an endpoint is configured) and
 	// Close shuts it down after the parts, flushing the spans.
 	Tracing *tracing.Provider
-	// Sources builds the broker sources (shared/service/sources.Build); the runtime passes it,
+	// Sources builds the broker sources (shared/service/connectors.Build); the runtime passes it,
 	// so that only the programs that consume (queuebox serve, the capture node) link the
 	// broker clients. Nil: no broker source runs in this process.
 	Sources SourceBuilder
@@ -335,7 +333,7 @@ func (a *App) build(ctx context.Context) error {
 	if withCapture {
 		if o.Capture == Required && !cfg.Outbox.Capture.Enabled {
 			return startError("start capture", fmt.Errorf(
-				"outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED); %s needs it true and outbox.capture.mode postgres-logical or sqlserver-cdc", o.Name))
+				"outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED); %s needs it true and outbox.capture.mode %s", o.Name, captureModes()))
 		}
 		var err error
 		if ccfg, err = CaptureConfig(cfg, waker.Nop{}, log); err != nil {
@@ -343,13 +341,9 @@ func (a *App) build(ctx context.Context) error {
 		}
 	}
 	if o.HealthPool {
-		connString, openHealth := cfg.Database.PgxConnString, postgres.OpenHealth
-		if cfg.Database.Type == config.SQLServer {
-			connString, openHealth = cfg.Database.SQLServerURL, sqlserver.OpenHealth
-		}
-		dsn, err := connString()
+		d, dsn, err := databaseConnString(cfg)
 		if err == nil {
-			a.health, err = openHealth(ctx, store.OpenConfig{
+			a.health, err = d.OpenHealth(ctx, store.OpenConfig{
 				ConnString: dsn, PoolSize: 1, ConnectTimeout: cfg.Database.ConnectionTimeoutMs.Duration(),
 			})
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/outbox"
 )
 
@@ -55,7 +55,7 @@ func TestDeliveryControlsReachTheOutbox(t *testing.T) {
 	assert.Equal(t, outbox.RetryPolicy{MaxDelay: 2 * time.Minute, NoJitter: true, HonorRetryAfter: true}, oc.Retry)
 	assert.Equal(t, 60*time.Second, oc.MaxRetryDelay, "the fixed cap of spec/ stays the poller's default")
 
-	rabbit := Broker{Kind: config.DestinationRabbitMQ, New: func(string, *config.Destination) (outbox.Publisher, func(), error) {
+	rabbit := Connector{Kind: kind.RabbitMQ, Publisher: func(context.Context, PublisherParams) (outbox.Publisher, func(), error) {
 		return namedPublisher{}, func() {}, nil
 	}}
 	dests, closeAll, err := Publishers(context.Background(), cfg, nil, newEngine(), slog.New(slog.DiscardHandler), rabbit)

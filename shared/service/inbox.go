@@ -66,7 +66,7 @@ func newRelay(cfg *config.Config, st store.InboxStore, m relay.Metrics, outboxWa
 		if s == nil {
 			continue
 		}
-		sources[name] = relay.Source{Kind: string(s.Kind), Topic: s.Topic, ForwardHeaders: s.ForwardHeaders}
+		sources[name] = relay.Source{Kind: s.Kind, Topic: s.Topic, ForwardHeaders: s.ForwardHeaders}
 	}
 	r, err := relay.New(relay.Options{Store: st, Config: RelayConfig(cfg), Sources: sources, Metrics: m, Logger: log, OutboxWaker: outboxWaker, Tracer: tracer})
 	if err != nil {

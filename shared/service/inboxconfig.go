@@ -8,6 +8,7 @@ import (
 	"github.com/alternayte/queuebox/shared/filter"
 	"github.com/alternayte/queuebox/shared/inboundauth"
 	"github.com/alternayte/queuebox/shared/inbox"
+	"github.com/alternayte/queuebox/shared/store/dialect"
 	"github.com/alternayte/queuebox/shared/transform"
 )
 
@@ -28,9 +29,10 @@ func InboxOptions(cfg *config.Config, engine transform.Compiler) (inbox.Options,
 
 // KeyLength is how the inbox counts an idempotency key, an aggregate id and an event type
 // against their 255 characters: as the columns of database.type count them, code points in
-// PostgreSQL's VARCHAR(255) and UTF-16 code units in SQL Server's NVARCHAR(255).
+// PostgreSQL's VARCHAR(255) and UTF-16 code units in SQL Server's NVARCHAR(255)
+// (store.Dialect.UTF16Keys of the dialect table).
 func KeyLength(cfg *config.Config) inbox.KeyLength {
-	if cfg.Database.Type == config.SQLServer {
+	if d, ok := dialect.Lookup(string(cfg.Database.Type)); ok && d.UTF16Keys {
 		return inbox.KeyLengthUTF16
 	}
 	return inbox.KeyLengthCodePoints
@@ -42,7 +44,7 @@ func KeyLength(cfg *config.Config) inbox.KeyLength {
 func InboxSources(cfg *config.Config, engine transform.Compiler) ([]inbox.Source, error) {
 	names := make([]string, 0, len(cfg.Sources))
 	for name, s := range cfg.Sources {
-		if s != nil && s.Kind == config.SourceHTTP && s.HTTP != nil {
+		if s != nil && s.HTTP != nil {
 			names = append(names, name)
 		}
 	}

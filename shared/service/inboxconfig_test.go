@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/filter"
 	"github.com/alternayte/queuebox/shared/inboundauth"
 	"github.com/alternayte/queuebox/shared/inbox"
@@ -28,7 +29,7 @@ func loadYAML(t *testing.T, file string, env map[string]string) *config.Config {
 	if env == nil {
 		env = map[string]string{}
 	}
-	cfg, _, err := config.Load(config.LoadOptions{Env: env, CompileTransform: newEngine().Check, ReadFile: func(name string) ([]byte, error) {
+	cfg, _, err := Load(LoadOptions{Env: env, CompileTransform: newEngine().Check, ReadFile: func(name string) ([]byte, error) {
 		if name == config.DefaultConfigFile {
 			return []byte(file), nil
 		}
@@ -143,7 +144,7 @@ sources:
 func TestInboxSourcesErrors(t *testing.T) {
 	t.Parallel()
 	cfg := config.Default()
-	orders := config.NewSource("orders", config.SourceHTTP)
+	orders := config.NewSource("orders", kind.HTTP)
 	orders.HTTP.Path = "/orders"
 	orders.IdempotencyKeyPath = "$.id"
 	orders.HTTP.Auth = config.NewInboundAuth(config.AuthHMAC)
@@ -300,7 +301,7 @@ routes:
 		return nil, fs.ErrNotExist
 	}
 	var hook config.TransformCompiler = newEngine().Check
-	_, _, err := config.Load(config.LoadOptions{Env: map[string]string{}, ReadFile: read, CompileTransform: hook})
+	_, _, err := Load(LoadOptions{Env: map[string]string{}, ReadFile: read, CompileTransform: hook})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `routes[0].transform.expression (QUEUEBOX_ROUTES_0_TRANSFORM_EXPRESSION) does not compile: JSONata S0203 at position 24: Expected ")" before end of expression`)
 	assert.NotContains(t, err.Error(), "destinations.a.transform")
@@ -395,7 +396,7 @@ sources:
 `
 	env := map[string]string{"GITHUB_WEBHOOK_SECRET": githubSecret, "BILLING_WEBHOOK_SECRET": billingSecret,
 		"STRIPE_WEBHOOK_SECRET": stripeSecret, "SVIX_WEBHOOK_SECRET": swSecret}
-	cfg, warnings, err := config.Load(config.LoadOptions{Env: env, ReadFile: func(name string) ([]byte, error) {
+	cfg, warnings, err := Load(LoadOptions{Env: env, ReadFile: func(name string) ([]byte, error) {
 		if name == config.DefaultConfigFile {
 			return []byte(file), nil
 		}

@@ -16,23 +16,31 @@ import (
 // read none of its fields, so they need not import shared/config.
 type Config = config.Config
 
-// LoadOptions are the inputs of Load: the environment, the file reader and the optional
-// transform compiler (see config.LoadOptions).
+// LoadOptions are the inputs of Load: the environment, the file reader, the optional
+// transform compiler and the rules of the components, which Load fills with Components when
+// they are not set (see config.LoadOptions).
 type LoadOptions = config.LoadOptions
 
 // Warning is a finding of Load that does not stop the start.
 type Warning = config.Warning
 
-// Load loads and validates the configuration (config.Load).
-func Load(opts LoadOptions) (*Config, []Warning, error) { return config.Load(opts) }
+// Load loads and validates the configuration (config.Load) with the rules of the components
+// (Components) when opts sets none.
+func Load(opts LoadOptions) (*Config, []Warning, error) {
+	if opts.Components == nil {
+		opts.Components = Components()
+	}
+	return config.Load(opts)
+}
 
 // OSLoadOptions returns the load options of a real process: the process environment, its
-// file system, and engine as the transform compiler, so that every expression compiles at
-// load (with the default limits) and an error names its key. A nil engine compiles nothing at
-// load: a program that runs no transform (the relay and retention functions) links no
-// JavaScript engine.
+// file system, the rules of the components (Components), and engine as the transform
+// compiler, so that every expression compiles at load (with the default limits) and an error
+// names its key. A nil engine compiles nothing at load: a program that runs no transform (the
+// relay and retention functions) links no JavaScript engine.
 func OSLoadOptions(engine transform.Compiler) LoadOptions {
 	o := config.OSOptions()
+	o.Components = Components()
 	if engine != nil {
 		o.CompileTransform = func(expression string) error {
 			_, err := engine.Compile(expression, transform.Limits{})
@@ -67,6 +75,6 @@ func LoadErrorText(err error) string {
 // compile them when they start). It serves the harnesses that build a configuration in code,
 // bench/inboxbench for one, without importing shared/config.
 func LoadEnv(env map[string]string) (*Config, error) {
-	cfg, _, err := config.Load(config.LoadOptions{Env: env, ReadFile: func(string) ([]byte, error) { return nil, os.ErrNotExist }})
+	cfg, _, err := Load(LoadOptions{Env: env, ReadFile: func(string) ([]byte, error) { return nil, os.ErrNotExist }})
 	return cfg, err
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/outbox"
 )
 
@@ -17,8 +18,8 @@ type namedPublisher struct{ outbox.Publisher }
 func TestPublishersUsesThePassedBrokerDestinations(t *testing.T) {
 	t.Parallel()
 	cfg := &config.Config{Destinations: map[string]*config.Destination{
-		"orders-bus":    config.NewDestination("orders-bus", config.DestinationRabbitMQ),
-		"orders-stream": config.NewDestination("orders-stream", config.DestinationKafka),
+		"orders-bus":    config.NewDestination("orders-bus", kind.RabbitMQ),
+		"orders-stream": config.NewDestination("orders-stream", kind.Kafka),
 	}}
 	log := slog.New(slog.DiscardHandler)
 
@@ -33,8 +34,8 @@ func TestPublishersUsesThePassedBrokerDestinations(t *testing.T) {
 
 	var built []string
 	closed := 0
-	rabbit := Broker{Kind: config.DestinationRabbitMQ, New: func(name string, d *config.Destination) (outbox.Publisher, func(), error) {
-		built = append(built, name+"/"+string(d.Kind))
+	rabbit := Connector{Kind: kind.RabbitMQ, Publisher: func(_ context.Context, p PublisherParams) (outbox.Publisher, func(), error) {
+		built = append(built, p.Name+"/"+string(p.Destination.Kind))
 		return namedPublisher{}, func() { closed++ }, nil
 	}}
 	dests, closeAll, err := Publishers(context.Background(), cfg, nil, newEngine(), log, rabbit)

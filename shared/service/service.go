@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
+	"slices"
 	"strings"
 
 	"go.opentelemetry.io/otel/trace"
@@ -26,8 +26,7 @@ import (
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/store"
-	"github.com/alternayte/queuebox/shared/store/postgres"
-	"github.com/alternayte/queuebox/shared/store/sqlserver"
+	"github.com/alternayte/queuebox/shared/store/dialect"
 	"github.com/alternayte/queuebox/shared/transform"
 )
 
@@ -153,8 +152,15 @@ type Driver struct {
 	Names store.Names
 }
 
-// OpenDriver opens the dialect driver of database.type (shared/store/postgres or
-// shared/store/sqlserver), waiting up to database.startupTimeoutMs for the database to
+// databaseConnString returns the dialect of database.type (the dialect table,
+// shared/store/dialect) and its driver's connection string for database.url,
+// database.username and database.password. The string holds the password: never log it.
+func databaseConnString(cfg *config.Config) (dialect.Dialect, string, error) {
+	return dialect.ConnString(string(cfg.Database.Type), cfg.Database.URL.Reveal(), cfg.Database.Username, cfg.Database.Password.Reveal())
+}
+
+// OpenDriver opens the dialect driver of database.type (the dialect table,
+// shared/store/dialect), waiting up to database.startupTimeoutMs for the database to
 // answer. An error is a *StartError.
 func OpenDriver(ctx context.Context, cfg *config.Config, log *slog.Logger, o ConnectOptions) (*Driver, error) {
 	names := Names(cfg)
@@ -168,23 +174,13 @@ func OpenDriver(ctx context.Context, cfg *config.Config, log *slog.Logger, o Con
 		Tracer:          o.Tracer,
 		Logger:          log,
 	}
-	// Each dialect parses database.url into its driver's connection string.
-	open, connString := postgres.Open, postgres.ConnString
-	var err error
-	switch cfg.Database.Type {
-	case config.SQLServer:
-		open, connString = sqlserver.Open, sqlserver.ConnString
-	case config.PostgreSQL:
-	default:
-		err = fmt.Errorf("database.type is %s, not postgresql", cfg.Database.Type)
-	}
-	if err == nil {
-		ocfg.ConnString, err = connString(cfg.Database.URL.Reveal(), cfg.Database.Username, cfg.Database.Password.Reveal())
-	}
+	// The dialect of database.type parses database.url into its driver's connection string.
+	d, connString, err := databaseConnString(cfg)
 	if err != nil {
 		return nil, startError("connect to the database", err)
 	}
-	drv, err := open(ctx, ocfg)
+	ocfg.ConnString = connString
+	drv, err := d.Open(ctx, ocfg)
 	if err != nil {
 		var oe *store.OpenError
 		if errors.As(err, &oe) {
@@ -285,20 +281,18 @@ func Routes(cfg *config.Config) (*route.Table, error) {
 	return route.NewTable(routes), nil
 }
 
-// Publishers builds one publisher per destination whose kind this program supports: http
-// (shared/connect/webhook) always, and each kind of brokers, the destinations of the other
-// external systems that the program's composition root passes (see Broker; the programs
-// that deliver outbox rows, queuebox serve and the poll function, pass those of
-// shared/service/destinations; the others leave the broker clients out of their
-// binaries). The broker publishers connect on their first publish, so a broker that is down
-// at start makes rows retry. A destination without a publisher is left out, so its rows go dead with a
-// clear reason.
-// With http.blockPrivateAddresses it first refuses a baseUrl or tokenUrl on a private address.
-// The destination transforms compile on engine.
-func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, engine transform.Compiler, log *slog.Logger, brokers ...Broker) ([]outbox.Destination, func(), error) {
-	byKind := make(map[config.DestinationKind]Broker, len(brokers))
-	for _, b := range brokers {
-		byKind[b.Kind] = b
+// Publishers builds one publisher per destination whose kind this program has a connector
+// for: HTTP (shared/connect/webhook) always, as a built-in connector, and each kind of
+// brokers, the connectors of the other external systems that the program's composition root
+// passes (the programs that deliver outbox rows, queuebox serve and the poll function, pass
+// connectors.All; the others leave the broker clients out of their binaries). The broker
+// publishers connect on their first publish, so a broker that is down at start makes rows
+// retry. A destination without a publisher is left out, so its rows go dead with a clear
+// reason. The destination transforms compile on engine.
+func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, engine transform.Compiler, log *slog.Logger, brokers ...Connector) ([]outbox.Destination, func(), error) {
+	byKind := make(map[config.DestinationKind]Connector, len(brokers)+1)
+	for _, c := range append(builtinConnectors(), brokers...) {
+		byKind[c.Kind] = c
 	}
 	var dests []outbox.Destination
 	var closers []func()
@@ -308,45 +302,21 @@ func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, engi
 		}
 	}
 	for name, d := range cfg.Destinations {
-		var p outbox.Publisher
-		var closer func()
-		switch d.Kind {
-		case config.DestinationHTTP:
-			wc := webhookConfig(cfg, d)
-			if cfg.HTTP.BlockPrivateAddresses {
-				for _, u := range []string{wc.BaseURL, wc.Auth.OAuth2.TokenURL} {
-					if u == "" {
-						continue
-					}
-					if err := webhook.CheckPrivateAddresses(ctx, u, net.DefaultResolver); err != nil {
-						closeAll()
-						return nil, nil, fmt.Errorf("destinations.%s: %w", name, err)
-					}
-				}
-			}
-			wp, err := webhook.New(wc, m)
-			if err != nil {
-				closeAll()
-				return nil, nil, fmt.Errorf("destinations.%s: %w", name, err)
-			}
-			p, closer = wp, func() { _ = wp.Close() }
-		case config.DestinationRabbitMQ, config.DestinationKafka, config.DestinationNATS:
-			b, ok := byKind[d.Kind]
-			if !ok {
+		c, ok := byKind[d.Kind]
+		if !ok || c.Publisher == nil {
+			if slices.Contains(config.DestinationKinds(), d.Kind) {
 				log.Warn("this program has no broker publishers (its composition root passes none of this kind); the destination's rows go dead",
 					"destination", name, "kind", string(d.Kind))
-				continue
+			} else {
+				log.Warn("no publisher in this build supports the destination kind; its rows go dead",
+					"destination", name, "kind", string(d.Kind))
 			}
-			bp, bclose, err := b.New(name, d)
-			if err != nil {
-				closeAll()
-				return nil, nil, err
-			}
-			p, closer = bp, bclose
-		default:
-			log.Warn("no publisher in this build supports the destination kind; its rows go dead",
-				"destination", name, "kind", string(d.Kind))
 			continue
+		}
+		p, closer, err := c.Publisher(ctx, PublisherParams{Name: name, Destination: d, Config: cfg, Metrics: m})
+		if err != nil {
+			closeAll()
+			return nil, nil, err
 		}
 		closers = append(closers, closer)
 		step, err := transform.CompileStep(engine, TransformConfig(d.Transform))
@@ -357,59 +327,6 @@ func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, engi
 		dests = append(dests, withControls(cfg, d, outbox.Destination{Name: name, Publisher: p, Transform: step}))
 	}
 	return dests, closeAll, nil
-}
-
-func webhookConfig(cfg *config.Config, d *config.Destination) webhook.Config {
-	h := d.HTTP
-	wc := webhook.Config{
-		Name:              d.Name,
-		BaseURL:           h.BaseURL,
-		Path:              h.Path,
-		Timeout:           h.TimeoutMs.Duration(),
-		Headers:           d.Headers,
-		MaxErrorBodyBytes: cfg.HTTP.MaxErrorBodyBytes,
-		TerminalStatuses:  d.TerminalStatuses,
-		// With blockPrivateAddresses, each connection is checked again when it is dialled.
-		BlockPrivateAddresses: cfg.HTTP.BlockPrivateAddresses,
-	}
-	if a := h.Auth; a != nil {
-		switch a.Kind {
-		case config.AuthOAuth2:
-			wc.Auth = webhook.Auth{Kind: webhook.AuthOAuth2, OAuth2: webhook.OAuth2{
-				ClientID: a.OAuth2.ClientID, ClientSecret: a.OAuth2.ClientSecret.Reveal(),
-				TokenURL: a.OAuth2.TokenURL, Scope: a.OAuth2.Scope, ExtraParams: a.OAuth2.ExtraParams,
-			}}
-		case config.AuthBasic:
-			wc.Auth = webhook.Auth{Kind: webhook.AuthBasic, Basic: webhook.Basic{
-				Username: a.Basic.Username, Password: a.Basic.Password.Reveal(),
-			}}
-		case config.AuthHeader:
-			wc.Auth = webhook.Auth{Kind: webhook.AuthHeader, Header: webhook.Header{
-				Name: a.Header.HeaderName, Value: a.Header.HeaderValue.Reveal(),
-			}}
-		}
-	}
-	wc.Signing = webhookSigning(d.Signing)
-	return wc
-}
-
-// webhookSigning maps destinations.<name>.signing to the publisher's signing block.
-func webhookSigning(s *config.Signing) webhook.Signing {
-	switch {
-	case s == nil:
-		return webhook.Signing{}
-	case s.StandardWebhooks != nil:
-		secrets := make([]string, len(s.StandardWebhooks.Secrets))
-		for i, secret := range s.StandardWebhooks.Secrets {
-			secrets[i] = secret.Reveal()
-		}
-		return webhook.Signing{Kind: webhook.SigningStandardWebhooks, Secrets: secrets}
-	case s.HMAC != nil:
-		h := s.HMAC
-		return webhook.Signing{Kind: webhook.SigningHMAC, Secret: h.Secret.Reveal(), HeaderName: h.HeaderName,
-			Algorithm: string(h.Algorithm), Prefix: h.SignaturePrefix}
-	}
-	return webhook.Signing{}
 }
 
 // OutboxConfig maps outbox.* to the poller's settings.
@@ -470,7 +387,7 @@ func (o *Outbox) Close() {
 
 // newOutbox builds the poller with the settings oc, its routes and publishers; brokers are the
 // broker destinations the program delivers to (see Publishers). Build calls it.
-func newOutbox(ctx context.Context, cfg *config.Config, oc outbox.Config, st store.OutboxStore, m Metrics, engine transform.Compiler, log *slog.Logger, tracer trace.Tracer, brokers ...Broker) (*Outbox, error) {
+func newOutbox(ctx context.Context, cfg *config.Config, oc outbox.Config, st store.OutboxStore, m Metrics, engine transform.Compiler, log *slog.Logger, tracer trace.Tracer, brokers ...Connector) (*Outbox, error) {
 	routes, err := Routes(cfg)
 	if err != nil {
 		return nil, startError("build the routes", err)

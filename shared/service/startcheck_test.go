@@ -16,6 +16,7 @@ import (
 
 	"github.com/alternayte/queuebox/migrations"
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )
@@ -26,7 +27,7 @@ func loadWithDatabase(t *testing.T, dbURL, file string) *config.Config {
 	u, err := url.Parse(dbURL)
 	require.NoError(t, err)
 	file = fmt.Sprintf("database:\n  url: jdbc:postgresql://%s%s\n  username: %s\n  password: trust-auth\n  migrate: true\n", u.Host, u.Path, u.User.Username()) + file
-	cfg, _, err := config.Load(config.LoadOptions{Env: map[string]string{}, ReadFile: func(name string) ([]byte, error) {
+	cfg, _, err := Load(LoadOptions{Env: map[string]string{}, ReadFile: func(name string) ([]byte, error) {
 		if name == config.DefaultConfigFile {
 			return []byte(file), nil
 		}
@@ -89,7 +90,7 @@ func TestStartRefusesControlsWithoutTheStateTable(t *testing.T) {
 // A store error other than the missing table stops the start as well, with the table named.
 func TestStartCheckOfTheStateTableWrapsOtherErrors(t *testing.T) {
 	t.Parallel()
-	cfg := &config.Config{Destinations: map[string]*config.Destination{"web": config.NewDestination("web", config.DestinationHTTP)}}
+	cfg := &config.Config{Destinations: map[string]*config.Destination{"web": config.NewDestination("web", kind.HTTP)}}
 	cfg.Destinations["web"].RateLimit = &config.DestinationRateLimit{RequestsPerSecond: 1, Burst: 1}
 	boom := errors.New("connection refused")
 	err := checkDestinationState(context.Background(), cfg, failingStates{err: boom})

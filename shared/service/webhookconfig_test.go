@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/connect/webhook"
 )
 
@@ -15,7 +16,7 @@ func TestWebhookConfigCarriesBlockPrivateAddresses(t *testing.T) {
 	t.Parallel()
 	for _, block := range []bool{false, true} {
 		cfg := &config.Config{HTTP: config.HTTP{BlockPrivateAddresses: block}}
-		d := config.NewDestination("orders-api", config.DestinationHTTP)
+		d := config.NewDestination("orders-api", kind.HTTP)
 		d.HTTP.BaseURL = "https://orders.example.com"
 		if got := webhookConfig(cfg, d).BlockPrivateAddresses; got != block {
 			t.Errorf("blockPrivateAddresses %v: the publisher got %v", block, got)
@@ -27,7 +28,7 @@ func TestWebhookConfigCarriesBlockPrivateAddresses(t *testing.T) {
 func TestWebhookConfigCarriesSigning(t *testing.T) {
 	t.Parallel()
 	cfg := &config.Config{}
-	d := config.NewDestination("orders-api", config.DestinationHTTP)
+	d := config.NewDestination("orders-api", kind.HTTP)
 	d.HTTP.BaseURL = "https://orders.example.com"
 	if got := webhookConfig(cfg, d).Signing; got.Kind != webhook.SigningNone {
 		t.Errorf("no signing block: the publisher got %v", got)

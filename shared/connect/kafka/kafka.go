@@ -28,13 +28,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/template"
 )
 
 // Type is the destination type of every Kafka destination, the destination_type label.
-const Type = "kafka"
+const Type = string(kind.Kafka)
 
 // The headers that Publish sets on every record (spec/25-headers.md).
 const (

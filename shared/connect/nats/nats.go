@@ -35,6 +35,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/redact"
@@ -42,7 +43,7 @@ import (
 )
 
 // Type is the destination type of every NATS destination, the destination_type label.
-const Type = "nats"
+const Type = string(kind.NATS)
 
 // The standard headers of a NATS delivery (spec/25-headers.md).
 const (

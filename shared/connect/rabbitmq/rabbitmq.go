@@ -29,6 +29,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/redact"
@@ -36,7 +37,7 @@ import (
 )
 
 // Type is the destination type of every RabbitMQ destination, the destination_type label.
-const Type = "rabbitmq"
+const Type = string(kind.RabbitMQ)
 
 const (
 	// maxChannels is the largest number of channels, and so of publishes awaiting their

@@ -36,12 +36,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/outbox"
 )
 
 // Type is the destination type of every HTTP destination, the destination_type label.
-const Type = "http"
+const Type = string(kind.HTTP)
 
 const (
 	// maxDrainBytes is the most of a response body that is read and discarded after the

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/alternayte/queuebox/shared/dburl"
 	"github.com/alternayte/queuebox/shared/store"
 )
 
@@ -13,22 +14,22 @@ import (
 // (jdbc:postgresql://h1:5432,h2:5432/db?params) or a native postgres:// or postgresql:// URL,
 // [user[:password]@]host[:port][,host[:port]...][/database][?params]. A URL of another dialect
 // or scheme is an error that says so.
-func ParseURL(raw string) (store.DatabaseURL, error) {
+func ParseURL(raw string) (dburl.URL, error) {
 	dialect, rest, native, ok := store.URLScheme(raw)
 	switch {
 	case !ok:
-		return store.DatabaseURL{}, store.URLSchemeError(raw)
+		return dburl.URL{}, store.URLSchemeError(raw)
 	case dialect != store.DialectPostgreSQL:
-		return store.DatabaseURL{}, store.URLDialectError(dialect, store.DialectPostgreSQL)
+		return dburl.URL{}, store.URLDialectError(dialect, store.DialectPostgreSQL)
 	}
-	u := store.DatabaseURL{Dialect: store.DialectPostgreSQL, Native: native}
+	u := dburl.URL{Dialect: store.DialectPostgreSQL, Native: native}
 	authority, tail := rest, ""
 	if i := strings.IndexAny(rest, "/?"); i >= 0 {
 		authority, tail = rest[:i], rest[i:]
 	}
 	if at := strings.LastIndexByte(authority, '@'); at >= 0 {
 		if err := u.SetUserInfo(authority[:at]); err != nil {
-			return store.DatabaseURL{}, err
+			return dburl.URL{}, err
 		}
 		authority = authority[at+1:]
 	}
@@ -36,16 +37,16 @@ func ParseURL(raw string) (store.DatabaseURL, error) {
 		authority = "localhost"
 	}
 	for _, h := range strings.Split(authority, ",") {
-		host, err := store.ParseURLHost(h, 5432)
+		host, err := dburl.ParseHost(h, 5432)
 		if err != nil {
-			return store.DatabaseURL{}, err
+			return dburl.URL{}, err
 		}
 		u.Hosts = append(u.Hosts, host)
 	}
 	path, query, _ := strings.Cut(tail, "?")
 	db, err := url.PathUnescape(strings.TrimPrefix(path, "/"))
 	if err != nil {
-		return store.DatabaseURL{}, fmt.Errorf("has a badly escaped database name: %w", err)
+		return dburl.URL{}, fmt.Errorf("has a badly escaped database name: %w", err)
 	}
 	u.Database = db
 	for _, kv := range strings.Split(query, "&") {
@@ -56,7 +57,7 @@ func ParseURL(raw string) (store.DatabaseURL, error) {
 		name, err1 := url.QueryUnescape(k)
 		value, err2 := url.QueryUnescape(v)
 		if err := errors.Join(err1, err2); err != nil {
-			return store.DatabaseURL{}, fmt.Errorf("has a badly escaped parameter: %w", err)
+			return dburl.URL{}, fmt.Errorf("has a badly escaped parameter: %w", err)
 		}
 		u.AddParam(name, value)
 	}
@@ -93,7 +94,7 @@ func ConnString(raw, user, password string) (string, error) {
 // Params maps the parameters of a JDBC PostgreSQL URL to their libpq names. A native URL keeps
 // its parameters. It returns the kept parameters and the names of the dropped ones, which
 // have no equivalent in pgx.
-func Params(u store.DatabaseURL) (kept []store.URLParam, dropped []string) {
+func Params(u dburl.URL) (kept []dburl.Param, dropped []string) {
 	if u.Native {
 		return u.Params, nil
 	}
@@ -105,16 +106,16 @@ func Params(u store.DatabaseURL) (kept []store.URLParam, dropped []string) {
 		case "ssl":
 			ssl = p.Value
 		case "sslcert", "sslkey", "sslrootcert", "sslpassword", "options":
-			kept = append(kept, store.URLParam{Name: strings.ToLower(p.Name), Value: p.Value})
+			kept = append(kept, dburl.Param{Name: strings.ToLower(p.Name), Value: p.Value})
 		case "applicationname":
-			kept = append(kept, store.URLParam{Name: "application_name", Value: p.Value})
+			kept = append(kept, dburl.Param{Name: "application_name", Value: p.Value})
 		case "connecttimeout":
-			kept = append(kept, store.URLParam{Name: "connect_timeout", Value: p.Value})
+			kept = append(kept, dburl.Param{Name: "connect_timeout", Value: p.Value})
 		case "currentschema":
-			kept = append(kept, store.URLParam{Name: "search_path", Value: p.Value})
+			kept = append(kept, dburl.Param{Name: "search_path", Value: p.Value})
 		case "targetservertype":
 			if v, ok := targetSessionAttrs[strings.ToLower(p.Value)]; ok {
-				kept = append(kept, store.URLParam{Name: "target_session_attrs", Value: v})
+				kept = append(kept, dburl.Param{Name: "target_session_attrs", Value: v})
 			} else {
 				dropped = append(dropped, p.Name)
 			}
@@ -124,11 +125,11 @@ func Params(u store.DatabaseURL) (kept []store.URLParam, dropped []string) {
 	}
 	switch {
 	case sslMode != "":
-		kept = append(kept, store.URLParam{Name: "sslmode", Value: sslMode})
+		kept = append(kept, dburl.Param{Name: "sslmode", Value: sslMode})
 	case strings.EqualFold(ssl, "true"):
-		kept = append(kept, store.URLParam{Name: "sslmode", Value: "verify-full"}) // what pgjdbc does with ssl=true
+		kept = append(kept, dburl.Param{Name: "sslmode", Value: "verify-full"}) // what pgjdbc does with ssl=true
 	case strings.EqualFold(ssl, "false"):
-		kept = append(kept, store.URLParam{Name: "sslmode", Value: "disable"})
+		kept = append(kept, dburl.Param{Name: "sslmode", Value: "disable"})
 	}
 	return kept, dropped
 }

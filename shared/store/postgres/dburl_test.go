@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alternayte/queuebox/shared/dburl"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres"
 )
@@ -48,9 +49,9 @@ func TestParseURL(t *testing.T) {
 	t.Parallel()
 	u, err := postgres.ParseURL(" JDBC:postgresql://app:p%40ss@h1,[::1]:5433/q?user=other&sslmode=require ")
 	require.NoError(t, err)
-	assert.Equal(t, store.DatabaseURL{Dialect: store.DialectPostgreSQL, Hosts: []store.URLHost{{Name: "h1", Port: 5432}, {Name: "::1", Port: 5433}},
-		Database: "q", User: "other", Password: "p@ss", Params: []store.URLParam{{Name: "sslmode", Value: "require"}}}, u)
-	kept, dropped := postgres.Params(store.DatabaseURL{Params: []store.URLParam{{Name: "socketTimeout", Value: "30"}, {Name: "targetServerType", Value: "nope"}}})
+	assert.Equal(t, dburl.URL{Dialect: store.DialectPostgreSQL, Hosts: []dburl.Host{{Name: "h1", Port: 5432}, {Name: "::1", Port: 5433}},
+		Database: "q", User: "other", Password: "p@ss", Params: []dburl.Param{{Name: "sslmode", Value: "require"}}}, u)
+	kept, dropped := postgres.Params(dburl.URL{Params: []dburl.Param{{Name: "socketTimeout", Value: "30"}, {Name: "targetServerType", Value: "nope"}}})
 	assert.Empty(t, kept)
 	assert.Equal(t, []string{"socketTimeout", "targetServerType"}, dropped)
 	for _, raw := range []string{"jdbc:postgresql://user:Pa55/Xq7z@db/q", "postgres://user:Pa55?Xq7z@db/q", "jdbc:postgresql://user:123456/Xq7z@db/q"} {

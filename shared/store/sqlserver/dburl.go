@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/alternayte/queuebox/shared/dburl"
 	"github.com/alternayte/queuebox/shared/store"
 )
 
@@ -14,13 +15,13 @@ import (
 // (jdbc:sqlserver://host[\instance][:port][;property=value...], a value in braces may hold a
 // ;) or a native sqlserver://user:pass@host:port/instance?database=db&... URL. A URL of another
 // dialect or scheme is an error that says so.
-func ParseURL(raw string) (store.DatabaseURL, error) {
+func ParseURL(raw string) (dburl.URL, error) {
 	dialect, rest, native, ok := store.URLScheme(raw)
 	switch {
 	case !ok:
-		return store.DatabaseURL{}, store.URLSchemeError(raw)
+		return dburl.URL{}, store.URLSchemeError(raw)
 	case dialect != store.DialectSQLServer:
-		return store.DatabaseURL{}, store.URLDialectError(dialect, store.DialectSQLServer)
+		return dburl.URL{}, store.URLDialectError(dialect, store.DialectSQLServer)
 	case native:
 		return parseNativeURL("sqlserver://" + rest)
 	}
@@ -28,10 +29,10 @@ func ParseURL(raw string) (store.DatabaseURL, error) {
 }
 
 // parseJDBCURL parses what follows jdbc:sqlserver://.
-func parseJDBCURL(rest string) (store.DatabaseURL, error) {
-	u := store.DatabaseURL{Dialect: store.DialectSQLServer}
+func parseJDBCURL(rest string) (dburl.URL, error) {
+	u := dburl.URL{Dialect: store.DialectSQLServer}
 	hostPart, props, _ := strings.Cut(rest, ";")
-	var params []store.URLParam
+	var params []dburl.Param
 	for props != "" {
 		var kv string
 		kv, props = nextProperty(props)
@@ -42,7 +43,7 @@ func parseJDBCURL(rest string) (store.DatabaseURL, error) {
 		if strings.HasPrefix(v, "{") && strings.HasSuffix(v, "}") {
 			v = strings.ReplaceAll(v[1:len(v)-1], "}}", "}")
 		}
-		params = append(params, store.URLParam{Name: strings.TrimSpace(k), Value: v})
+		params = append(params, dburl.Param{Name: strings.TrimSpace(k), Value: v})
 	}
 	port := 0
 	for _, p := range params {
@@ -58,7 +59,7 @@ func parseJDBCURL(rest string) (store.DatabaseURL, error) {
 		case "portnumber", "port":
 			n, err := strconv.Atoi(p.Value)
 			if err != nil || n < 1 || n > 65535 {
-				return store.DatabaseURL{}, store.ErrURLPort
+				return dburl.URL{}, dburl.ErrPort
 			}
 			port = n
 		default:
@@ -68,7 +69,7 @@ func parseJDBCURL(rest string) (store.DatabaseURL, error) {
 	if strings.Contains(hostPart, "@") {
 		// No host name holds an @: this is user[:password]@host, which the JDBC SQL Server
 		// form does not take. Quoting the host or its "port" would quote the password.
-		return store.DatabaseURL{}, errors.New("has user:password@ before the host, which a jdbc:sqlserver:// URL does not take: " +
+		return dburl.URL{}, errors.New("has user:password@ before the host, which a jdbc:sqlserver:// URL does not take: " +
 			"set database.username and database.password (or the user and password properties)")
 	}
 	if hostPart == "" {
@@ -82,14 +83,14 @@ func parseJDBCURL(rest string) (store.DatabaseURL, error) {
 			hostPart += ":" + instPort
 		}
 	}
-	host, err := store.ParseURLHost(hostPart, 1433)
+	host, err := dburl.ParseHost(hostPart, 1433)
 	if err != nil {
-		return store.DatabaseURL{}, err
+		return dburl.URL{}, err
 	}
 	if port != 0 {
 		host.Port = port
 	}
-	u.Hosts = []store.URLHost{host}
+	u.Hosts = []dburl.Host{host}
 	return u, nil
 }
 
@@ -115,12 +116,12 @@ func nextProperty(s string) (string, string) {
 }
 
 // parseNativeURL parses sqlserver://user:pass@host:port/instance?database=db&....
-func parseNativeURL(raw string) (store.DatabaseURL, error) {
+func parseNativeURL(raw string) (dburl.URL, error) {
 	pu, err := url.Parse(raw)
 	if err != nil {
-		return store.DatabaseURL{}, fmt.Errorf("is not a valid URL: %w", redactURLError(err))
+		return dburl.URL{}, fmt.Errorf("is not a valid URL: %w", redactURLError(err))
 	}
-	u := store.DatabaseURL{Dialect: store.DialectSQLServer, Native: true, Instance: strings.Trim(pu.Path, "/")}
+	u := dburl.URL{Dialect: store.DialectSQLServer, Native: true, Instance: strings.Trim(pu.Path, "/")}
 	if pu.User != nil {
 		u.User = pu.User.Username()
 		if p, ok := pu.User.Password(); ok {
@@ -131,11 +132,11 @@ func parseNativeURL(raw string) (store.DatabaseURL, error) {
 	if hostport == "" {
 		hostport = "localhost"
 	}
-	host, err := store.ParseURLHost(hostport, 1433)
+	host, err := dburl.ParseHost(hostport, 1433)
 	if err != nil {
-		return store.DatabaseURL{}, err
+		return dburl.URL{}, err
 	}
-	u.Hosts = []store.URLHost{host}
+	u.Hosts = []dburl.Host{host}
 	for _, kv := range strings.Split(pu.RawQuery, "&") {
 		if kv == "" {
 			continue
@@ -161,7 +162,7 @@ func redactURLError(err error) error {
 	// net/url quotes the port text ("invalid port \":Pa55\" after host"), which can be a
 	// piece of the password.
 	if strings.Contains(err.Error(), "port") {
-		return store.ErrURLPort
+		return dburl.ErrPort
 	}
 	return err
 }
@@ -184,7 +185,7 @@ func ConnString(raw, user, password string) (string, error) {
 
 // BuildURL returns the go-mssqldb URL of one host: sqlserver://user:password@host:port[/instance]
 // with database and params in the query. The URL holds the password: never log it.
-func BuildURL(h store.URLHost, instance, user, password, database string, params []store.URLParam) string {
+func BuildURL(h dburl.Host, instance, user, password, database string, params []dburl.Param) string {
 	q := url.Values{}
 	if database != "" {
 		q.Set("database", database)
@@ -202,32 +203,32 @@ func BuildURL(h store.URLHost, instance, user, password, database string, params
 // Params maps the properties of a JDBC SQL Server URL to go-mssqldb names. A native URL keeps
 // its parameters. It returns the kept parameters and the names of the dropped ones, which
 // have no equivalent in go-mssqldb.
-func Params(u store.DatabaseURL) (kept []store.URLParam, dropped []string) {
+func Params(u dburl.URL) (kept []dburl.Param, dropped []string) {
 	if u.Native {
 		return u.Params, nil
 	}
-	kept = []store.URLParam{}
+	kept = []dburl.Param{}
 	encrypt := "true"
 	for _, p := range u.Params {
 		switch strings.ToLower(p.Name) {
 		case "encrypt":
 			encrypt = p.Value
 		case "trustservercertificate":
-			kept = append(kept, store.URLParam{Name: "TrustServerCertificate", Value: p.Value})
+			kept = append(kept, dburl.Param{Name: "TrustServerCertificate", Value: p.Value})
 		case "hostnameincertificate":
-			kept = append(kept, store.URLParam{Name: "hostNameInCertificate", Value: p.Value})
+			kept = append(kept, dburl.Param{Name: "hostNameInCertificate", Value: p.Value})
 		case "logintimeout":
-			kept = append(kept, store.URLParam{Name: "connection timeout", Value: p.Value})
+			kept = append(kept, dburl.Param{Name: "connection timeout", Value: p.Value})
 		case "applicationname":
-			kept = append(kept, store.URLParam{Name: "app name", Value: p.Value})
+			kept = append(kept, dburl.Param{Name: "app name", Value: p.Value})
 		case "applicationintent":
-			kept = append(kept, store.URLParam{Name: "ApplicationIntent", Value: p.Value})
+			kept = append(kept, dburl.Param{Name: "ApplicationIntent", Value: p.Value})
 		case "multisubnetfailover":
-			kept = append(kept, store.URLParam{Name: "multisubnetfailover", Value: p.Value})
+			kept = append(kept, dburl.Param{Name: "multisubnetfailover", Value: p.Value})
 		default:
 			dropped = append(dropped, p.Name)
 		}
 	}
-	kept = append(kept, store.URLParam{Name: "encrypt", Value: encrypt})
+	kept = append(kept, dburl.Param{Name: "encrypt", Value: encrypt})
 	return kept, dropped
 }

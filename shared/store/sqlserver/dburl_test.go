@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/alternayte/queuebox/shared/dburl"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/sqlserver"
 )
@@ -42,8 +43,8 @@ func TestParseURL(t *testing.T) {
 	t.Parallel()
 	u, err := sqlserver.ParseURL(`jdbc:sqlserver://db\SQLEXPRESS;database=q;user=sa;password={a;b}}c};loginTimeout=5`)
 	require.NoError(t, err)
-	assert.Equal(t, store.DatabaseURL{Dialect: store.DialectSQLServer, Hosts: []store.URLHost{{Name: "db", Port: 1433}}, Database: "q",
-		Instance: "SQLEXPRESS", User: "sa", Password: "a;b}c", Params: []store.URLParam{{Name: "loginTimeout", Value: "5"}}}, u)
+	assert.Equal(t, dburl.URL{Dialect: store.DialectSQLServer, Hosts: []dburl.Host{{Name: "db", Port: 1433}}, Database: "q",
+		Instance: "SQLEXPRESS", User: "sa", Password: "a;b}c", Params: []dburl.Param{{Name: "loginTimeout", Value: "5"}}}, u)
 	_, dropped := sqlserver.Params(u)
 	assert.Empty(t, dropped)
 	for _, raw := range []string{"jdbc:sqlserver://user:Pa55;Xq7z@db", "sqlserver://user:Pa55/Xq7z@db"} {

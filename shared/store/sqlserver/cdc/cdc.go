@@ -79,8 +79,8 @@ const lsnSize = 10
 var zeroLSN = make([]byte, lsnSize)
 
 // Source is the changes.Source of SQL Server change data capture. Settings.ConnString and
-// Settings.StateConnString are go-mssqldb URLs (config.CaptureTarget.SQLServerURL). The zero
-// value is ready to use.
+// Settings.StateConnString are go-mssqldb URLs (sqlserver.EndpointConnString of the
+// capture connection). The zero value is ready to use.
 type Source struct {
 	// PollInterval is the wait between two polls of the change table. Default
 	// DefaultPollInterval.

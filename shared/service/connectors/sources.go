@@ -1,13 +1,10 @@
-// Package sources is the part of the composition root that builds the broker sources: the
-// RabbitMQ, Kafka and NATS JetStream consumers of spec/07-bridge-a-broker.md (in
-// shared/connect/rabbitmq, shared/connect/kafka and shared/connect/nats). FromConfig maps
-// each sources.<name> entry of a broker kind to its system's SourceConfig, once, and Group
+// This file builds the broker sources, the RabbitMQ, Kafka and NATS JetStream consumers of
+// spec/07-bridge-a-broker.md: FromConfig maps each sources.<name> entry of a broker kind to its
+// system's SourceConfig, once, with the source constructor of the kind's connector, and Group
 // runs them: one health component each (rabbitmq.<name>, kafka.<name>, nats.<name>, deciding
 // readiness), started together and stopped first at shutdown.
-//
-// Only the programs that run consumers import this package (queuebox serve and the capture
-// node), so the Lambda functions link no broker client through it.
-package sources
+
+package connectors
 
 import (
 	"context"
@@ -21,9 +18,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/connect/kafka"
-	"github.com/alternayte/queuebox/shared/connect/nats"
-	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/service"
@@ -32,14 +26,7 @@ import (
 )
 
 // Source is one broker source: its consumer, which stores through the sink it runs with.
-type Source interface {
-	// Name is the source name.
-	Name() string
-	// Check is the probe of its health component.
-	Check(ctx context.Context) error
-	// Run consumes until ctx ends.
-	Run(ctx context.Context, sink inbox.Inserter) error
-}
+type Source = service.Consumer
 
 // Runner is one source with its kind, the prefix of its health component.
 type Runner struct {
@@ -87,6 +74,10 @@ func FromConfig(cfg *config.Config, o Options) ([]Runner, error) {
 	if o.Engine == nil {
 		o.Engine = jsonata.NewEngine(jsonata.EngineOptions{})
 	}
+	byKind := map[config.SourceKind]service.Connector{}
+	for _, c := range All() {
+		byKind[c.Kind] = c
+	}
 	names := make([]string, 0, len(cfg.Sources))
 	for name, s := range cfg.Sources {
 		if s != nil && s.Broker() != nil {
@@ -102,15 +93,11 @@ func FromConfig(cfg *config.Config, o Options) ([]Runner, error) {
 			return nil, err
 		}
 		opts := inbox.IntakeOptions{Metrics: o.Metrics, Waker: o.Waker, Logger: o.Logger, Tracer: o.Tracer, KeyLength: service.KeyLength(cfg)}
-		var src Source
-		switch {
-		case s.RabbitMQ != nil:
-			src, err = rabbitmq.NewSource(RabbitMQConfig(s, intake, opts, o.Logger))
-		case s.Kafka != nil:
-			src, err = kafka.NewSource(KafkaConfig(s, intake, opts, o.Logger))
-		case s.NATS != nil:
-			src, err = nats.NewSource(NATSConfig(s, intake, opts, o.Logger))
+		c, ok := byKind[s.Kind]
+		if !ok || c.Source == nil {
+			return nil, fmt.Errorf("building source %s: no connector of this build consumes a source of kind %s", name, s.Kind)
 		}
+		src, err := c.Source(service.SourceParams{Name: name, Source: s, Intake: intake, IntakeOptions: opts, Logger: o.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("building source %s: %w", name, err)
 		}
@@ -147,38 +134,6 @@ func intakeOf(engine transform.Compiler, name string, s *config.Source) (inbox.B
 		in.OnError = inbox.OnError(s.Transform.OnError)
 	}
 	return in, nil
-}
-
-// RabbitMQConfig maps a RabbitMQ source.
-func RabbitMQConfig(s *config.Source, in inbox.BrokerSource, o inbox.IntakeOptions, log *slog.Logger) rabbitmq.SourceConfig {
-	r := s.RabbitMQ
-	return rabbitmq.SourceConfig{
-		URL: r.ConnectionURL.Reveal(), Queue: r.QueueName, PrefetchCount: r.PrefetchCount, DeclareQueue: r.DeclareQueue,
-		Intake: in, IntakeOptions: o, Logger: log,
-	}
-}
-
-// KafkaConfig maps a Kafka source.
-func KafkaConfig(s *config.Source, in inbox.BrokerSource, o inbox.IntakeOptions, log *slog.Logger) kafka.SourceConfig {
-	k := s.Kafka
-	return kafka.SourceConfig{
-		Brokers: k.Brokers(), Topics: k.Topics, GroupID: k.GroupID, AutoOffsetReset: string(k.AutoOffsetReset),
-		MaxPollRecords: k.MaxPollRecords, SkipTombstones: k.SkipTombstones,
-		SecurityProtocol: kafka.SecurityProtocol(k.SecurityProtocol), SASLMechanism: k.SASLMechanism,
-		SASLUsername: k.SASLUsername, SASLPassword: k.SASLPassword.Reveal(),
-		Intake: in, IntakeOptions: o, Logger: log,
-	}
-}
-
-// NATSConfig maps a NATS source.
-func NATSConfig(s *config.Source, in inbox.BrokerSource, o inbox.IntakeOptions, log *slog.Logger) nats.SourceConfig {
-	n := s.NATS
-	return nats.SourceConfig{
-		Servers: n.ServerList(), Stream: n.Stream, Durable: n.Durable, FilterSubject: n.FilterSubject,
-		AckWait: n.AckWaitMs.Duration(), BatchSize: n.BatchSize,
-		Username: n.Username, Password: n.Password.Reveal(), Token: n.Token.Reveal(),
-		Intake: in, IntakeOptions: o, Logger: log,
-	}
 }
 
 // Group runs the sources of a program.

@@ -1,8 +1,9 @@
 //go:build !queuebox_no_rabbitmq && !queuebox_no_kafka && !queuebox_no_nats
 
-package destinations
+package connectors
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,14 +15,15 @@ import (
 
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/connect/kafka"
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/connect/nats"
 	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
 	"github.com/alternayte/queuebox/shared/service"
 )
 
-// load loads body, the destinations block of a configuration file, and returns the
+// loadDestination loads body, the destinations block of a configuration file, and returns the
 // destination named d.
-func load(t *testing.T, body string) *config.Destination {
+func loadDestination(t *testing.T, body string) *config.Destination {
 	t.Helper()
 	yaml := `database:
   url: jdbc:postgresql://db:5432/queuebox
@@ -30,7 +32,7 @@ func load(t *testing.T, body string) *config.Destination {
 destinations:
   d:
 ` + body
-	cfg, _, err := config.Load(config.LoadOptions{
+	cfg, _, err := service.Load(service.LoadOptions{
 		Env:        map[string]string{"QUEUEBOX_CONFIG_FILE": "queuebox.yml"},
 		NoPackaged: true,
 		ReadFile: func(name string) ([]byte, error) {
@@ -113,7 +115,7 @@ type variant struct {
 
 var mappings = []mapping{
 	{
-		kind: config.DestinationRabbitMQ,
+		kind: kind.RabbitMQ,
 		keys: reflect.TypeFor[config.RabbitMQDestination](),
 		variants: []variant{{
 			body: `    type: rabbitmq
@@ -146,7 +148,7 @@ var mappings = []mapping{
 		mapTo:        func(d *config.Destination) any { return rabbitMQConfig(d) },
 	},
 	{
-		kind: config.DestinationKafka,
+		kind: kind.Kafka,
 		keys: reflect.TypeFor[config.KafkaDestination](),
 		variants: []variant{{
 			body: `    type: kafka
@@ -184,7 +186,7 @@ var mappings = []mapping{
 		mapTo:        func(d *config.Destination) any { return kafkaConfig(d) },
 	},
 	{
-		kind: config.DestinationNATS,
+		kind: kind.NATS,
 		keys: reflect.TypeFor[config.NATSDestination](),
 		variants: []variant{{
 			body: `    type: nats
@@ -243,7 +245,7 @@ func TestEveryKeyReachesTheSystemConfig(t *testing.T) {
 				for k := range setKeys(v.body) {
 					set[k] = true
 				}
-				d := load(t, v.body)
+				d := loadDestination(t, v.body)
 				if d.Kind != m.kind {
 					t.Fatalf("the variant loads as kind %s, want %s", d.Kind, m.kind)
 				}
@@ -279,7 +281,7 @@ func TestDefaultsAgree(t *testing.T) {
 	t.Parallel()
 	for _, m := range mappings {
 		t.Run(string(m.kind), func(t *testing.T) {
-			got := m.mapTo(load(t, m.required))
+			got := m.mapTo(loadDestination(t, m.required))
 			for _, diff := range fieldDiff(got, m.defaults) {
 				t.Errorf("required keys alone: %s", diff)
 			}
@@ -312,6 +314,18 @@ func TestEnumsAgree(t *testing.T) {
 	}
 }
 
+// connector returns the connector of kind k in All.
+func connector(t *testing.T, k kind.Kind) service.Connector {
+	t.Helper()
+	for _, c := range All() {
+		if c.Kind == k {
+			return c
+		}
+	}
+	t.Fatalf("All has no connector of kind %s", k)
+	return service.Connector{}
+}
+
 // All registers one constructor per broker kind, and each builds the publisher of its
 // system from a loaded destination, without a connection, with a closer.
 func TestAllBuildsEachBrokerPublisher(t *testing.T) {
@@ -329,7 +343,7 @@ func TestAllBuildsEachBrokerPublisher(t *testing.T) {
 			if b.Kind != m.kind {
 				continue
 			}
-			p, closeIt, err := b.New("d", load(t, m.variants[0].body))
+			p, closeIt, err := b.Publisher(context.Background(), service.PublisherParams{Name: "d", Destination: loadDestination(t, m.variants[0].body)})
 			if err != nil {
 				t.Fatalf("%s: New: %v", m.kind, err)
 			}
@@ -345,26 +359,26 @@ func TestAllBuildsEachBrokerPublisher(t *testing.T) {
 // which names the key and holds no secret.
 func TestRefusalNamesTheKeyWithoutTheSecret(t *testing.T) {
 	t.Parallel()
-	r := config.NewDestination("bus", config.DestinationRabbitMQ)
+	r := config.NewDestination("bus", kind.RabbitMQ)
 	r.RabbitMQ.URL = config.NewConnectionURL("amqp://qb:hidden-pw@rabbit/")
 	r.RabbitMQ.Exchange = "events"
 	r.RabbitMQ.ExchangeType = "headers"
-	k := config.NewDestination("stream", config.DestinationKafka)
+	k := config.NewDestination("stream", kind.Kafka)
 	k.Kafka.BootstrapServers, k.Kafka.Topic = "k:9092", "events"
 	k.Kafka.SecurityProtocol, k.Kafka.SASLMechanism, k.Kafka.SASLUsername = config.SecuritySASLSSL, "GSSAPI", "qb"
 	k.Kafka.SASLPassword = config.NewSecret("hidden-pw")
-	n := config.NewDestination("subjects", config.DestinationNATS)
+	n := config.NewDestination("subjects", kind.NATS)
 	n.NATS.Servers, n.NATS.Subject = "nats://qb:hidden-pw@n:4222", "{{ nope }}"
 	for _, c := range []struct {
-		b    service.Broker
+		b    service.Connector
 		d    *config.Destination
 		want string
 	}{
-		{RabbitMQ(), r, `destinations.bus.exchangeType: "headers": use topic, direct or fanout`},
-		{Kafka(), k, `destinations.stream.saslMechanism: kafka: unsupported security setting: "GSSAPI"`},
-		{NATS(), n, `destination subjects: subject:`},
+		{connector(t, kind.RabbitMQ), r, `destinations.bus.exchangeType: "headers": use topic, direct or fanout`},
+		{connector(t, kind.Kafka), k, `destinations.stream.saslMechanism: kafka: unsupported security setting: "GSSAPI"`},
+		{connector(t, kind.NATS), n, `destination subjects: subject:`},
 	} {
-		_, _, err := c.b.New(c.d.Name, c.d)
+		_, _, err := c.b.Publisher(context.Background(), service.PublisherParams{Name: c.d.Name, Destination: c.d})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New = %v, want an error holding %q", err, c.want)
 			continue
@@ -373,7 +387,7 @@ func TestRefusalNamesTheKeyWithoutTheSecret(t *testing.T) {
 			t.Errorf("the error %q holds the password", err)
 		}
 	}
-	if _, _, err := Kafka().New("stream", k); !errors.Is(err, kafka.ErrUnsupportedSecurity) {
+	if _, _, err := connector(t, kind.Kafka).Publisher(context.Background(), service.PublisherParams{Name: "stream", Destination: k}); !errors.Is(err, kafka.ErrUnsupportedSecurity) {
 		t.Errorf("Kafka New = %v, want ErrUnsupportedSecurity", err)
 	}
 }

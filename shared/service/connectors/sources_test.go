@@ -1,4 +1,6 @@
-package sources
+//go:build !queuebox_no_rabbitmq && !queuebox_no_kafka && !queuebox_no_nats
+
+package connectors
 
 import (
 	"context"
@@ -12,9 +14,10 @@ import (
 	"github.com/alternayte/queuebox/shared/connect/nats"
 	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
 	"github.com/alternayte/queuebox/shared/inbox"
+	"github.com/alternayte/queuebox/shared/service"
 )
 
-func load(t *testing.T, sources string) *config.Config {
+func loadSources(t *testing.T, sources string) *config.Config {
 	t.Helper()
 	yaml := `database:
   url: jdbc:postgresql://db:5432/queuebox
@@ -22,7 +25,7 @@ func load(t *testing.T, sources string) *config.Config {
   password: secret
 sources:
 ` + sources
-	cfg, _, err := config.Load(config.LoadOptions{
+	cfg, _, err := service.Load(service.LoadOptions{
 		Env:        map[string]string{"QUEUEBOX_CONFIG_FILE": "queuebox.yml"},
 		NoPackaged: true,
 		ReadFile: func(name string) ([]byte, error) {
@@ -41,7 +44,7 @@ sources:
 // TestEveryBrokerSourceKeyReachesItsSource sets every key of spec/23 for the three broker
 // kinds and checks the system's SourceConfig and the intake's rules.
 func TestEveryBrokerSourceKeyReachesItsSource(t *testing.T) {
-	cfg := load(t, `  q:
+	cfg := loadSources(t, `  q:
     type: rabbitmq
     queueName: incoming
     connectionUrl: amqp://guest:guest@rabbit:5672/
@@ -87,7 +90,7 @@ func TestEveryBrokerSourceKeyReachesItsSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := RabbitMQConfig(cfg.Sources["q"], intake, inbox.IntakeOptions{}, nil)
+	r := RabbitMQSourceConfig(cfg.Sources["q"], intake, inbox.IntakeOptions{}, nil)
 	if r.URL != "amqp://guest:guest@rabbit:5672/" || r.Queue != "incoming" || r.PrefetchCount != 7 || !r.DeclareQueue {
 		t.Errorf("rabbitmq config = %+v", r)
 	}
@@ -98,7 +101,7 @@ func TestEveryBrokerSourceKeyReachesItsSource(t *testing.T) {
 		t.Errorf("rabbitmq intake = %+v", in)
 	}
 	kin, _ := intakeOf(nil, "k", cfg.Sources["k"])
-	k := KafkaConfig(cfg.Sources["k"], kin, inbox.IntakeOptions{}, nil)
+	k := KafkaSourceConfig(cfg.Sources["k"], kin, inbox.IntakeOptions{}, nil)
 	if strings.Join(k.Brokers, ",") != "b1:9092,b2:9092" || strings.Join(k.Topics, ",") != "orders,retry" || k.GroupID != "g1" ||
 		k.AutoOffsetReset != "latest" || k.MaxPollRecords != 42 || k.SecurityProtocol != kafka.SecuritySASLSSL ||
 		k.SASLMechanism != "SCRAM-SHA-512" || k.SASLUsername != "qb" || k.SASLPassword != "k-secret" {
@@ -108,7 +111,7 @@ func TestEveryBrokerSourceKeyReachesItsSource(t *testing.T) {
 		t.Errorf("kafka intake defaults = %+v", k.Intake)
 	}
 	nin, _ := intakeOf(nil, "n", cfg.Sources["n"])
-	n := NATSConfig(cfg.Sources["n"], nin, inbox.IntakeOptions{}, nil)
+	n := NATSSourceConfig(cfg.Sources["n"], nin, inbox.IntakeOptions{}, nil)
 	if strings.Join(n.Servers, ",") != "nats://a:4222,nats://b:4222" || n.Stream != "ORDERS" || n.Durable != "qb-orders" ||
 		n.FilterSubject != "orders.>" || n.AckWait != 1500*time.Millisecond || n.BatchSize != 9 || n.Username != "u" || n.Password != "n-secret" {
 		t.Errorf("nats config = %+v", n)
@@ -117,7 +120,7 @@ func TestEveryBrokerSourceKeyReachesItsSource(t *testing.T) {
 
 // TestDefaultsMatchTheSources checks that the configuration's defaults are the sources'.
 func TestDefaultsMatchTheSources(t *testing.T) {
-	cfg := load(t, `  q:
+	cfg := loadSources(t, `  q:
     queueName: incoming
     connectionUrl: amqp://rabbit:5672/
   k:
@@ -130,13 +133,13 @@ func TestDefaultsMatchTheSources(t *testing.T) {
     durable: qb
 `)
 	in, _ := intakeOf(nil, "q", cfg.Sources["q"])
-	if r := RabbitMQConfig(cfg.Sources["q"], in, inbox.IntakeOptions{}, nil); r.PrefetchCount != rabbitmq.DefaultPrefetchCount || r.DeclareQueue {
+	if r := RabbitMQSourceConfig(cfg.Sources["q"], in, inbox.IntakeOptions{}, nil); r.PrefetchCount != rabbitmq.DefaultPrefetchCount || r.DeclareQueue {
 		t.Errorf("rabbitmq defaults = %+v", r)
 	}
-	if k := KafkaConfig(cfg.Sources["k"], in, inbox.IntakeOptions{}, nil); k.MaxPollRecords != kafka.DefaultMaxPollRecords || k.AutoOffsetReset != kafka.OffsetEarliest {
+	if k := KafkaSourceConfig(cfg.Sources["k"], in, inbox.IntakeOptions{}, nil); k.MaxPollRecords != kafka.DefaultMaxPollRecords || k.AutoOffsetReset != kafka.OffsetEarliest {
 		t.Errorf("kafka defaults = %+v", k)
 	}
-	if n := NATSConfig(cfg.Sources["n"], in, inbox.IntakeOptions{}, nil); n.AckWait != nats.DefaultAckWait || n.BatchSize != nats.DefaultBatchSize {
+	if n := NATSSourceConfig(cfg.Sources["n"], in, inbox.IntakeOptions{}, nil); n.AckWait != nats.DefaultAckWait || n.BatchSize != nats.DefaultBatchSize {
 		t.Errorf("nats defaults = %+v", n)
 	}
 	if in.IdempotencyKeyPath != inbox.DefaultBrokerKeyPath || in.Consumption != "push" {
@@ -167,7 +170,7 @@ func TestDefaultsMatchTheSources(t *testing.T) {
 // TestSkipTombstonesReachesTheKafkaSource: skipTombstones is off unless set, and reaches the
 // Kafka source.
 func TestSkipTombstonesReachesTheKafkaSource(t *testing.T) {
-	cfg := load(t, `  on:
+	cfg := loadSources(t, `  on:
     type: kafka
     bootstrapServers: b1:9092
     topics: [compacted]
@@ -181,7 +184,7 @@ func TestSkipTombstonesReachesTheKafkaSource(t *testing.T) {
 `)
 	for name, want := range map[string]bool{"on": true, "off": false} {
 		in, _ := intakeOf(nil, name, cfg.Sources[name])
-		if k := KafkaConfig(cfg.Sources[name], in, inbox.IntakeOptions{}, nil); k.SkipTombstones != want {
+		if k := KafkaSourceConfig(cfg.Sources[name], in, inbox.IntakeOptions{}, nil); k.SkipTombstones != want {
 			t.Errorf("source %s: SkipTombstones = %v, want %v", name, k.SkipTombstones, want)
 		}
 	}
@@ -190,7 +193,7 @@ func TestSkipTombstonesReachesTheKafkaSource(t *testing.T) {
 // TestMaxBodyBytesReachesTheIntake: maxBodyBytes of each broker kind reaches the intake; no
 // limit unless set.
 func TestMaxBodyBytesReachesTheIntake(t *testing.T) {
-	cfg := load(t, `  q:
+	cfg := loadSources(t, `  q:
     queueName: incoming
     connectionUrl: amqp://rabbit:5672/
     maxBodyBytes: 1000

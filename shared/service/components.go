@@ -1,0 +1,37 @@
+package service
+
+import (
+	"sync"
+
+	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/dburl"
+	"github.com/alternayte/queuebox/shared/store/dialect"
+)
+
+// Components returns the rules that shared/config asks of the components (config.Components):
+// the dialects of the dialect table (shared/store/dialect) and the rules of the built-in
+// connectors (Connector.Rules). Load, OSLoadOptions and LoadEnv load with it, so that `queuebox config check`, queuebox
+// serve, the Lambda functions and the capture node refuse the same configurations with the
+// same text. The value is shared: do not modify it.
+func Components() *config.Components { return components() }
+
+var components = sync.OnceValue(func() *config.Components {
+	c := &config.Components{
+		ParseDatabaseURL: dialect.ParseURL,
+		Destinations:     map[config.DestinationKind]config.DestinationRules{},
+	}
+	for _, conn := range builtinConnectors() {
+		c.Destinations[conn.Kind] = conn.Rules
+	}
+	for _, d := range dialect.All() {
+		c.Dialects = append(c.Dialects, config.Dialect{
+			Name:        config.DatabaseType(d.Name),
+			CaptureMode: config.CaptureMode(d.CaptureMode),
+			UnsupportedParams: func(u dburl.URL) []string {
+				_, dropped := d.Params(u)
+				return dropped
+			},
+		})
+	}
+	return c
+})
