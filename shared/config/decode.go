@@ -116,30 +116,8 @@ func (d *decoder) decodeValue(n *node, p keyPath, v reflect.Value) {
 			return
 		}
 	}
-	if n.kind == nullNode {
+	if n.kind == nullNode || d.decodeSpecial(n, p, v) {
 		return
-	}
-	switch v.Type() {
-	case secretType:
-		if s, ok := d.text(n, p); ok {
-			d.decodeSecret(n, p, s, v)
-		}
-		return
-	case connectionURLType:
-		if s, ok := d.text(n, p); ok {
-			v.Set(reflect.ValueOf(NewConnectionURL(s)))
-		}
-		return
-	}
-	if v.CanAddr() {
-		if sd, ok := v.Addr().Interface().(scalarDecoder); ok {
-			if s, ok := d.text(n, p); ok {
-				if err := sd.decodeScalar(s); err != nil {
-					d.problem(p, n, "%v", err)
-				}
-			}
-			return
-		}
 	}
 	switch v.Kind() {
 	case reflect.Pointer:
@@ -151,38 +129,9 @@ func (d *decoder) decodeValue(n *node, p keyPath, v reflect.Value) {
 		v.Set(elem)
 	case reflect.Struct:
 		d.decodeStruct(n, p, []reflect.Value{v}, nil)
-	case reflect.String:
+	case reflect.String, reflect.Int, reflect.Int64, reflect.Float64, reflect.Bool:
 		if s, ok := d.text(n, p); ok {
-			v.SetString(s)
-		}
-	case reflect.Int, reflect.Int64:
-		if s, ok := d.text(n, p); ok {
-			i, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-			if err != nil {
-				d.problem(p, n, "must be a whole number, not %q", s)
-				return
-			}
-			v.SetInt(i)
-		}
-	case reflect.Float64:
-		if s, ok := d.text(n, p); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-				d.problem(p, n, "must be a number, not %q", s)
-				return
-			}
-			v.SetFloat(f)
-		}
-	case reflect.Bool:
-		if s, ok := d.text(n, p); ok {
-			switch strings.ToLower(strings.TrimSpace(s)) {
-			case "true":
-				v.SetBool(true)
-			case "false":
-				v.SetBool(false)
-			default:
-				d.problem(p, n, "must be true or false, not %q", s)
-			}
+			d.decodeScalarKind(n, p, s, v)
 		}
 	case reflect.Slice:
 		d.decodeList(n, p, v)
@@ -190,6 +139,67 @@ func (d *decoder) decodeValue(n *node, p keyPath, v reflect.Value) {
 		d.decodeMap(n, p, v)
 	default:
 		panic(fmt.Sprintf("config: no decoder for %s at %s", v.Type(), p))
+	}
+}
+
+// decodeSpecial decodes the types that decode themselves from one scalar: a Secret, a
+// ConnectionURL and a scalarDecoder. It reports whether v is one of them.
+func (d *decoder) decodeSpecial(n *node, p keyPath, v reflect.Value) bool {
+	switch v.Type() {
+	case secretType:
+		if s, ok := d.text(n, p); ok {
+			d.decodeSecret(n, p, s, v)
+		}
+		return true
+	case connectionURLType:
+		if s, ok := d.text(n, p); ok {
+			v.Set(reflect.ValueOf(NewConnectionURL(s)))
+		}
+		return true
+	}
+	if !v.CanAddr() {
+		return false
+	}
+	sd, ok := v.Addr().Interface().(scalarDecoder)
+	if !ok {
+		return false
+	}
+	if s, ok := d.text(n, p); ok {
+		if err := sd.decodeScalar(s); err != nil {
+			d.problem(p, n, "%v", err)
+		}
+	}
+	return true
+}
+
+// decodeScalarKind sets the string, whole number, number or boolean v from the scalar text s.
+func (d *decoder) decodeScalarKind(n *node, p keyPath, s string, v reflect.Value) {
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Int, reflect.Int64:
+		i, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil {
+			d.problem(p, n, "must be a whole number, not %q", s)
+			return
+		}
+		v.SetInt(i)
+	case reflect.Float64:
+		f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			d.problem(p, n, "must be a number, not %q", s)
+			return
+		}
+		v.SetFloat(f)
+	case reflect.Bool:
+		switch strings.ToLower(strings.TrimSpace(s)) {
+		case "true":
+			v.SetBool(true)
+		case "false":
+			v.SetBool(false)
+		default:
+			d.problem(p, n, "must be true or false, not %q", s)
+		}
 	}
 }
 

@@ -319,143 +319,228 @@ func wanted(w Want, enabled bool) bool {
 }
 
 func (a *App) build(ctx context.Context) error {
-	cfg, o, log := a.cfg, a.opts, a.log
-	var st store.Store
+	st := a.bindStore()
+	ccfg, withCapture, err := a.captureSettings()
+	if err != nil {
+		return err
+	}
+	steps := []func() error{
+		func() error { return a.openHealthPool(ctx) },
+		func() error { return a.buildOutbox(ctx, st, withCapture) },
+		func() error { return a.buildRelay(st) },
+		func() error { return a.buildRetention(st) },
+		func() error { return a.buildAdmin(st) },
+		func() error { return a.buildInbox(st) },
+		func() error { return a.buildWakers(ctx) },
+		a.buildSources,
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	if withCapture {
+		return a.buildCapture(ccfg)
+	}
+	return nil
+}
+
+// bindStore returns the store the parts use: the open database's, or a bound store that Open
+// binds later.
+func (a *App) bindStore() store.Store {
 	if a.DB != nil {
-		st = a.DB.Store
-	} else {
-		a.store = &boundStore{}
-		st = a.store
+		return a.DB.Store
 	}
+	a.store = &boundStore{}
+	return a.store
+}
 
-	var ccfg capture.Config
-	withCapture := wanted(o.Capture, cfg.Outbox.Capture.Enabled)
+// captureSettings returns the capture settings when capture runs in this program, refusing a
+// program that requires capture while it is off.
+func (a *App) captureSettings() (capture.Config, bool, error) {
+	cfg, o := a.cfg, a.opts
+	if !wanted(o.Capture, cfg.Outbox.Capture.Enabled) {
+		return capture.Config{}, false, nil
+	}
+	if o.Capture == Required && !cfg.Outbox.Capture.Enabled {
+		return capture.Config{}, false, startError("start capture", fmt.Errorf(
+			"outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED); %s needs it true and outbox.capture.mode %s", o.Name, captureModes()))
+	}
+	ccfg, err := CaptureConfig(cfg, waker.Nop{}, a.log)
+	if err != nil {
+		return capture.Config{}, false, startError("start capture", err)
+	}
+	return ccfg, true, nil
+}
+
+// openHealthPool opens the one-connection pool of the database health check, when asked.
+func (a *App) openHealthPool(ctx context.Context) error {
+	if !a.opts.HealthPool {
+		return nil
+	}
+	cfg := a.cfg
+	d, dsn, err := databaseConnString(cfg)
+	if err == nil {
+		a.health, err = d.OpenHealth(ctx, store.OpenConfig{
+			ConnString: dsn, PoolSize: 1, ConnectTimeout: cfg.Database.ConnectionTimeoutMs.Duration(),
+		})
+	}
+	if err != nil {
+		return startError("connect to the database", err)
+	}
+	a.closers = append(a.closers, a.health.Close)
+	return nil
+}
+
+// buildOutbox builds the outbox poller and its publishers, when asked.
+func (a *App) buildOutbox(ctx context.Context, st store.Store, withCapture bool) error {
+	if !a.opts.Poller {
+		return nil
+	}
+	cfg, o := a.cfg, a.opts
+	oc := OutboxConfig(cfg)
 	if withCapture {
-		if o.Capture == Required && !cfg.Outbox.Capture.Enabled {
-			return startError("start capture", fmt.Errorf(
-				"outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED); %s needs it true and outbox.capture.mode %s", o.Name, captureModes()))
-		}
-		var err error
-		if ccfg, err = CaptureConfig(cfg, waker.Nop{}, log); err != nil {
-			return startError("start capture", err)
-		}
+		// With capture in-process, the poller waits at most
+		// outbox.capture.reconciliationIntervalMs between two claims when no event arrives,
+		// instead of outbox.pollIntervalMs.
+		oc.PollInterval = cfg.Outbox.Capture.ReconciliationIntervalMs.Duration()
+		oc = oc.WithDefaults()
 	}
-	if o.HealthPool {
-		d, dsn, err := databaseConnString(cfg)
-		if err == nil {
-			a.health, err = d.OpenHealth(ctx, store.OpenConfig{
-				ConnString: dsn, PoolSize: 1, ConnectTimeout: cfg.Database.ConnectionTimeoutMs.Duration(),
-			})
-		}
-		if err != nil {
-			return startError("connect to the database", err)
-		}
-		a.closers = append(a.closers, a.health.Close)
-	}
-
 	var err error
-	if o.Poller {
-		oc := OutboxConfig(cfg)
-		if withCapture {
-			// With capture in-process, the poller waits at most
-			// outbox.capture.reconciliationIntervalMs between two claims when no event arrives
-			// (spec/23-configuration.md), instead of outbox.pollIntervalMs.
-			oc.PollInterval = cfg.Outbox.Capture.ReconciliationIntervalMs.Duration()
-			oc = oc.WithDefaults()
-		}
-		if a.Outbox, err = newOutbox(ctx, cfg, oc, st, o.Metrics, a.engine, log, a.tracing.Tracer(), o.Brokers...); err != nil {
+	if a.Outbox, err = newOutbox(ctx, cfg, oc, st, o.Metrics, a.engine, a.log, a.tracing.Tracer(), o.Brokers...); err != nil {
+		return err
+	}
+	a.closers = append(a.closers, a.Outbox.Close)
+	return nil
+}
+
+// buildRelay builds the inbox relay, when it runs in this program. It wakes the poller of this
+// process after a cycle that forwarded rows: the poller claims them at once, not after its
+// poll interval.
+func (a *App) buildRelay(st store.Store) error {
+	if !wanted(a.opts.Relay, a.cfg.Inbox.Relay.Enabled) {
+		return nil
+	}
+	var outboxWaker waker.Waker
+	if a.Outbox != nil {
+		outboxWaker = a.Outbox.Poller
+	}
+	var err error
+	a.Relay, err = newRelay(a.cfg, st, a.opts.Metrics, outboxWaker, a.log, a.tracing.Tracer())
+	return err
+}
+
+// buildRetention builds the retention cleaner, when asked.
+func (a *App) buildRetention(st store.Store) error {
+	if !a.opts.Retention {
+		return nil
+	}
+	var rm retention.Metrics
+	if m, ok := a.opts.Metrics.(retention.Metrics); ok {
+		rm = m
+	}
+	var err error
+	if a.Cleaner, err = retention.New(retention.Options{Store: st, Config: RetentionConfig(a.cfg), Metrics: rm, Logger: a.log}); err != nil {
+		return startError("build the retention cleanup", err)
+	}
+	return nil
+}
+
+// buildAdmin builds the admin routes and the console, when they run in this program.
+func (a *App) buildAdmin(st store.Store) error {
+	if !wanted(a.opts.Admin, a.cfg.Admin.Enabled) {
+		return nil
+	}
+	var err error
+	if a.Admin, err = newAdmin(a.cfg, st, a.engine, a.log); err != nil {
+		return err
+	}
+	a.Console, err = newConsole(a.cfg, st, st, a.opts.Metrics, a.opts.Counters, a.log)
+	return err
+}
+
+// buildInbox builds the HTTP inbox, when asked. It wakes the relay of this process after it
+// stored a push row.
+func (a *App) buildInbox(st store.Store) error {
+	if !a.opts.Inbox {
+		return nil
+	}
+	var inboxWaker inbox.Waker
+	if a.Relay != nil {
+		inboxWaker = a.Relay
+	}
+	var err error
+	a.Inbox, err = newInboxHandler(a.cfg, st, a.opts.Metrics, inboxWaker, a.opts.Draining, a.engine, a.log, a.tracing.Tracer())
+	return err
+}
+
+// buildWakers builds the wakers of another process (the capture node's Lambda invokes), when
+// the runtime gives them.
+func (a *App) buildWakers(ctx context.Context) error {
+	if a.opts.RemoteWakers == nil {
+		return nil
+	}
+	var err error
+	if a.wakers, err = a.opts.RemoteWakers(ctx); err != nil {
+		var se *StartError
+		if errors.As(err, &se) {
 			return err
 		}
-		a.closers = append(a.closers, a.Outbox.Close)
+		return startError("build the wakers", err)
 	}
-	if wanted(o.Relay, cfg.Inbox.Relay.Enabled) {
-		// The relay wakes the poller of this process after a cycle that forwarded rows: the
-		// poller claims them at once, not after its poll interval.
-		var outboxWaker waker.Waker
-		if a.Outbox != nil {
-			outboxWaker = a.Outbox.Poller
-		}
-		if a.Relay, err = newRelay(cfg, st, o.Metrics, outboxWaker, log, a.tracing.Tracer()); err != nil {
-			return err
-		}
+	if a.wakers.Close != nil {
+		a.closers = append(a.closers, a.wakers.Close)
 	}
-	if o.Retention {
-		var rm retention.Metrics
-		if m, ok := o.Metrics.(retention.Metrics); ok {
-			rm = m
-		}
-		if a.Cleaner, err = retention.New(retention.Options{Store: st, Config: RetentionConfig(cfg), Metrics: rm, Logger: log}); err != nil {
-			return startError("build the retention cleanup", err)
-		}
+	return nil
+}
+
+// buildSources builds the broker sources, when the runtime gives their builder. They wake the
+// relay of this process, or that of another.
+func (a *App) buildSources() error {
+	o := a.opts
+	if o.Sources == nil {
+		return nil
 	}
-	if wanted(o.Admin, cfg.Admin.Enabled) {
-		if a.Admin, err = newAdmin(cfg, st, a.engine, log); err != nil {
-			return err
-		}
-		if a.Console, err = newConsole(cfg, st, st, o.Metrics, o.Counters, log); err != nil {
-			return err
-		}
+	so := SourceOptions{Logger: a.log, Engine: a.engine, Tracer: a.tracing.Tracer()}
+	if o.Metrics != nil {
+		so.Metrics = o.Metrics
 	}
-	if o.Inbox {
-		// The inbox wakes the relay of this process after it stored a push row.
-		var inboxWaker inbox.Waker
-		if a.Relay != nil {
-			inboxWaker = a.Relay
-		}
-		if a.Inbox, err = newInboxHandler(cfg, st, o.Metrics, inboxWaker, o.Draining, a.engine, log, a.tracing.Tracer()); err != nil {
-			return err
-		}
+	switch {
+	case a.Relay != nil:
+		so.Waker = a.Relay
+	case a.wakers.Inbox != nil:
+		so.Waker = a.wakers.Inbox
 	}
-	if o.RemoteWakers != nil {
-		if a.wakers, err = o.RemoteWakers(ctx); err != nil {
-			var se *StartError
-			if errors.As(err, &se) {
-				return err
-			}
-			return startError("build the wakers", err)
-		}
-		if a.wakers.Close != nil {
-			a.closers = append(a.closers, a.wakers.Close)
-		}
+	g, err := o.Sources(a.cfg, so)
+	if err != nil {
+		return startError("build the inbox sources", err)
 	}
-	if o.Sources != nil {
-		so := SourceOptions{Logger: log, Engine: a.engine, Tracer: a.tracing.Tracer()}
-		if o.Metrics != nil {
-			so.Metrics = o.Metrics
-		}
-		switch {
-		case a.Relay != nil:
-			so.Waker = a.Relay
-		case a.wakers.Inbox != nil:
-			so.Waker = a.wakers.Inbox
-		}
-		g, err := o.Sources(cfg, so)
-		if err != nil {
-			return startError("build the inbox sources", err)
-		}
-		if g != nil && g.Len() > 0 {
-			a.Sources = g
-			a.checks = append(a.checks, g.Checks()...)
-		}
+	if g != nil && g.Len() > 0 {
+		a.Sources = g
+		a.checks = append(a.checks, g.Checks()...)
 	}
-	if withCapture {
-		// Capture wakes the poller and the relay of this process, or those of another.
-		switch {
-		case a.Outbox != nil:
-			ccfg.Waker = waker.Func(a.Outbox.Poller.Wake)
-		case a.wakers.Outbox != nil:
-			ccfg.Waker = a.wakers.Outbox
-		}
-		switch {
-		case a.Relay != nil:
-			ccfg.InboxWaker = waker.Func(a.Relay.Wake)
-		case a.wakers.Inbox != nil:
-			ccfg.InboxWaker = a.wakers.Inbox
-		}
-		ccfg.Tracer = a.tracing.Tracer()
-		if a.Capture, err = capture.New(ccfg); err != nil {
-			return startError("start capture", err)
-		}
+	return nil
+}
+
+// buildCapture builds the capture connector. Capture wakes the poller and the relay of this
+// process, or those of another.
+func (a *App) buildCapture(ccfg capture.Config) error {
+	switch {
+	case a.Outbox != nil:
+		ccfg.Waker = waker.Func(a.Outbox.Poller.Wake)
+	case a.wakers.Outbox != nil:
+		ccfg.Waker = a.wakers.Outbox
+	}
+	switch {
+	case a.Relay != nil:
+		ccfg.InboxWaker = waker.Func(a.Relay.Wake)
+	case a.wakers.Inbox != nil:
+		ccfg.InboxWaker = a.wakers.Inbox
+	}
+	ccfg.Tracer = a.tracing.Tracer()
+	var err error
+	if a.Capture, err = capture.New(ccfg); err != nil {
+		return startError("start capture", err)
 	}
 	return nil
 }
