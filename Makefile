@@ -128,7 +128,9 @@ bench-peers:
 ## QUEUEBOX_CONFIG_FILE=/var/task/queuebox.yml). LAMBDA_DESTINATIONS="http kafka" names the
 ## destination kinds that the poll function links (default: all four); each broker left out is
 ## the build tag queuebox_no_<kind>, and a destination of that kind then has no publisher, so
-## its rows go dead. See deploy/README.md.
+## its rows go dead. LAMBDA_JSONATA=no leaves the JSONata engine out of every function (the
+## build tag queuebox_no_jsonata): smaller zips, and a function then refuses a configuration
+## that holds a transform. See deploy/README.md.
 LAMBDA_DIR          := $(BIN)/lambda
 LAMBDA_FUNCTIONS    := $(sort $(patsubst functions/%/main.go,%,$(wildcard functions/*/main.go)))
 LAMBDA_ENV          := CGO_ENABLED=0 GOOS=linux GOARCH=arm64
@@ -140,7 +142,11 @@ endif
 LAMBDA_COMMA        := ,
 LAMBDA_EMPTY        :=
 LAMBDA_SPACE        := $(LAMBDA_EMPTY) $(LAMBDA_EMPTY)
-LAMBDA_LEFT_OUT     := $(addprefix queuebox_no_,$(filter-out $(LAMBDA_DESTINATIONS),$(LAMBDA_BROKERS)))
+LAMBDA_JSONATA      ?= yes
+ifeq ($(filter yes no,$(LAMBDA_JSONATA)),)
+$(error LAMBDA_JSONATA is $(LAMBDA_JSONATA); it must be yes or no)
+endif
+LAMBDA_LEFT_OUT     := $(addprefix queuebox_no_,$(filter-out $(LAMBDA_DESTINATIONS),$(LAMBDA_BROKERS))) $(if $(filter no,$(LAMBDA_JSONATA)),queuebox_no_jsonata)
 LAMBDA_TAGS         := $(subst $(LAMBDA_SPACE),$(LAMBDA_COMMA),$(strip lambda.norpc $(LAMBDA_LEFT_OUT)))
 LAMBDA_FLAGS        := -tags $(LAMBDA_TAGS) -trimpath -ldflags "-s -w $(VERSION_LDFLAGS)"
 LAMBDA_CONFIG       ?=

@@ -14,14 +14,14 @@ import (
 	"context"
 
 	"github.com/alternayte/queuebox/shared/lambdafn"
-	"github.com/alternayte/queuebox/shared/transform/jsonata"
+	"github.com/alternayte/queuebox/shared/transform/builtin"
 )
 
 func main() {
 	ctx := context.Background()
 	// The admin function runs the transform test (POST /admin/transform/test) on the JSONata
-	// engine.
-	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(jsonata.NewEngine(jsonata.EngineOptions{})))
+	// engine, unless it is built with the tag queuebox_no_jsonata.
+	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(builtin.Engine()))
 	if err != nil {
 		lambdafn.Exit(err)
 	}

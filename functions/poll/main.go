@@ -13,13 +13,14 @@ import (
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/service/connectors"
-	"github.com/alternayte/queuebox/shared/transform/jsonata"
+	"github.com/alternayte/queuebox/shared/transform/builtin"
 )
 
 func main() {
 	ctx := context.Background()
-	// The poll function applies the route and destination transforms on the JSONata engine.
-	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(jsonata.NewEngine(jsonata.EngineOptions{})))
+	// The poll function applies the route and destination transforms on the JSONata engine;
+	// built with the tag queuebox_no_jsonata, it refuses a configuration that holds one.
+	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(builtin.Engine()))
 	if err != nil {
 		lambdafn.Exit(err)
 	}

@@ -59,6 +59,7 @@ import (
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/service/connectors"
+	"github.com/alternayte/queuebox/shared/transform/jsonata"
 	"github.com/alternayte/queuebox/shared/waker/lambdawaker"
 )
 
@@ -166,6 +167,8 @@ func New(ctx context.Context, cfg *service.Config, s Settings, o Options, log *s
 	}
 	ao := service.AppOptions{
 		Logger: log, Name: "the capture node",
+		// The broker sources run their transforms on the JSONata engine.
+		Engine: jsonata.NewEngine(jsonata.EngineOptions{}),
 		// Capture runs when outbox.capture.enabled; without it, the broker sources are all
 		// that the node runs (the refusal above needs one of them).
 		Capture: service.IfEnabled, CaptureDecides: true,

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/deploy/lambdazip"
+	"github.com/alternayte/queuebox/shared/transform/builtin"
 )
 
 const module = "github.com/alternayte/queuebox"
@@ -93,5 +94,11 @@ func TestEachFunctionLinksOnlyWhatItRuns(t *testing.T) {
 	t.Run("every broker left out", func(t *testing.T) {
 		t.Parallel()
 		assert.Equal(t, js, functionLinks(t, every...)["poll"], "the poll function keeps http and the engine")
+	})
+	t.Run(builtin.Tag, func(t *testing.T) {
+		t.Parallel()
+		brokers := []string{"amqp091-go", "franz-go", "nats.go"}
+		want := map[string][]string{"admin": {}, "inbox": {}, "poll": brokers, "relay": {}, "retention": {}}
+		assert.Equal(t, want, functionLinks(t, builtin.Tag), "no function links the JavaScript engine")
 	})
 }

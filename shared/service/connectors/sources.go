@@ -22,7 +22,6 @@ import (
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/transform"
-	"github.com/alternayte/queuebox/shared/transform/jsonata"
 )
 
 // Source is one broker source: its consumer, which stores through the sink it runs with.
@@ -46,8 +45,8 @@ type Options struct {
 	Waker inbox.Waker
 	// Logger receives the log lines. Default: slog.Default().
 	Logger *slog.Logger
-	// Engine compiles the source transforms. Default: a new JSONata engine
-	// (shared/transform/jsonata).
+	// Engine compiles the source transforms (the JSONata engine of shared/transform/jsonata).
+	// Without one, a source with a transform is refused with transform.ErrNoEngine.
 	Engine transform.Compiler
 	// Tracer creates the span of each stored message (docs/tracing.md). Default: none,
 	// tracing off.
@@ -70,9 +69,6 @@ var _ service.SourceBuilder = Build
 func FromConfig(cfg *config.Config, o Options) ([]Runner, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
-	}
-	if o.Engine == nil {
-		o.Engine = jsonata.NewEngine(jsonata.EngineOptions{})
 	}
 	byKind := map[config.SourceKind]service.Connector{}
 	for _, c := range All() {
