@@ -131,7 +131,7 @@ type Node struct {
 // errNothingToRun refuses a node with neither capture nor a broker source.
 var errNothingToRun = errors.New("outbox.capture.enabled is false (QUEUEBOX_OUTBOX_CAPTURE_ENABLED) and no broker source " +
 	"is configured (sources.<name> of type rabbitmq, kafka or nats); the capture node runs capture, the broker sources or both: " +
-	"set outbox.capture.enabled true with outbox.capture.mode postgres-logical, or configure a broker source")
+	"set outbox.capture.enabled true with outbox.capture.mode postgres-logical (PostgreSQL) or sqlserver-cdc (SQL Server), or configure a broker source")
 
 // HasBrokerSources reports whether cfg configures a broker source (sources.<name> of type
 // rabbitmq, kafka or nats), which the node then runs.
