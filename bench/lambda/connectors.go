@@ -9,11 +9,13 @@ import (
 	"strings"
 
 	"github.com/alternayte/queuebox/deploy/lambdazip"
+	"github.com/alternayte/queuebox/shared/transform/builtin"
 )
 
-// connectorCost is what one broker destination adds to the poll function: the poll function
-// built with every destination, less the poll function built with this one left out by its
-// build tag (lambdazip.Connectors; `make lambda LAMBDA_DESTINATIONS=...`).
+// connectorCost is what one broker destination (or the JSONata engine) adds to the poll
+// function: the poll function built with every destination, less the poll function built with
+// this one left out by its build tag (lambdazip.Connectors, `make lambda
+// LAMBDA_DESTINATIONS=...`; builtin.Tag, `make lambda LAMBDA_JSONATA=no`).
 type connectorCost struct {
 	// Kind is the destination kind; "rabbitmq+kafka+nats" leaves every broker out (the poll
 	// function with http alone).
@@ -35,8 +37,8 @@ type connectorInfo struct {
 }
 
 // measureConnectors builds the poll function once with every destination and once without
-// each broker destination (and once without all of them), zips each build as `make lambda`
-// does, and returns the differences.
+// each broker destination (and once without all of them, and once without the JSONata
+// engine), zips each build as `make lambda` does, and returns the differences.
 func measureConnectors(ctx context.Context, work string) (*connectorInfo, error) {
 	size := func(label string, tags []string) (lambdazip.Size, error) {
 		dir := filepath.Join(work, "connectors", label)
@@ -65,6 +67,8 @@ func measureConnectors(ctx context.Context, work string) (*connectorInfo, error)
 		cases = append(cases, connectorCost{Kind: c.Kind, Tags: []string{c.Tag}})
 	}
 	cases = append(cases, connectorCost{Kind: strings.Join(kinds, "+"), Tags: every})
+	// The JSONata engine (`make lambda LAMBDA_JSONATA=no`) is measured the same way.
+	cases = append(cases, connectorCost{Kind: "jsonata", Tags: []string{builtin.Tag}})
 	for _, cc := range cases {
 		if cc.Without, err = size("without-"+cc.Kind, cc.Tags); err != nil {
 			return nil, err
@@ -78,7 +82,7 @@ func measureConnectors(ctx context.Context, work string) (*connectorInfo, error)
 
 // writeConnectorTable prints the cost of each broker destination in the poll function.
 func writeConnectorTable(w io.Writer, info *connectorInfo) {
-	fmt.Fprintf(w, "\nBroker destinations in the poll function (full: bootstrap %.1f MB, zip %.2f MB; http is always in):\n",
+	fmt.Fprintf(w, "\nBroker destinations and the JSONata engine in the poll function (full: bootstrap %.1f MB, zip %.2f MB; http is always in):\n",
 		float64(info.Full.Bootstrap)/1e6, float64(info.Full.Zip)/1e6)
 	fmt.Fprintf(w, "%-20s %14s %12s %14s %12s\n", "left out", "bootstrap MB", "zip MB", "cost boot MB", "cost zip MB")
 	for _, c := range info.Costs {
