@@ -18,14 +18,11 @@ type SourceTransform struct{ expr transform.Expression }
 // The error is the compile error of the expression, or transform.ErrNoEngine without an
 // engine.
 func CompileTransform(engine transform.Compiler, t *transform.Config) (SourceTransform, error) {
-	if engine == nil {
-		return SourceTransform{}, transform.ErrNoEngine
-	}
-	x, err := engine.Compile(t.Expression, t.Limits())
-	if err != nil {
+	step, err := transform.CompileStep(engine, t)
+	if err != nil || step == nil {
 		return SourceTransform{}, err
 	}
-	return SourceTransform{expr: x}, nil
+	return SourceTransform{expr: step.Expression}, nil
 }
 
 // Expression returns the compiled expression, with its limits.
