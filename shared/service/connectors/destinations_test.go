@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"reflect"
 	"sort"
 	"strings"
@@ -25,26 +24,7 @@ import (
 // destination named d.
 func loadDestination(t *testing.T, body string) *config.Destination {
 	t.Helper()
-	yaml := `database:
-  url: jdbc:postgresql://db:5432/queuebox
-  username: queuebox
-  password: secret
-destinations:
-  d:
-` + body
-	cfg, _, err := service.Load(service.LoadOptions{
-		Env:        map[string]string{"QUEUEBOX_CONFIG_FILE": "queuebox.yml"},
-		NoPackaged: true,
-		ReadFile: func(name string) ([]byte, error) {
-			if name == "queuebox.yml" {
-				return []byte(yaml), nil
-			}
-			return nil, fs.ErrNotExist
-		},
-	})
-	if err != nil {
-		t.Fatalf("loading\n%s\n: %v", yaml, err)
-	}
+	cfg := loadFile(t, "destinations:\n  d:\n"+body)
 	d := cfg.Destinations["d"]
 	if d == nil {
 		t.Fatalf("the configuration has no destination d: %v", cfg.Destinations)

@@ -17,14 +17,20 @@ import (
 	"github.com/alternayte/queuebox/shared/service"
 )
 
+// loadSources loads a configuration file whose sources block is sources.
 func loadSources(t *testing.T, sources string) *config.Config {
+	t.Helper()
+	return loadFile(t, "sources:\n"+sources)
+}
+
+// loadFile loads a configuration file of the database block and body.
+func loadFile(t *testing.T, body string) *config.Config {
 	t.Helper()
 	yaml := `database:
   url: jdbc:postgresql://db:5432/queuebox
   username: queuebox
   password: secret
-sources:
-` + sources
+` + body
 	cfg, _, err := service.Load(service.LoadOptions{
 		Env:        map[string]string{"QUEUEBOX_CONFIG_FILE": "queuebox.yml"},
 		NoPackaged: true,
