@@ -345,13 +345,7 @@ func (n *Node) services(srv *http.Server, ln net.Listener, serveErr chan<- error
 		}))
 	}
 	if srcs := n.app.Sources; srcs != nil {
-		g.Add(lifecycle.NewLoop(func(ctx context.Context) {
-			srcs.Start(ctx, n.app.DB.Store)
-			<-ctx.Done()
-			if !srcs.Stop(service.SourceStopTimeout) {
-				n.log.Warn("a broker source did not stop in time", "timeout", service.SourceStopTimeout.String())
-			}
-		}))
+		g.Add(service.SourcesService(srcs, n.app.DB.Store, n.log))
 	}
 	return &g
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/lifecycle"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/relay"
@@ -45,7 +44,7 @@ func (l *Local) services(servers []server, serveErr chan<- error) *lifecycle.Gro
 	g.Add(workers...)
 	g.Add(serveService(servers, serveErr, l.log))
 	if a.Sources != nil {
-		g.Add(sourcesService(a.Sources, a.DB.Store, l.log))
+		g.Add(service.SourcesService(a.Sources, a.DB.Store, l.log))
 	}
 	return &g
 }
@@ -65,19 +64,6 @@ func relayService(r *relay.Relay, log *slog.Logger) lifecycle.Service {
 		sum := r.Run(ctx, relay.RunOptions{})
 		log.Info("inbox relay stopped", "forwarded", sum.Forwarded, "dead", sum.Dead, "claims_lost", sum.ClaimsLost,
 			"lease_expired", sum.LeaseExpired)
-	})
-}
-
-// sourcesService runs the broker sources, storing through sink. At its stop they stop
-// consuming, and a batch whose store began is finished and acknowledged, within
-// service.SourceStopTimeout.
-func sourcesService(srcs service.SourceGroup, sink inbox.Inserter, log *slog.Logger) lifecycle.Service {
-	return lifecycle.NewLoop(func(ctx context.Context) {
-		srcs.Start(ctx, sink)
-		<-ctx.Done()
-		if !srcs.Stop(service.SourceStopTimeout) {
-			log.Warn("a broker source did not stop in time", "timeout", service.SourceStopTimeout.String())
-		}
 	})
 }
 
