@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/kind"
 )
 
@@ -24,6 +25,10 @@ type ConnectorSpec struct {
 	// Source describes the source block of the kind; nil when the kind has no source. A source
 	// block embeds BrokerSource (the keys that every broker source shares).
 	Source *BlockSpec
+	// Headers is what a destination of the kind carries of a header (docs/headers.md): the
+	// validation checks a destination's static headers with it, and the outbox fits a row's
+	// headers to it before each publish. The zero Rule carries every header.
+	Headers forwarded.Rule
 }
 
 // BlockSpec describes the block of one kind of destination or source.
@@ -200,4 +205,21 @@ func connectorBoundsOf(s ConnectorSpec) map[string]bound {
 		}
 	}
 	return out
+}
+
+// HeaderRule returns what a destination of kind k carries of a header: forwarded.HTTP for the
+// built-in kind http, the connector's rule for a connector's kind, and every header for a kind
+// that c does not know.
+func (c *Components) HeaderRule(k kind.Kind) forwarded.Rule {
+	if k == kind.HTTP {
+		return forwarded.HTTP
+	}
+	if c != nil {
+		for _, s := range c.Connectors {
+			if s.Kind == k {
+				return s.Headers
+			}
+		}
+	}
+	return forwarded.Rule{}
 }

@@ -366,8 +366,9 @@ func (v *validator) destination(p keyPath, d *Destination) {
 		}
 		// Every publish would fail on it (docs/headers.md); the value is never shown, since it
 		// may come from a secret.
-		if f := forwarded.Check(string(d.Kind), name, d.Headers[name]); f != forwarded.Carried {
-			v.add(p.child("headers"), "has the header %q, which a destination of type %s cannot send: %s", name, d.Kind, forwarded.Reason(string(d.Kind), f))
+		rule := v.comps.HeaderRule(d.Kind)
+		if f := rule.Check(name, d.Headers[name]); f != forwarded.Carried {
+			v.add(p.child("headers"), "has the header %q, which a destination of type %s cannot send: %s", name, d.Kind, rule.Reason(f))
 		}
 	}
 	v.transform(p.child("transform"), d.Transform)

@@ -36,10 +36,6 @@ var allowed = map[string]string{
 	// HTTP source, and the webhook destination shares its auth and signing blocks with the
 	// rest of the tree. Every other kind's block is its connector's (config.ConnectorSpec).
 	"shared/config": "the built-in kind http",
-	// The header rule of each protocol (docs/headers.md), which the validation (in
-	// shared/config, which links no connector) and the outbox both apply: it must stay a
-	// package that imports nothing of QueueBox. A kind without a rule carries every header.
-	"shared/forwarded": "the header rule of each protocol, shared by the validation and the outbox",
 	// The default topic template of a source whose topic is blank: {{ eventType }} for the
 	// built-in HTTP source, {{ source }} for every other kind (a broker's).
 	"shared/relay": "the default topic of the built-in http kind",

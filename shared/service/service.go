@@ -325,7 +325,8 @@ func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, engi
 			closeAll()
 			return nil, nil, fmt.Errorf("destinations.%s.transform: %w", name, err)
 		}
-		dests = append(dests, withControls(cfg, d, outbox.Destination{Name: name, Publisher: p, Transform: step}))
+		dests = append(dests, withControls(cfg, d, outbox.Destination{Name: name, Publisher: p, Transform: step,
+			Headers: Components().HeaderRule(d.Kind)}))
 	}
 	return dests, closeAll, nil
 }

@@ -5,7 +5,10 @@
 package natsconfig
 
 import (
+	"strings"
+
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/kind"
 )
 
@@ -16,7 +19,8 @@ const Kind kind.Kind = "nats"
 // config.Components.
 func Spec() config.ConnectorSpec {
 	return config.ConnectorSpec{
-		Kind: Kind,
+		Kind:    Kind,
+		Headers: Headers,
 		Destination: &config.BlockSpec{
 			Required: []string{"servers", "subject"},
 			New:      func() config.Block { return newDestination() },
@@ -32,6 +36,24 @@ func Spec() config.ConnectorSpec {
 		},
 	}
 }
+
+// Headers is what a NATS message carries of a header: a name that is a token of RFC 9110
+// (forwarded.ValidName), as the NATS client requires, and a value without CR or LF, which the
+// client turns into spaces (its header block is line based).
+var Headers = forwarded.NewRule(func(name, value string) forwarded.Fault {
+	switch {
+	case !forwarded.ValidName(name):
+		return forwarded.BadName
+	case strings.ContainsAny(value, "\r\n"):
+		return forwarded.BadValue
+	}
+	return forwarded.Carried
+}, func(f forwarded.Fault) string {
+	if f == forwarded.BadName {
+		return forwarded.BadNameReason
+	}
+	return "its value holds a CR or LF character, which a NATS header value cannot hold"
+})
 
 // Credentials holds the credentials of a NATS destination or source: a user name and a
 // password, or a token.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/kind"
 )
 
@@ -20,7 +21,8 @@ const Kind kind.Kind = "rabbitmq"
 // config.Components.
 func Spec() config.ConnectorSpec {
 	return config.ConnectorSpec{
-		Kind: Kind,
+		Kind:    Kind,
+		Headers: Headers,
 		Destination: &config.BlockSpec{
 			Required: []string{"url", "exchange"},
 			New:      func() config.Block { return newDestination() },
@@ -32,6 +34,21 @@ func Spec() config.ConnectorSpec {
 		},
 	}
 }
+
+// MaxHeaderNameBytes is the longest header name that an AMQP 0-9-1 table holds: a key is a
+// short string, one length octet and at most 255 bytes.
+const MaxHeaderNameBytes = 255
+
+// Headers is what a RabbitMQ message carries of a header: a name of at most
+// MaxHeaderNameBytes bytes, and any value.
+var Headers = forwarded.NewRule(func(name, _ string) forwarded.Fault {
+	if len(name) > MaxHeaderNameBytes {
+		return forwarded.BadName
+	}
+	return forwarded.Carried
+}, func(forwarded.Fault) string {
+	return "its name is longer than 255 bytes, the most that an AMQP header name holds"
+})
 
 // ExchangeType is the type of the exchange that a RabbitMQ destination declares.
 type ExchangeType string
