@@ -105,10 +105,6 @@ var bounds = []bound{
 	{"sources.*.transform.maxDepth", maxDepth, whyDepth},
 	{"sources.*.rateLimit.requestsPerMinute", 60000000, "one million requests a second; the limiter's burst is this many requests"},
 	{"sources.*.auth.timestampTolerance", maxMillis, whyMillis},
-	{"sources.*.prefetchCount", 65535, "the AMQP prefetch count is a 16-bit field"},
-	{"sources.*.maxPollRecords", maxBatch, whyBatch},
-	{"sources.*.ackWaitMs", maxMillis, whyMillis},
-	{"sources.*.batchSize", maxBatch, whyBatch},
 	{"sources.*.maxBodyBytes", maxJSONB, "a stored body is one jsonb value, at most 2^28-1 bytes: a larger limit limits nothing"},
 	{"retention.outbox.maxCount", maxInt4, "the largest 32-bit signed integer: a larger count of kept rows is a typo"},
 	{"retention.outbox.batchSize", 100000, "one delete statement holds the locks of this many rows"},
@@ -126,6 +122,16 @@ var boundOf = sync.OnceValue(func() map[string]bound {
 	return m
 })
 
+// boundsOf returns every bound by key pattern: the table's and those of the connector kinds of
+// comps (ConnectorSpec), which Components.checkConnectors keeps from contradicting the table.
+func boundsOf(comps *Components) map[string]bound {
+	out := comps.connectorBounds()
+	for k, b := range boundOf() {
+		out[k] = b
+	}
+	return out
+}
+
 // checkBounds refuses every numeric key above its bound. A key that another rule has already
 // refused is left alone, so that one key gets one problem.
 func (v *validator) checkBounds(c *Config) {
@@ -133,9 +139,10 @@ func (v *validator) checkBounds(c *Config) {
 	for _, p := range v.problems {
 		refused[p.Key] = true
 	}
+	all := boundsOf(v.comps)
 	walkNumbers(reflect.ValueOf(c).Elem(), nil, nil, func(p, pattern keyPath, field reflect.Value) {
 		n := field.Int()
-		b, ok := boundOf()[patternString(pattern)]
+		b, ok := all[patternString(pattern)]
 		if !ok || n <= b.max || refused[p.String()] {
 			return
 		}
@@ -178,8 +185,8 @@ func walkNumbers(v reflect.Value, p, pattern keyPath, fn func(p, pattern keyPath
 }
 
 // numericKeys returns the pattern of every numeric key of the configuration types, every kind
-// of every entry included: what the bounds table must cover.
-func numericKeys() []string {
+// of every entry included (the connector kinds of comps too): what the bounds must cover.
+func numericKeys(comps *Components) []string {
 	seen := map[string]bool{}
 	var out []string
 	var walk func(t reflect.Type, pattern keyPath)
@@ -187,7 +194,7 @@ func numericKeys() []string {
 		switch t.Kind() {
 		case reflect.Pointer:
 			if k, ok := reflect.New(t.Elem()).Interface().(kinded); ok {
-				specs, _ := k.kinds()
+				specs, _ := k.kinds(comps)
 				if ts, ok := k.(typeSelected); ok {
 					specs = append(append([]kindSpec(nil), specs...), ts.typedKinds()...)
 				}

@@ -17,13 +17,14 @@ import (
 // key without a bound fails here.
 func TestEveryNumericKeyHasABound(t *testing.T) {
 	t.Parallel()
-	keys := numericKeys()
+	keys := numericKeys(testComponents())
 	require.NotEmpty(t, keys)
+	all := boundsOf(testComponents())
 	for _, k := range keys {
-		_, ok := boundOf()[k]
+		_, ok := all[k]
 		assert.True(t, ok, "the numeric key %s has no row in bounds", k)
 	}
-	for _, b := range bounds {
+	for _, b := range all {
 		assert.Contains(t, keys, b.key, "bounds has a row for %s, which is not a numeric key", b.key)
 		assert.Positive(t, b.max, b.key)
 		assert.NotEmpty(t, b.why, b.key)
@@ -109,7 +110,8 @@ func TestEveryBoundIsEnforced(t *testing.T) {
 	walkNumbers(reflect.ValueOf(base).Elem(), nil, nil, func(p, pattern keyPath, _ reflect.Value) {
 		covered[patternString(pattern)] = true
 	})
-	for _, b := range bounds {
+	all := boundsOf(testComponents())
+	for _, b := range all {
 		assert.True(t, covered[b.key], "allKindsYAML sets no key of the pattern %s", b.key)
 	}
 
@@ -128,7 +130,7 @@ func TestEveryBoundIsEnforced(t *testing.T) {
 					if p.String() != path {
 						return
 					}
-					max = boundOf()[patternString(pattern)].max
+					max = all[patternString(pattern)].max
 					variable = p.envVar()
 					n := max
 					if over {
@@ -202,14 +204,14 @@ func TestBoundsOfTheReportedValues(t *testing.T) {
 	}
 }
 
-// TestBoundsAreDocumented checks that docs/configuration-bounds.md gives every row of the
-// table, with its bound.
+// TestBoundsAreDocumented checks that docs/configuration-bounds.md gives every bound, those of
+// the connector kinds included.
 func TestBoundsAreDocumented(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile("../../docs/configuration-bounds.md")
 	require.NoError(t, err)
 	text := string(doc)
-	for _, b := range bounds {
+	for _, b := range boundsOf(testComponents()) {
 		row := fmt.Sprintf("| `%s` | %d |", b.key, b.max)
 		assert.Contains(t, text, row, "docs/configuration-bounds.md has no row %q", row)
 	}

@@ -21,9 +21,9 @@ func kafkaSource(extra string) string {
 
 func TestSkipTombstones(t *testing.T) {
 	t.Parallel()
-	assert.False(t, mustLoad(t, kafkaSource(""), nil).Sources["log"].Kafka.SkipTombstones, "the default")
-	assert.True(t, mustLoad(t, kafkaSource("    skipTombstones: true\n"), nil).Sources["log"].Kafka.SkipTombstones)
-	assert.True(t, mustLoad(t, kafkaSource(""), map[string]string{"QUEUEBOX_SOURCES_LOG_SKIPTOMBSTONES": "true"}).Sources["log"].Kafka.SkipTombstones)
+	assert.Equal(t, false, blockKey(t, mustLoad(t, kafkaSource(""), nil).Sources["log"].Block, "skipTombstones"), "the default")
+	assert.Equal(t, true, blockKey(t, mustLoad(t, kafkaSource("    skipTombstones: true\n"), nil).Sources["log"].Block, "skipTombstones"))
+	assert.Equal(t, true, blockKey(t, mustLoad(t, kafkaSource(""), map[string]string{"QUEUEBOX_SOURCES_LOG_SKIPTOMBSTONES": "true"}).Sources["log"].Block, "skipTombstones"))
 
 	_, _, err := loadYAML(t, kafkaSource("    skipTombstones: sometimes\n"), nil, nil)
 	require.Error(t, err)
@@ -45,13 +45,13 @@ func TestSkipTombstones(t *testing.T) {
 
 func TestMaxBodyBytesOfABrokerSource(t *testing.T) {
 	t.Parallel()
-	assert.Nil(t, mustLoad(t, kafkaSource(""), nil).Sources["log"].Kafka.MaxBodyBytes, "the default: no limit")
+	assert.Nil(t, blockKey(t, mustLoad(t, kafkaSource(""), nil).Sources["log"].Block, "maxBodyBytes").(*int), "the default: no limit")
 	cfg := mustLoad(t, kafkaSource("    maxBodyBytes: 1048576\n"), nil)
-	require.NotNil(t, cfg.Sources["log"].Kafka.MaxBodyBytes)
-	assert.Equal(t, 1048576, *cfg.Sources["log"].Kafka.MaxBodyBytes)
+	require.NotNil(t, blockKey(t, cfg.Sources["log"].Block, "maxBodyBytes"))
+	assert.Equal(t, 1048576, *blockKey(t, cfg.Sources["log"].Block, "maxBodyBytes").(*int))
 	cfg = mustLoad(t, kafkaSource(""), map[string]string{"QUEUEBOX_SOURCES_LOG_MAXBODYBYTES": "4096"})
-	require.NotNil(t, cfg.Sources["log"].Kafka.MaxBodyBytes)
-	assert.Equal(t, 4096, *cfg.Sources["log"].Kafka.MaxBodyBytes)
+	require.NotNil(t, blockKey(t, cfg.Sources["log"].Block, "maxBodyBytes"))
+	assert.Equal(t, 4096, *blockKey(t, cfg.Sources["log"].Block, "maxBodyBytes").(*int))
 	out, err := mustLoad(t, kafkaSource(""), nil).MaskedYAML()
 	require.NoError(t, err)
 	_, sources, _ := strings.Cut(string(out), "\nsources:\n")
@@ -80,6 +80,6 @@ func TestMaxBodyBytesOfABrokerSource(t *testing.T) {
     durable: d
     maxBodyBytes: 20
 `, nil)
-	assert.Equal(t, 10, *cfg.Sources["q"].RabbitMQ.MaxBodyBytes)
-	assert.Equal(t, 20, *cfg.Sources["n"].NATS.MaxBodyBytes)
+	assert.Equal(t, 10, *blockKey(t, cfg.Sources["q"].Block, "maxBodyBytes").(*int))
+	assert.Equal(t, 20, *blockKey(t, cfg.Sources["n"].Block, "maxBodyBytes").(*int))
 }

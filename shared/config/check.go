@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/alternayte/queuebox/shared/connect/kind"
+	"github.com/alternayte/queuebox/shared/kind"
 	"github.com/alternayte/queuebox/shared/template"
 )
 
@@ -158,19 +158,6 @@ func hasDotSegment(path string) bool {
 		}
 	}
 	return false
-}
-
-// checkAMQPURL checks a RabbitMQ URI: amqp:// or amqps:// with a host.
-func checkAMQPURL(raw string) error {
-	u, err := url.Parse(strings.TrimSpace(raw))
-	if err != nil || (!strings.EqualFold(u.Scheme, "amqp") && !strings.EqualFold(u.Scheme, "amqps")) || u.Hostname() == "" {
-		hint := ""
-		if strings.HasPrefix(raw, "file:") {
-			hint = " (a file: reference is read literally here; supply the URI through its variable)"
-		}
-		return fmt.Errorf("must be an amqp:// or amqps:// URI with a host, not %q%s", MaskURL(raw), hint)
-	}
-	return nil
 }
 
 // MaskQuery returns s, a URL or a path, with the value of every query parameter masked as ***

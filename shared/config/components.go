@@ -9,8 +9,9 @@ import (
 
 // Components is what the validation asks of the components that own a rule, so that this
 // package links none of them (no database driver, no connector): the database dialects (the
-// values of database.type, the grammar of database.url, the capture mode of each) and the
-// rules that only a destination's connector knows. The composition root, shared/service,
+// values of database.type, the grammar of database.url, the capture mode of each), the
+// connector kinds of destinations and sources (their blocks) and the rules that only a
+// destination's connector knows. The composition root, shared/service,
 // fills it from the dialect table and the connectors (service.Components); `queuebox config
 // check` and every start path load with that one value, so that they refuse the same
 // configurations with the same text.
@@ -24,6 +25,10 @@ type Components struct {
 	// Destinations maps a destination kind to the rules that its connector owns. A kind
 	// without an entry has none.
 	Destinations map[DestinationKind]DestinationRules
+	// Connectors lists the connector kinds beside the built-in http, in the order that the
+	// loader tries them: the keys, defaults, checks and bounds of their destination and
+	// source blocks.
+	Connectors []ConnectorSpec
 }
 
 // Dialect is what the validation knows of one database dialect.

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/alternayte/queuebox/shared/connect/kind"
+	"github.com/alternayte/queuebox/shared/kind"
 )
 
 // The delivery controls of issue 16 (docs/delivery-controls.md): outbox.retry and, per

@@ -24,6 +24,6 @@ func TestValueHelpers(t *testing.T) {
 	y, err := yaml.Marshal(map[string]any{"maxAge": MustRetentionDuration("7d")})
 	require.NoError(t, err)
 	assert.Equal(t, "maxAge: 7d\n", string(y))
-	assert.Equal(t, []string{"a:1", "b:2"}, (&KafkaSource{BootstrapServers: " a:1, ,b:2 "}).Brokers())
-	assert.Equal(t, []string{"nats://a", "nats://b"}, (&NATSSource{Servers: "nats://a,nats://b"}).ServerList())
+	assert.Equal(t, []string{"a:1", "b:2"}, SplitList(" a:1, ,b:2 "))
+	assert.Equal(t, []string{"nats://a", "nats://b"}, SplitList("nats://a,nats://b"))
 }

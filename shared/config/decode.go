@@ -26,10 +26,11 @@ type namer interface {
 
 // kinded is an entry whose kind the loader selects from its required keys.
 type kinded interface {
-	// kinds returns the kinds in the order the loader tries them, and the noun of the entry.
-	kinds() ([]kindSpec, string)
+	// kinds returns the kinds in the order the loader tries them, and the noun of the entry;
+	// comps adds the connector kinds (nil: the built-in kinds alone).
+	kinds(comps *Components) ([]kindSpec, string)
 	// selectKind sets the kind, allocates its part with its defaults and returns it.
-	selectKind(kind string) any
+	selectKind(spec kindSpec) any
 	// kindPart returns the selected kind and its part.
 	kindPart() (string, any)
 	// typeKey returns the type key as written.
@@ -50,6 +51,8 @@ type kindSpec struct {
 	name     string
 	required []string
 	typ      reflect.Type
+	// block describes a connector kind's block; nil for a built-in kind.
+	block *BlockSpec
 }
 
 // describeKinds lists the required keys of every kind, for the error of an entry that sets none.
@@ -86,6 +89,8 @@ type decoder struct {
 	file       string
 	problems   []Problem
 	warnings   []Warning
+	// comps are the components: the connector kinds of destinations and sources.
+	comps *Components
 }
 
 // problem records a problem with the key at p. When the node came from the file, the message
@@ -386,7 +391,7 @@ func (d *decoder) decodeKinded(n *node, p keyPath, k kinded) {
 		d.problem(p, n, "must be a map of keys, not %s", n.kind)
 		return
 	}
-	specs, noun := k.kinds()
+	specs, noun := k.kinds(d.comps)
 	chosen := d.typedKind(n, k)
 	for i := 0; chosen == nil && i < len(specs); i++ {
 		if setsAll(n, specs[i].required) {
@@ -397,7 +402,7 @@ func (d *decoder) decodeKinded(n *node, p keyPath, k kinded) {
 		d.problem(p, n, "sets the required keys of no %s kind: %s", noun, describeKinds(specs))
 		return
 	}
-	part := k.selectKind(chosen.name)
+	part := k.selectKind(*chosen)
 	targets := []reflect.Value{reflect.ValueOf(k).Elem(), reflect.ValueOf(part).Elem()}
 	alien := func(key string) string {
 		for _, s := range specs {

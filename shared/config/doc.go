@@ -26,9 +26,12 @@
 //
 // A destination, a source and an auth block each have several kinds. The loader selects the kind
 // from the required keys that the entry sets (type is documentation only) and fills exactly one
-// of the kind fields: Destination.HTTP, .RabbitMQ, .Kafka or .NATS; Source.HTTP, .RabbitMQ,
-// .Kafka or .NATS; DestinationAuth.OAuth2, .Basic or .Header; InboundAuth.Bearer, .APIKey,
-// .HMAC, .Stripe or .StandardWebhooks. The one exception to the rule: the inbound auth kinds
+// of the kind fields: Destination.HTTP or .Block; Source.HTTP or .Block; DestinationAuth.OAuth2,
+// .Basic or .Header; InboundAuth.Bearer, .APIKey, .HMAC, .Stripe or .StandardWebhooks. HTTP is
+// the built-in kind of destinations and sources; every other kind is a connector's
+// (Components.Connectors, a ConnectorSpec each), whose block is the connector's own type
+// (kafkaconfig.Destination, for example), decoded, normalized, checked and bounded by the rules
+// that the connector's configuration package gives. The one exception to the rule: the inbound auth kinds
 // stripe and standard-webhooks, which go beyond the documented product and share hmac's required
 // key secret, are selected by type: stripe and type: standard-webhooks.
 //

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/connect/kind"
+	"github.com/alternayte/queuebox/shared/kind"
 )
 
 // exampleEnv gives the placeholders of spec/examples/queuebox.yml their values.
@@ -59,7 +59,7 @@ func TestLoadTheCompleteExample(t *testing.T) {
 	require.Len(t, cfg.Destinations, 4)
 	api := cfg.Destinations["orders-api"]
 	assert.Equal(t, kind.HTTP, api.Kind)
-	assert.Nil(t, api.RabbitMQ)
+	assert.Nil(t, api.Block)
 	assert.Equal(t, &HTTPDestination{BaseURL: "https://orders.example.com", Path: "/events", TimeoutMs: 30000, Auth: api.HTTP.Auth}, api.HTTP)
 	assert.Equal(t, map[string]string{"X-Team": "orders"}, api.Headers)
 	assert.Equal(t, AuthOAuth2, api.HTTP.Auth.Kind)
@@ -69,25 +69,25 @@ func TestLoadTheCompleteExample(t *testing.T) {
 	assert.Equal(t, &Transform{Expression: `{ "data": $, "topic": $topic }`, TimeoutMs: 100, MaxDepth: 100, OnError: OnErrorFail}, api.Transform)
 
 	ex := cfg.Destinations["events-exchange"]
-	assert.Equal(t, kind.RabbitMQ, ex.Kind)
-	assert.Equal(t, "amqp://rabbitmq:5672", ex.RabbitMQ.URL.Reveal())
-	assert.Equal(t, "events.{{ aggregateType }}", ex.RabbitMQ.Exchange)
-	assert.Equal(t, ExchangeTopic, ex.RabbitMQ.ExchangeType)
-	assert.Equal(t, "{{ topic }}", ex.RabbitMQ.RoutingKeyTemplate)
-	assert.Equal(t, DeliveryPersistent, ex.RabbitMQ.DeliveryMode)
+	assert.Equal(t, SourceKind("rabbitmq"), ex.Kind)
+	assert.Equal(t, "amqp://rabbitmq:5672", blockKey(t, ex.Block, "url").(ConnectionURL).Reveal())
+	assert.EqualValues(t, "events.{{ aggregateType }}", blockKey(t, ex.Block, "exchange"))
+	assert.EqualValues(t, "topic", blockKey(t, ex.Block, "exchangeType"))
+	assert.EqualValues(t, "{{ topic }}", blockKey(t, ex.Block, "routingKeyTemplate"))
+	assert.EqualValues(t, "persistent", blockKey(t, ex.Block, "deliveryMode"))
 
 	kt := cfg.Destinations["events-topic"]
-	assert.Equal(t, kind.Kafka, kt.Kind)
-	assert.Equal(t, []string{"kafka-1:9092", "kafka-2:9092"}, kt.Kafka.Brokers())
-	assert.Equal(t, "orders", kt.Kafka.Topic)
-	assert.Equal(t, "{{ key }}", kt.Kafka.KeyTemplate)
-	assert.Equal(t, SecurityPlaintext, kt.Kafka.SecurityProtocol)
+	assert.Equal(t, SourceKind("kafka"), kt.Kind)
+	assert.EqualValues(t, "kafka-1:9092,kafka-2:9092", blockKey(t, kt.Block, "bootstrapServers"))
+	assert.EqualValues(t, "orders", blockKey(t, kt.Block, "topic"))
+	assert.EqualValues(t, "{{ key }}", blockKey(t, kt.Block, "keyTemplate"))
+	assert.EqualValues(t, "PLAINTEXT", blockKey(t, kt.Block, "securityProtocol"))
 
 	ns := cfg.Destinations["events-subject"]
-	assert.Equal(t, kind.NATS, ns.Kind)
-	assert.Equal(t, []string{"nats://nats:4222"}, ns.NATS.ServerList())
-	assert.Equal(t, "orders.{{ topic }}", ns.NATS.Subject)
-	assert.True(t, ns.NATS.JetStream)
+	assert.Equal(t, SourceKind("nats"), ns.Kind)
+	assert.EqualValues(t, "nats://nats:4222", blockKey(t, ns.Block, "servers"))
+	assert.EqualValues(t, "orders.{{ topic }}", blockKey(t, ns.Block, "subject"))
+	assert.Equal(t, true, blockKey(t, ns.Block, "jetStream"))
 
 	assert.Equal(t, []Route{
 		{TopicPattern: "order.*", Destination: "orders-api"},
@@ -115,27 +115,27 @@ func TestLoadTheCompleteExample(t *testing.T) {
 	assert.Equal(t, "{{ eventType }}", orders.Topic, "a pull source keeps the default topic without an event type")
 
 	queue := cfg.Sources["orders-queue"]
-	assert.Equal(t, kind.RabbitMQ, queue.Kind)
-	assert.Equal(t, "incoming-orders", queue.RabbitMQ.QueueName)
-	assert.Equal(t, 10, queue.RabbitMQ.PrefetchCount)
-	assert.Equal(t, DefaultAttributeHeaders(), queue.RabbitMQ.AttributeHeaders)
+	assert.Equal(t, SourceKind("rabbitmq"), queue.Kind)
+	assert.EqualValues(t, "incoming-orders", blockKey(t, queue.Block, "queueName"))
+	assert.EqualValues(t, 10, blockKey(t, queue.Block, "prefetchCount"))
+	assert.EqualValues(t, DefaultAttributeHeaders(), blockKey(t, queue.Block, "attributeHeaders"))
 	assert.Equal(t, "{{ source }}", queue.Topic)
 	exists := true
 	assert.Equal(t, Filter{Exclude: []FilterRule{{Header: "x-test", Exists: &exists}}}, queue.Filter)
 
 	log := cfg.Sources["orders-log"]
-	assert.Equal(t, kind.Kafka, log.Kind)
-	assert.Equal(t, []string{"orders"}, log.Kafka.Topics)
-	assert.Equal(t, "queuebox-orders", log.Kafka.GroupID)
-	assert.Equal(t, OffsetEarliest, log.Kafka.AutoOffsetReset)
-	assert.Equal(t, 100, log.Kafka.MaxPollRecords)
+	assert.Equal(t, SourceKind("kafka"), log.Kind)
+	assert.EqualValues(t, []string{"orders"}, blockKey(t, log.Block, "topics"))
+	assert.EqualValues(t, "queuebox-orders", blockKey(t, log.Block, "groupId"))
+	assert.EqualValues(t, "earliest", blockKey(t, log.Block, "autoOffsetReset"))
+	assert.EqualValues(t, 100, blockKey(t, log.Block, "maxPollRecords"))
 
 	stream := cfg.Sources["orders-stream"]
-	assert.Equal(t, kind.NATS, stream.Kind)
-	assert.Equal(t, "ORDERS", stream.NATS.Stream)
-	assert.Equal(t, "orders.>", stream.NATS.FilterSubject)
+	assert.Equal(t, SourceKind("nats"), stream.Kind)
+	assert.EqualValues(t, "ORDERS", blockKey(t, stream.Block, "stream"))
+	assert.EqualValues(t, "orders.>", blockKey(t, stream.Block, "filterSubject"))
 	assert.Equal(t, "$.id", stream.IdempotencyKeyPath)
-	assert.Equal(t, Milliseconds(30000), stream.NATS.AckWaitMs)
+	assert.EqualValues(t, Milliseconds(30000), blockKey(t, stream.Block, "ackWaitMs"))
 
 	assert.True(t, cfg.Retention.Enabled)
 	assert.Equal(t, RetentionAge, cfg.Retention.Outbox.Policy)
@@ -243,19 +243,19 @@ func TestEveryConfigurationFragmentOfTheSpecLoads(t *testing.T) {
 		}},
 		{file: "07-bridge-a-broker-1.yml", check: func(t *testing.T, c *Config) {
 			s := c.Sources["orders-queue"]
-			assert.Equal(t, kind.RabbitMQ, s.Kind)
+			assert.Equal(t, SourceKind("rabbitmq"), s.Kind)
 			assert.Equal(t, "orders.{{ eventType }}", s.Topic)
-			assert.Equal(t, "amqp://guest:***@rabbitmq:5672", s.RabbitMQ.ConnectionURL.String())
+			assert.Equal(t, "amqp://guest:***@rabbitmq:5672", blockKey(t, s.Block, "connectionUrl").(ConnectionURL).String())
 		}},
 		{file: "07-bridge-a-broker-2.yml", check: func(t *testing.T, c *Config) {
-			assert.Equal(t, []string{"orders", "orders-retry"}, c.Sources["orders-topic"].Kafka.Topics)
+			assert.EqualValues(t, []string{"orders", "orders-retry"}, blockKey(t, c.Sources["orders-topic"].Block, "topics"))
 		}},
 		{file: "07-bridge-a-broker-3.yml", check: func(t *testing.T, c *Config) {
-			assert.Equal(t, "orders.>", c.Sources["orders-stream"].NATS.FilterSubject)
+			assert.EqualValues(t, "orders.>", blockKey(t, c.Sources["orders-stream"].Block, "filterSubject"))
 		}},
 		{file: "07-bridge-a-broker-4.yml", check: func(t *testing.T, c *Config) {
 			s := c.Sources["outbox-events"]
-			assert.Equal(t, AttributeHeaders{IdempotencyKey: "id", AggregateID: "aggregateId", EventType: "eventType"}, s.Kafka.AttributeHeaders)
+			assert.EqualValues(t, AttributeHeaders{IdempotencyKey: "id", AggregateID: "aggregateId", EventType: "eventType"}, blockKey(t, s.Block, "attributeHeaders"))
 			assert.Equal(t, "$.id", s.IdempotencyKeyPath)
 			assert.Equal(t, "{{ source }}", s.Topic)
 		}},
@@ -264,16 +264,16 @@ func TestEveryConfigurationFragmentOfTheSpecLoads(t *testing.T) {
 			assert.Equal(t, []FilterRule{{Header: "x-tenant", Equals: &acme}}, c.Sources["orders"].Filter.Require)
 		}},
 		{file: "07-bridge-a-broker-6.yml", check: func(t *testing.T, c *Config) {
-			assert.Equal(t, "queuebox-events", c.Destinations["events-exchange"].RabbitMQ.Exchange)
+			assert.EqualValues(t, "queuebox-events", blockKey(t, c.Destinations["events-exchange"].Block, "exchange"))
 		}},
 		{file: "07-bridge-a-broker-7.yml", check: func(t *testing.T, c *Config) {
-			assert.Equal(t, "orders-processed", c.Destinations["orders-processed"].Kafka.Topic)
+			assert.EqualValues(t, "orders-processed", blockKey(t, c.Destinations["orders-processed"].Block, "topic"))
 		}},
 		{file: "07-bridge-a-broker-8.yml", check: func(t *testing.T, c *Config) {
-			assert.Equal(t, "processed.orders", c.Destinations["orders-processed"].NATS.Subject)
+			assert.EqualValues(t, "processed.orders", blockKey(t, c.Destinations["orders-processed"].Block, "subject"))
 		}},
 		{file: "07-bridge-a-broker-9.yml", check: func(t *testing.T, c *Config) {
-			assert.Equal(t, "public.{{ aggregateType }}.v1", c.Destinations["domain-events"].Kafka.Topic)
+			assert.EqualValues(t, "public.{{ aggregateType }}.v1", blockKey(t, c.Destinations["domain-events"].Block, "topic"))
 		}},
 		// The schema and the capture connection of these three fragments, which the dialect
 		// table gives, are checked in shared/service (TestCaptureOfTheSpecFragments).

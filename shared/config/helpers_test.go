@@ -4,14 +4,15 @@ import (
 	"errors"
 	"io/fs"
 	"maps"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/dburl"
+	"github.com/alternayte/queuebox/shared/kind"
 	"github.com/alternayte/queuebox/shared/store/dialect"
 )
 
@@ -25,6 +26,7 @@ func testComponents() *Components {
 			kind.HTTP: {SigningKey: webhook.SigningKey, MaxSigningSecrets: webhook.MaxSigningSecrets},
 		},
 	}
+	c.Connectors = testConnectors
 	for _, d := range dialect.All() {
 		c.Dialects = append(c.Dialects, Dialect{Name: DatabaseType(d.Name), CaptureMode: CaptureMode(d.CaptureMode),
 			UnsupportedParams: func(u dburl.URL) []string { _, dropped := d.Params(u); return dropped }})
@@ -97,4 +99,24 @@ func indent(s string, n int) string {
 		}
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// testConnectors are the connector kinds of testComponents: the real ones, which
+// connectors_test.go (an external test file, as this package's own cannot import them) sets
+// before the tests run.
+var testConnectors []ConnectorSpec
+
+// blockKey returns the value of the key of a connector's block (Destination.Block,
+// Source.Block), found by its name as the loader finds it.
+func blockKey(t *testing.T, b Block, key string) any {
+	t.Helper()
+	require.NotNil(t, b)
+	v := reflect.ValueOf(b).Elem()
+	for _, f := range fieldsOf(v.Type()) {
+		if f.name == key {
+			return v.FieldByIndex(f.index).Interface()
+		}
+	}
+	t.Fatalf("the block %T has no key %s", b, key)
+	return nil
 }

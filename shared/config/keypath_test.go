@@ -134,7 +134,7 @@ func schemaHasKey(t reflect.Type, p keyPath) bool {
 	case reflect.Struct:
 		types := []reflect.Type{t}
 		if k, ok := reflect.New(t).Interface().(kinded); ok {
-			specs, _ := k.kinds()
+			specs, _ := k.kinds(testComponents())
 			for _, s := range specs {
 				types = append(types, s.typ)
 			}

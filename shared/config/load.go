@@ -157,6 +157,9 @@ func Load(opts LoadOptions) (*Config, []Warning, error) {
 	if opts.Components == nil {
 		return nil, nil, errNoComponents
 	}
+	if err := opts.Components.checkConnectors(); err != nil {
+		return nil, nil, err
+	}
 	readFile, readSecret := opts.ReadFile, readSecretFile
 	if readFile == nil {
 		readFile = os.ReadFile
@@ -181,6 +184,7 @@ func Load(opts LoadOptions) (*Config, []Warning, error) {
 		lookupEnv:  func(name string) (string, bool) { v, ok := opts.Env[name]; return v, ok },
 		readSecret: readSecret,
 		file:       origin.File,
+		comps:      opts.Components,
 	}
 	cfg := Default()
 	d.decodeStruct(root, nil, []reflect.Value{reflect.ValueOf(cfg).Elem()}, nil)
@@ -311,12 +315,8 @@ func (c *Config) resolve(root *node) {
 	resolveAuth(c.Admin.Auth)
 	c.resolveControls(root)
 	for _, d := range c.Destinations {
-		switch {
-		case d.RabbitMQ != nil:
-			d.RabbitMQ.ExchangeType = ExchangeType(strings.ToLower(string(d.RabbitMQ.ExchangeType)))
-			d.RabbitMQ.DeliveryMode = DeliveryMode(strings.ToLower(string(d.RabbitMQ.DeliveryMode)))
-		case d.Kafka != nil:
-			d.Kafka.SecurityProtocol = SecurityProtocol(strings.ToUpper(string(d.Kafka.SecurityProtocol)))
+		if n, ok := d.Block.(Normalizer); ok {
+			n.Normalize()
 		}
 	}
 	for _, s := range c.Sources {
@@ -324,9 +324,8 @@ func (c *Config) resolve(root *node) {
 		if s.HTTP != nil {
 			resolveAuth(s.HTTP.Auth)
 		}
-		if s.Kafka != nil {
-			s.Kafka.SecurityProtocol = SecurityProtocol(strings.ToUpper(string(s.Kafka.SecurityProtocol)))
-			s.Kafka.AutoOffsetReset = AutoOffsetReset(strings.ToLower(string(s.Kafka.AutoOffsetReset)))
+		if n, ok := s.Block.(Normalizer); ok {
+			n.Normalize()
 		}
 	}
 }

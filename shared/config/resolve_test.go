@@ -151,7 +151,7 @@ sources:
 	assert.Equal(t, "crlf-pass", cfg.Destinations["crlf"].HTTP.Auth.Basic.Password.Reveal())
 	assert.Equal(t, "two-lines\n", cfg.Destinations["two"].HTTP.Auth.Header.HeaderValue.Reveal(), "one newline goes")
 	assert.Equal(t, "no-newline", cfg.Destinations["none"].HTTP.Auth.OAuth2.ClientSecret.Reveal())
-	assert.Equal(t, "  spaced  ", cfg.Destinations["spaces"].Kafka.SASLPassword.Reveal())
+	assert.Equal(t, "  spaced  ", blockKey(t, cfg.Destinations["spaces"].Block, "saslPassword").(Secret).Reveal())
 	assert.Equal(t, "whsec_1", cfg.Sources["stripe"].HTTP.Auth.HMAC.Secret.Reveal())
 
 	t.Run("a variable takes file: as well", func(t *testing.T) {

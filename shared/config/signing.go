@@ -59,7 +59,7 @@ type HMACSigning struct {
 // NewSigning returns a signing block of the given kind with its defaults.
 func NewSigning(kind SigningKind) *Signing {
 	s := &Signing{}
-	s.selectKind(string(kind))
+	s.selectKind(kindSpec{name: string(kind)})
 	return s
 }
 
@@ -69,13 +69,13 @@ var signingKinds = []kindSpec{
 	{name: string(SigningHMAC), required: []string{"secret"}, typ: reflect.TypeFor[HMACSigning]()},
 }
 
-func (s *Signing) kinds() ([]kindSpec, string) { return signingKinds, "signing" }
+func (s *Signing) kinds(*Components) ([]kindSpec, string) { return signingKinds, "signing" }
 
 // typedKinds makes the type key select the kind before the required keys do.
 func (s *Signing) typedKinds() []kindSpec { return signingKinds }
 
-func (s *Signing) selectKind(kind string) any {
-	s.Kind = SigningKind(kind)
+func (s *Signing) selectKind(spec kindSpec) any {
+	s.Kind = SigningKind(spec.name)
 	switch s.Kind {
 	case SigningStandardWebhooks:
 		s.StandardWebhooks = &StandardWebhooksSigning{}
@@ -84,7 +84,7 @@ func (s *Signing) selectKind(kind string) any {
 		s.HMAC = &HMACSigning{HeaderName: "X-Signature", Algorithm: HmacSHA256, SignaturePrefix: "sha256="}
 		return s.HMAC
 	}
-	panic(fmt.Sprintf("config: unknown signing kind %q", kind))
+	panic(fmt.Sprintf("config: unknown signing kind %q", spec.name))
 }
 
 func (s *Signing) kindPart() (string, any) {

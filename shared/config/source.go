@@ -4,23 +4,23 @@ import (
 	"fmt"
 	"reflect"
 
-	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/inboundauth"
+	"github.com/alternayte/queuebox/shared/kind"
 )
 
-// SourceKind is the kind of an inbox source, selected from its required keys: one of the kinds
-// of shared/connect/kind (kind.HTTP, kind.RabbitMQ, kind.Kafka, kind.NATS).
+// SourceKind is the kind of an inbox source, selected from its required keys: kind.HTTP, built
+// in, or the kind of a connector (Components.Connectors).
 type SourceKind = kind.Kind
 
-// Source is one entry of sources. Kind says which one of HTTP, RabbitMQ, Kafka and NATS is set;
-// the others are nil.
+// Source is one entry of sources. Kind says which one of HTTP (the built-in kind) and Block (a
+// connector's kind, a broker source) is set.
 type Source struct {
 	// Name is the map key of the entry, stored in the source column of each inbox row. It is not
 	// a configuration key.
 	Name string `yaml:"-"`
 	// Kind is selected from the required keys that the entry sets: path and idempotencyKeyPath
-	// (http); queueName and connectionUrl (rabbitmq); bootstrapServers, topics and groupId
-	// (kafka); servers, stream and durable (nats).
+	// (http), or those of a connector kind (ConnectorSpec; rabbitmq: queueName and
+	// connectionUrl, for example).
 	Kind SourceKind `yaml:"-"`
 	// Type is the type key as written: documentation only, the loader does not check it.
 	Type string `yaml:"type,omitempty"`
@@ -53,44 +53,46 @@ type Source struct {
 
 	// HTTP is set when Kind is http.
 	HTTP *HTTPSource `yaml:"-"`
-	// RabbitMQ is set when Kind is rabbitmq.
-	RabbitMQ *RabbitMQSource `yaml:"-"`
-	// Kafka is set when Kind is kafka.
-	Kafka *KafkaSource `yaml:"-"`
-	// NATS is set when Kind is nats.
-	NATS *NATSSource `yaml:"-"`
+	// Block is the block of a connector's kind (its ConnectorSpec.Source), the connector's own
+	// type, which embeds BrokerSource; nil when Kind is http.
+	Block Block `yaml:"-"`
 }
 
-// NewSource returns a source of the given kind with every default of that kind, as the loader
+// NewSource returns a source of the built-in kind http with every default, as the loader
 // builds it before it reads the entry's keys. Code that builds a configuration by hand, a test
-// for example, starts from it.
+// for example, starts from it; a connector's configuration package builds one of its kind with
+// NewConnectorSource.
 func NewSource(name string, k SourceKind) *Source {
 	s := &Source{Name: name}
 	s.setDefaults()
-	s.selectKind(string(k))
+	s.selectKind(kindSpec{name: string(k)})
+	return s
+}
+
+// NewConnectorSource returns a source of a connector's kind k whose block is b (with its
+// defaults), with every default of a broker source.
+func NewConnectorSource(name string, k SourceKind, b Block) *Source {
+	s := &Source{Name: name}
+	s.setDefaults()
+	s.selectKind(kindSpec{name: string(k), block: &BlockSpec{New: func() Block { return b }}})
 	return s
 }
 
 // NewInboundAuth returns a source or admin auth block of the given kind with its defaults.
 func NewInboundAuth(k InboundAuthKind) *InboundAuth {
 	a := &InboundAuth{}
-	a.selectKind(string(k))
+	a.selectKind(kindSpec{name: string(k)})
 	if a.HMAC != nil {
 		a.HMAC.resolveDefaults()
 	}
 	return a
 }
 
-// Broker returns the keys that the RabbitMQ, Kafka and NATS sources share, or nil for an HTTP
-// source.
+// Broker returns the keys that every broker source shares (those of the block of a connector's
+// kind), or nil for an HTTP source.
 func (s *Source) Broker() *BrokerSource {
-	switch {
-	case s.RabbitMQ != nil:
-		return &s.RabbitMQ.BrokerSource
-	case s.Kafka != nil:
-		return &s.Kafka.BrokerSource
-	case s.NATS != nil:
-		return &s.NATS.BrokerSource
+	if b, ok := s.Block.(interface{ Broker() *BrokerSource }); ok {
+		return b.Broker()
 	}
 	return nil
 }
@@ -146,7 +148,8 @@ type AttributeHeaders struct {
 	EventType string `yaml:"eventType"`
 }
 
-// BrokerSource holds the keys that the RabbitMQ, Kafka and NATS sources share.
+// BrokerSource holds the keys that every broker source shares: the source block of a
+// connector's kind embeds it (NewBrokerSource gives its defaults).
 type BrokerSource struct {
 	// EventTypeFromHeader declares that every publisher sets the event type header.
 	// Default: false.
@@ -159,125 +162,48 @@ type BrokerSource struct {
 	MaxBodyBytes *int `yaml:"maxBodyBytes,omitempty"`
 }
 
-// RabbitMQSource holds the keys of a RabbitMQ source.
-type RabbitMQSource struct {
-	// QueueName is the queue to consume. Required.
-	QueueName string `yaml:"queueName"`
-	// ConnectionURL is the AMQP URI of the broker. Required. It takes no file: reference.
-	ConnectionURL ConnectionURL `yaml:"connectionUrl"`
-	// PrefetchCount is the largest number of unacknowledged deliveries. It must be above 0.
-	// Default: 10.
-	PrefetchCount int `yaml:"prefetchCount"`
-	// DeclareQueue declares the queue as durable before the consumer starts. Default: false.
-	DeclareQueue bool `yaml:"declareQueue"`
-	// BrokerSource holds eventTypeFromHeader and attributeHeaders.
-	BrokerSource `yaml:",inline"`
-}
-
-// KafkaSource holds the keys of a Kafka source.
-type KafkaSource struct {
-	// BootstrapServers lists the brokers, separated by commas. Required. See Brokers.
-	BootstrapServers string `yaml:"bootstrapServers"`
-	// Topics lists the Kafka topics; no entry may be blank. Required.
-	Topics []string `yaml:"topics"`
-	// GroupID is the consumer group. Required.
-	GroupID string `yaml:"groupId"`
-	// AutoOffsetReset is where a new group starts: earliest or latest. Default: earliest.
-	AutoOffsetReset AutoOffsetReset `yaml:"autoOffsetReset"`
-	// MaxPollRecords is the largest number of records in one poll. It must be above 0.
-	// Default: 100.
-	MaxPollRecords int `yaml:"maxPollRecords"`
-	// SkipTombstones acknowledges a tombstone (a record whose value is null) without storing
-	// a row. An extension (docs/broker-sources.md). Default: false, a tombstone is a dead row.
-	SkipTombstones bool `yaml:"skipTombstones"`
-	// KafkaSecurity holds securityProtocol and the SASL keys.
-	KafkaSecurity `yaml:",inline"`
-	// BrokerSource holds eventTypeFromHeader and attributeHeaders.
-	BrokerSource `yaml:",inline"`
-}
-
-// Brokers returns BootstrapServers split at the commas.
-func (k *KafkaSource) Brokers() []string { return splitList(k.BootstrapServers) }
-
-// NATSSource holds the keys of a NATS JetStream source.
-type NATSSource struct {
-	// Servers lists the server URLs, separated by commas. Required. See ServerList.
-	Servers string `yaml:"servers"`
-	// Stream is the JetStream stream. Required.
-	Stream string `yaml:"stream"`
-	// Durable is the durable consumer name. Required.
-	Durable string `yaml:"durable"`
-	// FilterSubject is a subject filter. Default: empty, every subject of the stream.
-	FilterSubject string `yaml:"filterSubject,omitempty"`
-	// AckWaitMs is how long JetStream waits for the acknowledgement before it redelivers. It
-	// must be above 0. Default: 30000.
-	AckWaitMs Milliseconds `yaml:"ackWaitMs"`
-	// BatchSize is the largest number of messages in one fetch. It must be above 0.
-	// Default: 100.
-	BatchSize int `yaml:"batchSize"`
-	// NATSCredentials holds username, password and token.
-	NATSCredentials `yaml:",inline"`
-	// BrokerSource holds eventTypeFromHeader and attributeHeaders.
-	BrokerSource `yaml:",inline"`
-}
-
-// ServerList returns Servers split at the commas.
-func (n *NATSSource) ServerList() []string { return splitList(n.Servers) }
+// Broker returns b: the block of a broker source reports its shared keys through it.
+func (b *BrokerSource) Broker() *BrokerSource { return b }
 
 // DefaultAttributeHeaders returns the default attribute header names.
 func DefaultAttributeHeaders() AttributeHeaders {
 	return AttributeHeaders{IdempotencyKey: "x-idempotency-key", AggregateID: "x-aggregate-id", EventType: "x-event-type"}
 }
 
-// The kinds of source, in the order the loader tries them.
-var sourceKinds = []kindSpec{
-	{name: string(kind.HTTP), required: []string{"path", "idempotencyKeyPath"}, typ: reflect.TypeFor[HTTPSource]()},
-	{name: string(kind.RabbitMQ), required: []string{"queueName", "connectionUrl"}, typ: reflect.TypeFor[RabbitMQSource]()},
-	{name: string(kind.Kafka), required: []string{"bootstrapServers", "topics", "groupId"}, typ: reflect.TypeFor[KafkaSource]()},
-	{name: string(kind.NATS), required: []string{"servers", "stream", "durable"}, typ: reflect.TypeFor[NATSSource]()},
-}
+// httpSource is the built-in kind of source, which the loader tries first.
+var httpSource = kindSpec{name: string(kind.HTTP), required: []string{"path", "idempotencyKeyPath"}, typ: reflect.TypeFor[HTTPSource]()}
 
 func (s *Source) setDefaults() { s.Consumption = ConsumptionPush }
 
-func (s *Source) kinds() ([]kindSpec, string) { return sourceKinds, "source" }
+func (s *Source) kinds(comps *Components) ([]kindSpec, string) {
+	return connectorKinds(httpSource, comps, func(c ConnectorSpec) *BlockSpec { return c.Source }), "source"
+}
 
-func (s *Source) selectKind(name string) any {
-	s.Kind = SourceKind(name)
-	broker := BrokerSource{AttributeHeaders: DefaultAttributeHeaders()}
+func (s *Source) selectKind(spec kindSpec) any {
+	s.Kind = SourceKind(spec.name)
 	if s.Kind == kind.HTTP {
 		s.Topic = "{{ eventType }}"
 	} else {
 		s.Topic = "{{ source }}"
 		s.IdempotencyKeyPath = "$.id"
 	}
-	switch s.Kind {
-	case kind.HTTP:
+	switch {
+	case spec.block != nil:
+		s.Block = spec.block.New()
+		return s.Block
+	case s.Kind == kind.HTTP:
 		s.HTTP = &HTTPSource{}
 		return s.HTTP
-	case kind.RabbitMQ:
-		s.RabbitMQ = &RabbitMQSource{PrefetchCount: 10, BrokerSource: broker}
-		return s.RabbitMQ
-	case kind.Kafka:
-		s.Kafka = &KafkaSource{AutoOffsetReset: OffsetEarliest, MaxPollRecords: 100,
-			KafkaSecurity: KafkaSecurity{SecurityProtocol: SecurityPlaintext}, BrokerSource: broker}
-		return s.Kafka
-	case kind.NATS:
-		s.NATS = &NATSSource{AckWaitMs: 30000, BatchSize: 100, BrokerSource: broker}
-		return s.NATS
 	}
-	panic(fmt.Sprintf("config: unknown source kind %q", name))
+	panic(fmt.Sprintf("config: unknown source kind %q", spec.name))
 }
 
 func (s *Source) kindPart() (string, any) {
-	switch s.Kind {
-	case kind.HTTP:
+	switch {
+	case s.HTTP != nil:
 		return string(s.Kind), s.HTTP
-	case kind.RabbitMQ:
-		return string(s.Kind), s.RabbitMQ
-	case kind.Kafka:
-		return string(s.Kind), s.Kafka
-	case kind.NATS:
-		return string(s.Kind), s.NATS
+	case s.Block != nil:
+		return string(s.Kind), s.Block
 	}
 	return "", nil
 }
@@ -432,12 +358,12 @@ var typedInboundAuthKinds = []kindSpec{
 	{name: string(AuthStandardWebhooks), required: []string{"secret"}, typ: reflect.TypeFor[StandardWebhooksAuth]()},
 }
 
-func (a *InboundAuth) kinds() ([]kindSpec, string) { return inboundAuthKinds, "auth" }
+func (a *InboundAuth) kinds(*Components) ([]kindSpec, string) { return inboundAuthKinds, "auth" }
 
 func (a *InboundAuth) typedKinds() []kindSpec { return typedInboundAuthKinds }
 
-func (a *InboundAuth) selectKind(name string) any {
-	a.Kind = InboundAuthKind(name)
+func (a *InboundAuth) selectKind(spec kindSpec) any {
+	a.Kind = InboundAuthKind(spec.name)
 	switch a.Kind {
 	case AuthBearer:
 		a.Bearer = &BearerAuth{}
@@ -455,7 +381,7 @@ func (a *InboundAuth) selectKind(name string) any {
 		a.StandardWebhooks = &StandardWebhooksAuth{TimestampTolerance: 300000}
 		return a.StandardWebhooks
 	}
-	panic(fmt.Sprintf("config: unknown inbound auth kind %q", name))
+	panic(fmt.Sprintf("config: unknown inbound auth kind %q", spec.name))
 }
 
 func (a *InboundAuth) kindPart() (string, any) {
@@ -488,11 +414,12 @@ func (h *HMACAuth) resolveDefaults() {
 	}
 }
 
-// SourceKinds returns the kinds of source that the configuration knows, in the order that the
-// loader tries them.
-func SourceKinds() []SourceKind {
-	out := make([]SourceKind, len(sourceKinds))
-	for i, k := range sourceKinds {
+// SourceKinds returns the kinds of source that the configuration knows with comps, in the
+// order that the loader tries them: http, then the connector kinds that have a source.
+func SourceKinds(comps *Components) []SourceKind {
+	specs, _ := (&Source{}).kinds(comps)
+	out := make([]SourceKind, len(specs))
+	for i, k := range specs {
 		out[i] = SourceKind(k.name)
 	}
 	return out

@@ -148,50 +148,6 @@ const (
 	ConsumptionPull Consumption = "pull"
 )
 
-// ExchangeType is the type of the exchange that a RabbitMQ destination declares.
-type ExchangeType string
-
-// The values of exchangeType.
-const (
-	ExchangeTopic  ExchangeType = "topic"
-	ExchangeDirect ExchangeType = "direct"
-	ExchangeFanout ExchangeType = "fanout"
-)
-
-// DeliveryMode is the delivery mode of a RabbitMQ destination.
-type DeliveryMode string
-
-// The values of deliveryMode.
-const (
-	DeliveryPersistent DeliveryMode = "persistent"
-	DeliveryTransient  DeliveryMode = "transient"
-)
-
-// SecurityProtocol is the Kafka securityProtocol.
-type SecurityProtocol string
-
-// The values of securityProtocol.
-const (
-	SecurityPlaintext     SecurityProtocol = "PLAINTEXT"
-	SecuritySSL           SecurityProtocol = "SSL"
-	SecuritySASLPlaintext SecurityProtocol = "SASL_PLAINTEXT"
-	SecuritySASLSSL       SecurityProtocol = "SASL_SSL"
-)
-
-// IsSASL reports whether the protocol authenticates with SASL.
-func (p SecurityProtocol) IsSASL() bool {
-	return strings.HasPrefix(string(p), "SASL_")
-}
-
-// AutoOffsetReset is where a new Kafka consumer group starts.
-type AutoOffsetReset string
-
-// The values of autoOffsetReset.
-const (
-	OffsetEarliest AutoOffsetReset = "earliest"
-	OffsetLatest   AutoOffsetReset = "latest"
-)
-
 // HMACAlgorithm is the algorithm of an hmac auth block: HmacSHA256 or HmacSHA512.
 type HMACAlgorithm string
 

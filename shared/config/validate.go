@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/forwarded"
+	"github.com/alternayte/queuebox/shared/kind"
 )
 
 // Validate checks every rule of spec/23-configuration.md and returns a *ValidationError that
@@ -17,6 +17,9 @@ import (
 func (c *Config) Validate(comps *Components) error {
 	if comps == nil {
 		return errNoComponents
+	}
+	if err := comps.checkConnectors(); err != nil {
+		return err
 	}
 	if problems := c.validate(comps, nil); len(problems) > 0 {
 		return &ValidationError{Problems: problems}
@@ -363,8 +366,9 @@ func (v *validator) destination(p keyPath, d *Destination) {
 		}
 		// Every publish would fail on it (docs/headers.md); the value is never shown, since it
 		// may come from a secret.
-		if f := forwarded.Check(string(d.Kind), name, d.Headers[name]); f != forwarded.Carried {
-			v.add(p.child("headers"), "has the header %q, which a destination of type %s cannot send: %s", name, d.Kind, forwarded.Reason(string(d.Kind), f))
+		rule := v.comps.HeaderRule(d.Kind)
+		if f := rule.Check(name, d.Headers[name]); f != forwarded.Carried {
+			v.add(p.child("headers"), "has the header %q, which a destination of type %s cannot send: %s", name, d.Kind, rule.Reason(f))
 		}
 	}
 	v.transform(p.child("transform"), d.Transform)
@@ -383,30 +387,8 @@ func (v *validator) destination(p keyPath, d *Destination) {
 		}
 		v.positive(p.child("timeoutMs"), int64(h.TimeoutMs))
 		v.destinationAuth(p.child("auth"), h.Auth)
-	case d.RabbitMQ != nil:
-		r := d.RabbitMQ
-		if v.required(p.child("url"), r.URL.Reveal()) {
-			if err := checkAMQPURL(r.URL.Reveal()); err != nil {
-				v.add(p.child("url"), "%v", err)
-			}
-		}
-		v.address(p.child("exchange"), r.Exchange, p.child("exchangeFrom"), r.ExchangeFrom)
-		v.oneOf(p.child("exchangeType"), string(r.ExchangeType), string(ExchangeTopic), string(ExchangeDirect), string(ExchangeFanout))
-		v.oneOf(p.child("deliveryMode"), string(r.DeliveryMode), string(DeliveryPersistent), string(DeliveryTransient))
-	case d.Kafka != nil:
-		k := d.Kafka
-		v.required(p.child("bootstrapServers"), k.BootstrapServers)
-		v.address(p.child("topic"), k.Topic, p.child("topicFrom"), k.TopicFrom)
-		if k.TimeoutMs < 2000 {
-			v.add(p.child("timeoutMs"), "must be at least 2000, not %d", k.TimeoutMs)
-		}
-		v.kafkaSecurity(p, k.KafkaSecurity)
-	case d.NATS != nil:
-		n := d.NATS
-		v.required(p.child("servers"), n.Servers)
-		v.address(p.child("subject"), n.Subject, p.child("subjectFrom"), n.SubjectFrom)
-		v.positive(p.child("timeoutMs"), int64(n.TimeoutMs))
-		v.natsCredentials(p, n.NATSCredentials)
+	case d.Block != nil:
+		d.Block.Check(Check{v: v, p: p})
 	}
 }
 
@@ -440,33 +422,6 @@ func (v *validator) destinationAuth(p keyPath, a *DestinationAuth) {
 	case a.Header != nil:
 		v.required(p.child("headerName"), a.Header.HeaderName)
 		v.requiredSecret(p.child("headerValue"), a.Header.HeaderValue)
-	}
-}
-
-func (v *validator) kafkaSecurity(p keyPath, k KafkaSecurity) {
-	if !v.oneOf(p.child("securityProtocol"), string(k.SecurityProtocol), string(SecurityPlaintext), string(SecuritySSL),
-		string(SecuritySASLPlaintext), string(SecuritySASLSSL)) || !k.SecurityProtocol.IsSASL() {
-		return
-	}
-	for _, f := range []struct {
-		key string
-		set bool
-	}{{"saslMechanism", strings.TrimSpace(k.SASLMechanism) != ""}, {"saslUsername", strings.TrimSpace(k.SASLUsername) != ""}, {"saslPassword", !k.SASLPassword.IsEmpty()}} {
-		if !f.set {
-			v.add(p.child(f.key), "is required by securityProtocol %s", k.SecurityProtocol)
-		}
-	}
-}
-
-func (v *validator) natsCredentials(p keyPath, n NATSCredentials) {
-	switch {
-	case n.Username != "" && n.Password.IsEmpty():
-		v.add(p.child("password"), "is required when %s is set", p.child("username"))
-	case n.Username == "" && !n.Password.IsEmpty():
-		v.add(p.child("username"), "is required when %s is set", p.child("password"))
-	}
-	if !n.Token.IsEmpty() && n.Username != "" {
-		v.add(p.child("token"), "must not be set together with %s: set a token or a user name, not both", p.child("username"))
 	}
 }
 
@@ -512,38 +467,8 @@ func (v *validator) source(p keyPath, s *Source, httpPaths map[string]string) {
 	switch {
 	case s.HTTP != nil:
 		v.httpSource(p, s, httpPaths)
-	case s.RabbitMQ != nil:
-		r := s.RabbitMQ
-		v.required(p.child("queueName"), r.QueueName)
-		if v.required(p.child("connectionUrl"), r.ConnectionURL.Reveal()) {
-			if err := checkAMQPURL(r.ConnectionURL.Reveal()); err != nil {
-				v.add(p.child("connectionUrl"), "%v", err)
-			}
-		}
-		v.positive(p.child("prefetchCount"), int64(r.PrefetchCount))
-	case s.Kafka != nil:
-		k := s.Kafka
-		v.required(p.child("bootstrapServers"), k.BootstrapServers)
-		if len(k.Topics) == 0 {
-			v.add(p.child("topics"), "must list at least one topic")
-		}
-		for i, t := range k.Topics {
-			if strings.TrimSpace(t) == "" {
-				v.add(p.child("topics").index(i), "must not be blank")
-			}
-		}
-		v.required(p.child("groupId"), k.GroupID)
-		v.oneOf(p.child("autoOffsetReset"), string(k.AutoOffsetReset), string(OffsetEarliest), string(OffsetLatest))
-		v.positive(p.child("maxPollRecords"), int64(k.MaxPollRecords))
-		v.kafkaSecurity(p, k.KafkaSecurity)
-	case s.NATS != nil:
-		n := s.NATS
-		v.required(p.child("servers"), n.Servers)
-		v.required(p.child("stream"), n.Stream)
-		v.required(p.child("durable"), n.Durable)
-		v.positive(p.child("ackWaitMs"), int64(n.AckWaitMs))
-		v.positive(p.child("batchSize"), int64(n.BatchSize))
-		v.natsCredentials(p, n.NATSCredentials)
+	case s.Block != nil:
+		s.Block.Check(Check{v: v, p: p})
 	}
 	if b := s.Broker(); b != nil {
 		if b.MaxBodyBytes != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/connect/kind"
+	"github.com/alternayte/queuebox/shared/kind"
 )
 
 // TestValidationRules loads minimalDatabase plus a fragment and checks the exact problems.
@@ -716,10 +716,10 @@ admin:
 	both := cfg.Destinations["both"]
 	assert.Equal(t, kind.HTTP, both.Kind, "the first kind whose required keys are set wins")
 	assert.Equal(t, "rabbitmq", both.Type)
-	assert.Nil(t, both.RabbitMQ)
-	assert.Equal(t, kind.NATS, cfg.Destinations["nats"].Kind)
-	assert.Equal(t, Milliseconds(5000), cfg.Destinations["nats"].NATS.TimeoutMs)
-	assert.Equal(t, kind.Kafka, cfg.Sources["kafka"].Kind)
+	assert.Nil(t, both.Block)
+	assert.Equal(t, DestinationKind("nats"), cfg.Destinations["nats"].Kind)
+	assert.EqualValues(t, 5000, blockKey(t, cfg.Destinations["nats"].Block, "timeoutMs"))
+	assert.Equal(t, SourceKind("kafka"), cfg.Sources["kafka"].Kind)
 	assert.Equal(t, AuthBearer, cfg.Admin.Auth.Kind)
 	assert.Equal(t, []string{
 		"destinations.both.url is a key of the rabbitmq kind, but destinations.both is of the http kind: it has no effect",
@@ -738,19 +738,8 @@ func TestConstructorsCarryTheDefaults(t *testing.T) {
 	d := NewDestination("orders", kind.HTTP)
 	assert.Equal(t, &HTTPDestination{Path: "/", TimeoutMs: 30000}, d.HTTP)
 	assert.Equal(t, kind.HTTP, d.Kind)
-	k := NewDestination("k", kind.Kafka)
-	assert.Equal(t, Milliseconds(30000), k.Kafka.TimeoutMs)
-	assert.Equal(t, "{{ key }}", k.Kafka.KeyTemplate)
-	assert.True(t, NewDestination("n", kind.NATS).NATS.JetStream)
-	assert.Equal(t, DeliveryPersistent, NewDestination("r", kind.RabbitMQ).RabbitMQ.DeliveryMode)
 	assert.Equal(t, "Authorization", NewDestinationAuth(AuthHeader).Header.HeaderName)
 
-	s := NewSource("q", kind.RabbitMQ)
-	assert.Equal(t, ConsumptionPush, s.Consumption)
-	assert.Equal(t, "{{ source }}", s.Topic)
-	assert.Equal(t, "$.id", s.IdempotencyKeyPath)
-	assert.Equal(t, 10, s.RabbitMQ.PrefetchCount)
-	assert.Equal(t, DefaultAttributeHeaders(), s.Broker().AttributeHeaders)
 	assert.Nil(t, NewSource("h", kind.HTTP).Broker())
 	assert.Equal(t, "{{ eventType }}", NewSource("h", kind.HTTP).Topic)
 
@@ -759,6 +748,7 @@ func TestConstructorsCarryTheDefaults(t *testing.T) {
 	assert.Equal(t, "X-Signature", h.CredentialHeader())
 	assert.Equal(t, "X-API-Key", NewInboundAuth(AuthAPIKey).APIKey.HeaderName)
 	assert.Panics(t, func() { NewSource("x", "ftp") })
+	assert.Panics(t, func() { NewSource("q", "rabbitmq") }, "a connector's kind comes from its configuration package")
 
 	cfg := Default()
 	cfg.Database.URL = NewConnectionURL("jdbc:postgresql://db/q")

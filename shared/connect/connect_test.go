@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os/exec"
+	"path"
 	"strings"
 	"testing"
 )
@@ -155,21 +156,29 @@ func TestOnlyDeliveringAndConsumingProgramsLinkBrokerClients(t *testing.T) {
 	}
 }
 
-// The connector folders take their own Config and import no configuration tree: the
-// composition root (shared/service and shared/service/connectors) maps shared/config to
-// them. Their tests build those Configs by hand, so they do not import it either.
-func TestConnectorsImportNoConfigurationTree(t *testing.T) {
+// A connector's configuration package (shared/connect/<system>/<system>config), which every
+// program links to check the whole configuration, links no broker client and no other
+// connector: only the configuration model and the standard library. The programs that deliver
+// nothing link these packages and no client (TestOnlyDeliveringAndConsumingProgramsLinkBrokerClients).
+func TestConnectorConfigurationsLinkNoClient(t *testing.T) {
 	t.Parallel()
-	const tree = module + "/shared/config"
-	lines := goList(t, "-f", "{{.ImportPath}}|{{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", "./shared/connect/...")
-	if len(lines) < 7 {
-		t.Fatalf("go list found %d packages under shared/connect; there are more", len(lines))
+	var configs []string
+	for _, p := range goList(t, "./shared/connect/...") {
+		folder, base := path.Split(p)
+		if base == path.Base(folder)+"config" {
+			configs = append(configs, p)
+		}
 	}
-	for _, l := range lines {
-		pkg, imports, _ := strings.Cut(l, "|")
-		for _, imp := range strings.Fields(imports) {
-			if imp == tree || strings.HasPrefix(imp, tree+"/") {
-				t.Errorf("%s imports %s", pkg, imp)
+	if len(configs) < 3 {
+		t.Fatalf("found %d configuration packages under shared/connect (%v); there are at least 3", len(configs), configs)
+	}
+	for _, pkg := range configs {
+		for _, dep := range goList(t, "-deps", pkg) {
+			if driverOf(dep) != "" {
+				t.Errorf("%s links the client %s", pkg, dep)
+			}
+			if strings.HasPrefix(dep, module+"/shared/connect/") && dep != pkg && dep != module+"/shared/kind" {
+				t.Errorf("%s links %s, a connector", pkg, dep)
 			}
 		}
 	}

@@ -3,22 +3,7 @@ package forwarded
 import (
 	"encoding/base64"
 	"sort"
-	"strings"
 )
-
-// The destination kinds whose protocol limits the headers it carries: the destination_type
-// label of each publisher (webhook.Type, rabbitmq.Type, kafka.Type, nats.Type). Any other kind
-// carries every header.
-const (
-	KindHTTP     = "http"
-	KindRabbitMQ = "rabbitmq"
-	KindKafka    = "kafka"
-	KindNATS     = "nats"
-)
-
-// MaxAMQPNameBytes is the longest header name that an AMQP 0-9-1 table holds: a key is a
-// short string, one length octet and at most 255 bytes.
-const MaxAMQPNameBytes = 255
 
 // EncodedPrefix starts a header value that is sent as the Base64 text of its bytes: the form
 // that the inbox gives a binary header value (spec/27-inbox-table.md).
@@ -38,38 +23,61 @@ const (
 	BadValue
 )
 
-// Check reports whether a destination of kind carries the header name: value, and if not,
-// which part of it cannot travel. A name is checked before its value.
-//
-//   - http and nats: the name must be a token of RFC 9110 (ValidName), as net/http and the
-//     NATS client require. An HTTP value must not hold a control character other than tab
-//     (RFC 9110 field-value, as net/http enforces it); a NATS value must not hold CR or LF,
-//     which the NATS client turns into spaces (its header block is line based).
-//   - rabbitmq: the name must be at most MaxAMQPNameBytes bytes; any value travels.
-//   - kafka, and any other kind: every header travels.
-func Check(kind, name, value string) Fault {
-	switch kind {
-	case KindHTTP:
-		if !ValidName(name) {
-			return BadName
-		}
-		if !ValidHTTPValue(value) {
-			return BadValue
-		}
-	case KindNATS:
-		if !ValidName(name) {
-			return BadName
-		}
-		if strings.ContainsAny(value, "\r\n") {
-			return BadValue
-		}
-	case KindRabbitMQ:
-		if len(name) > MaxAMQPNameBytes {
-			return BadName
-		}
+// Rule is what one destination protocol carries of a header: which part of a header cannot
+// travel (Check) and why (Reason). Each destination kind has its rule: HTTP, the built-in kind,
+// has HTTP; a connector's kind has the one its configuration package gives
+// (config.ConnectorSpec.Headers), so that a new protocol's limits live in its connector. The
+// zero Rule carries every header.
+type Rule struct {
+	check  func(name, value string) Fault
+	reason func(f Fault) string
+}
+
+// NewRule returns the rule whose check says which part of a header cannot travel (a name is
+// checked before its value) and whose reason describes a fault for a log line or a
+// last_error; a reason names no value.
+func NewRule(check func(name, value string) Fault, reason func(f Fault) string) Rule {
+	return Rule{check: check, reason: reason}
+}
+
+// Check reports whether the rule's protocol carries the header name: value, and if not,
+// which part of it cannot travel.
+func (r Rule) Check(name, value string) Fault {
+	if r.check == nil {
+		return Carried
+	}
+	return r.check(name, value)
+}
+
+// Reason describes why the rule's protocol cannot carry a header with fault f. It names no
+// value.
+func (r Rule) Reason(f Fault) string {
+	if f == Carried || r.reason == nil {
+		return "it travels as it is"
+	}
+	return r.reason(f)
+}
+
+// BadNameReason is the reason of a name that is not an RFC 9110 token (ValidName).
+const BadNameReason = "its name is not a header name (one or more letters, digits and !#$%&'*+-.^_`|~)"
+
+// HTTP is the rule of HTTP: the name must be a token of RFC 9110 (ValidName) and the value
+// must not hold a control character other than tab (RFC 9110 field-value), as net/http
+// enforces them.
+var HTTP = NewRule(func(name, value string) Fault {
+	switch {
+	case !ValidName(name):
+		return BadName
+	case !ValidHTTPValue(value):
+		return BadValue
 	}
 	return Carried
-}
+}, func(f Fault) string {
+	if f == BadName {
+		return BadNameReason
+	}
+	return "its value holds a control character, which an HTTP header value cannot hold (only tab is allowed)"
+})
 
 // ValidHTTPValue reports whether v may be the value of an HTTP header field: it holds no
 // control character but tab, that is no byte below 0x20 other than 0x09 and no 0x7f (RFC 9110
@@ -81,22 +89,6 @@ func ValidHTTPValue(v string) bool {
 		}
 	}
 	return true
-}
-
-// Reason describes, for a log line or a last_error, why a destination of kind cannot carry a
-// header with fault f. It names no value.
-func Reason(kind string, f Fault) string {
-	switch {
-	case f == BadName && kind == KindRabbitMQ:
-		return "its name is longer than 255 bytes, the most that an AMQP header name holds"
-	case f == BadName:
-		return "its name is not a header name (one or more letters, digits and !#$%&'*+-.^_`|~)"
-	case f == BadValue && kind == KindNATS:
-		return "its value holds a CR or LF character, which a NATS header value cannot hold"
-	case f == BadValue:
-		return "its value holds a control character, which an HTTP header value cannot hold (only tab is allowed)"
-	}
-	return "it travels as it is"
 }
 
 // Encode returns the base64: form of value: EncodedPrefix and the standard Base64 text of its
@@ -113,15 +105,15 @@ type Adjustment struct {
 	Fault Fault
 }
 
-// Fit returns headers as a destination of kind can carry them, by the one rule of
+// Fit returns headers as the rule's protocol can carry them, by the one rule of
 // docs/headers.md: a header whose name cannot travel is left out, and a header whose value
 // cannot travel is sent with its value in the base64: form. It also returns what it changed,
 // in name order. headers is never modified; when nothing changes, Fit returns headers itself
 // and no adjustment.
-func Fit(kind string, headers map[string]string) (map[string]string, []Adjustment) {
+func (r Rule) Fit(headers map[string]string) (map[string]string, []Adjustment) {
 	var adj []Adjustment
 	for name, value := range headers {
-		if f := Check(kind, name, value); f != Carried {
+		if f := r.Check(name, value); f != Carried {
 			adj = append(adj, Adjustment{Name: name, Fault: f})
 		}
 	}

@@ -43,6 +43,9 @@ type HeaderError struct {
 	Fault forwarded.Fault
 	// More counts the other headers of the row that cannot travel.
 	More int
+	// Reason says why the destination's protocol cannot carry the header
+	// (forwarded.Rule.Reason).
+	Reason string
 }
 
 // Error names the header (never its value), the destination and the reason.
@@ -52,7 +55,7 @@ func (e *HeaderError) Error() string {
 		more = fmt.Sprintf(" (and %d more of its headers cannot travel either)", e.More)
 	}
 	return fmt.Sprintf("row header %s cannot travel to destination %s (%s): %s%s; an application's row headers are sent as they are, so correct them and requeue the row",
-		shownName(e.Name), e.Destination, e.Kind, forwarded.Reason(e.Kind, e.Fault), more)
+		shownName(e.Name), e.Destination, e.Kind, e.Reason, more)
 }
 
 // Terminal reports true: the row goes dead at its first attempt (TerminalError).
@@ -95,7 +98,7 @@ func (p *Poller) fitHeaders(ctx context.Context, f *flight, dest Destination, pl
 		return result{}, false
 	}
 	kind := dest.Publisher.Type()
-	fitted, adj := forwarded.Fit(kind, msg.Headers)
+	fitted, adj := dest.Headers.Fit(msg.Headers)
 	if len(adj) == 0 {
 		return result{}, false
 	}
@@ -106,7 +109,8 @@ func (p *Poller) fitHeaders(ctx context.Context, f *flight, dest Destination, pl
 				hm.HeaderNotCarried(dest.Name, HeaderRefused)
 			}
 		}
-		err := &HeaderError{Destination: dest.Name, Kind: kind, Name: adj[0].Name, Fault: adj[0].Fault, More: len(adj) - 1}
+		err := &HeaderError{Destination: dest.Name, Kind: kind, Name: adj[0].Name, Fault: adj[0].Fault, More: len(adj) - 1,
+			Reason: dest.Headers.Reason(adj[0].Fault)}
 		return result{f: f, plan: pl, err: err, dead: true}, true
 	}
 	for _, a := range adj {
@@ -131,7 +135,7 @@ func (p *Poller) fitHeaders(ctx context.Context, f *flight, dest Destination, pl
 				sc = span.SpanContext()
 			}
 			p.rowLog(f.row, dest.Name, sc).Log(ctx, level, "a relayed header cannot travel to the destination as it is; "+what,
-				"header", cutName(a.Name), "action", action, "reason", forwarded.Reason(kind, a.Fault))
+				"header", cutName(a.Name), "action", action, "reason", dest.Headers.Reason(a.Fault))
 		}
 	}
 	msg.Headers = fitted

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/shared/connect/webhook"
+	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/store"
@@ -52,7 +53,7 @@ func TestHeadersThatCannotTravelOverHTTP(t *testing.T) {
 	p, err := outbox.New(outbox.Options{
 		Store:        f.store,
 		Routes:       route.NewTable([]route.Route{{Pattern: route.MustCompile("order.**"), Destination: "receiver"}}),
-		Destinations: []outbox.Destination{{Name: "receiver", Publisher: pub}},
+		Destinations: []outbox.Destination{{Name: "receiver", Publisher: pub, Headers: forwarded.HTTP}},
 		Metrics:      m,
 		Logger:       slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})

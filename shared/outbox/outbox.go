@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/transform"
 )
@@ -116,6 +117,10 @@ type Destination struct {
 	Breaker *BreakerPolicy
 	// RateLimit is the request rate limit, or nil for none.
 	RateLimit *RateLimit
+	// Headers is what the destination's protocol carries of a header (docs/headers.md): the
+	// poller fits a row's headers to it before each publish. The zero Rule carries every
+	// header.
+	Headers forwarded.Rule
 }
 
 // Summary counts what a run did.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/alternayte/queuebox/shared/connect/kind"
+	"github.com/alternayte/queuebox/shared/kind"
 	"github.com/alternayte/queuebox/shared/metrics"
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/store"
@@ -59,7 +59,7 @@ func testLogger() *slog.Logger {
 // template, and a RabbitMQ source with its default template.
 var testSources = map[string]relay.Source{
 	"stripe":       {Kind: kind.HTTP, Topic: "stripe.{{ eventType }}"},
-	"orders-queue": {Kind: kind.RabbitMQ},
+	"orders-queue": {Kind: "rabbitmq"},
 }
 
 func newRelay(t testing.TB, st store.InboxStore, cfg relay.Config, m relay.Metrics) *relay.Relay {

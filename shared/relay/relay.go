@@ -33,9 +33,9 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/every"
 	"github.com/alternayte/queuebox/shared/health"
+	"github.com/alternayte/queuebox/shared/kind"
 	"github.com/alternayte/queuebox/shared/lease"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/waker"
@@ -85,7 +85,7 @@ func (c Config) WithDefaults() Config {
 
 // Source is one configured inbox source as the relay sees it.
 type Source struct {
-	// Kind is the source's kind (shared/connect/kind): http, rabbitmq, kafka or nats. It picks
+	// Kind is the source's kind (shared/kind): http, rabbitmq, kafka or nats. It picks
 	// the default template when Topic is blank.
 	Kind kind.Kind
 	// Topic is the sources.<name>.topic template. Blank means the default of Kind.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alternayte/queuebox/shared/connect/kind"
+	"github.com/alternayte/queuebox/shared/kind"
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/waker"

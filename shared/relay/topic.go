@@ -3,7 +3,7 @@ package relay
 import (
 	"strings"
 
-	"github.com/alternayte/queuebox/shared/connect/kind"
+	"github.com/alternayte/queuebox/shared/kind"
 )
 
 // The placeholders of a source topic template (spec/31, "Source topic template"). Each works in
@@ -108,13 +108,14 @@ func (t TopicTemplate) Render(source, eventType string) string {
 }
 
 // DefaultTopic returns the default template of a source kind: {{ eventType }} for http and
-// {{ source }} for rabbitmq, kafka and nats. It reports false for another kind.
+// {{ source }} for every other kind, each a broker source of a connector. It reports false
+// for an empty kind.
 func DefaultTopic(k kind.Kind) (string, bool) {
-	switch k {
-	case kind.HTTP:
+	switch {
+	case k == "":
+		return "", false
+	case k == kind.HTTP:
 		return DefaultHTTPTopic, true
-	case kind.RabbitMQ, kind.Kafka, kind.NATS:
-		return DefaultBrokerTopic, true
 	}
-	return "", false
+	return DefaultBrokerTopic, true
 }

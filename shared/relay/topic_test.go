@@ -3,7 +3,7 @@ package relay_test
 import (
 	"testing"
 
-	"github.com/alternayte/queuebox/shared/connect/kind"
+	"github.com/alternayte/queuebox/shared/kind"
 	"github.com/alternayte/queuebox/shared/relay"
 )
 
@@ -74,11 +74,11 @@ func TestDefaultTopic(t *testing.T) {
 		wantOK bool
 	}{
 		{kind: kind.HTTP, want: "{{ eventType }}", wantOK: true},
-		{kind: kind.RabbitMQ, want: "{{ source }}", wantOK: true},
-		{kind: kind.Kafka, want: "{{ source }}", wantOK: true},
-		{kind: kind.NATS, want: "{{ source }}", wantOK: true},
+		{kind: "rabbitmq", want: "{{ source }}", wantOK: true},
+		{kind: "kafka", want: "{{ source }}", wantOK: true},
+		{kind: "nats", want: "{{ source }}", wantOK: true},
+		{kind: "sqs", want: "{{ source }}", wantOK: true},
 		{kind: "", wantOK: false},
-		{kind: "sqs", wantOK: false},
 	}
 	for _, tt := range tests {
 		got, ok := relay.DefaultTopic(tt.kind)
@@ -96,7 +96,7 @@ func TestNewRejectsSourceWithoutTemplate(t *testing.T) {
 		wantErr bool
 	}{
 		{name: "explicit topic, unknown kind", sources: map[string]relay.Source{"s": {Topic: "t"}}},
-		{name: "default of a kind", sources: map[string]relay.Source{"s": {Kind: kind.Kafka}}},
+		{name: "default of a kind", sources: map[string]relay.Source{"s": {Kind: "kafka"}}},
 		{name: "blank topic, unknown kind", sources: map[string]relay.Source{"s": {Topic: "  "}}, wantErr: true},
 		{name: "blank name", sources: map[string]relay.Source{" ": {Kind: kind.HTTP}}, wantErr: true},
 	}

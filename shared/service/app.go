@@ -13,6 +13,7 @@ import (
 	"github.com/alternayte/queuebox/shared/admin"
 	"github.com/alternayte/queuebox/shared/capture"
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect"
 	"github.com/alternayte/queuebox/shared/console"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/inbox"
@@ -96,7 +97,7 @@ type AppOptions struct {
 	// Poller builds the outbox poller, with Brokers as the connectors of the broker systems
 	// that it delivers to (the connector registry, shared/service/connectors).
 	Poller  bool
-	Brokers []Connector
+	Brokers []connect.Connector
 	// Relay builds the inbox relay. In-process, it wakes the poller after a forward, and the
 	// inbox and capture wake it.
 	Relay Want

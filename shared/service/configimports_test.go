@@ -40,10 +40,12 @@ func TestComponentsImportNoConfig(t *testing.T) {
 }
 
 // configImporters are the packages (and the folders, with their subpackages) whose non-test
-// code may import shared/config: the composition root, the CLI, and the tree itself. The
+// code may import shared/config: the composition root, the CLI, the tree itself, and the
+// connectors, each of which defines its kind's block of the tree (shared/connect/<system>/
+// <system>config, a config.ConnectorSpec) and maps it to its own Config (connect.Connector). The
 // drivers (shared/localserver, shared/lambdafn, shared/capturenode) load the configuration
 // through this package (Load, LoadEnv, Config) and take the assembly (Build).
-var configImporters = []string{module + "/shared/service", module + "/shared/cli", module + "/shared/config"}
+var configImporters = []string{module + "/shared/service", module + "/shared/cli", module + "/shared/config", module + "/shared/connect"}
 
 const module = "github.com/alternayte/queuebox"
 

@@ -9,7 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/alternayte/queuebox/shared/connect/kind"
+	"github.com/alternayte/queuebox/shared/connect"
+	"github.com/alternayte/queuebox/shared/connect/rabbitmq/rabbitmqconfig"
 	"github.com/alternayte/queuebox/shared/outbox"
 )
 
@@ -55,7 +56,7 @@ func TestDeliveryControlsReachTheOutbox(t *testing.T) {
 	assert.Equal(t, outbox.RetryPolicy{MaxDelay: 2 * time.Minute, NoJitter: true, HonorRetryAfter: true}, oc.Retry)
 	assert.Equal(t, 60*time.Second, oc.MaxRetryDelay, "the fixed cap of spec/ stays the poller's default")
 
-	rabbit := Connector{Kind: kind.RabbitMQ, Publisher: func(context.Context, PublisherParams) (outbox.Publisher, func(), error) {
+	rabbit := connect.Connector{Kind: rabbitmqconfig.Kind, Publisher: func(context.Context, connect.PublisherParams) (outbox.Publisher, func(), error) {
 		return namedPublisher{}, func() {}, nil
 	}}
 	dests, closeAll, err := Publishers(context.Background(), cfg, nil, newEngine(), slog.New(slog.DiscardHandler), rabbit)

@@ -14,10 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/filter"
 	"github.com/alternayte/queuebox/shared/inboundauth"
 	"github.com/alternayte/queuebox/shared/inbox"
+	"github.com/alternayte/queuebox/shared/kind"
 	"github.com/alternayte/queuebox/shared/transform"
 )
 

@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/connect/kind"
+	"github.com/alternayte/queuebox/shared/connect"
+	"github.com/alternayte/queuebox/shared/connect/kafka/kafkaconfig"
+	"github.com/alternayte/queuebox/shared/connect/rabbitmq/rabbitmqconfig"
 	"github.com/alternayte/queuebox/shared/outbox"
 )
 
@@ -18,8 +20,8 @@ type namedPublisher struct{ outbox.Publisher }
 func TestPublishersUsesThePassedBrokerDestinations(t *testing.T) {
 	t.Parallel()
 	cfg := &config.Config{Destinations: map[string]*config.Destination{
-		"orders-bus":    config.NewDestination("orders-bus", kind.RabbitMQ),
-		"orders-stream": config.NewDestination("orders-stream", kind.Kafka),
+		"orders-bus":    rabbitmqconfig.NewDestination("orders-bus"),
+		"orders-stream": kafkaconfig.NewDestination("orders-stream"),
 	}}
 	log := slog.New(slog.DiscardHandler)
 
@@ -34,7 +36,7 @@ func TestPublishersUsesThePassedBrokerDestinations(t *testing.T) {
 
 	var built []string
 	closed := 0
-	rabbit := Connector{Kind: kind.RabbitMQ, Publisher: func(_ context.Context, p PublisherParams) (outbox.Publisher, func(), error) {
+	rabbit := connect.Connector{Kind: rabbitmqconfig.Kind, Publisher: func(_ context.Context, p connect.PublisherParams) (outbox.Publisher, func(), error) {
 		built = append(built, p.Name+"/"+string(p.Destination.Kind))
 		return namedPublisher{}, func() { closed++ }, nil
 	}}

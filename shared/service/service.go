@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect"
 	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/migrate"
 	"github.com/alternayte/queuebox/shared/outbox"
@@ -289,8 +290,8 @@ func Routes(cfg *config.Config) (*route.Table, error) {
 // publishers connect on their first publish, so a broker that is down at start makes rows
 // retry. A destination without a publisher is left out, so its rows go dead with a clear
 // reason. The destination transforms compile on engine.
-func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, engine transform.Compiler, log *slog.Logger, brokers ...Connector) ([]outbox.Destination, func(), error) {
-	byKind := make(map[config.DestinationKind]Connector, len(brokers)+1)
+func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, engine transform.Compiler, log *slog.Logger, brokers ...connect.Connector) ([]outbox.Destination, func(), error) {
+	byKind := make(map[config.DestinationKind]connect.Connector, len(brokers)+1)
 	for _, c := range append(builtinConnectors(), brokers...) {
 		byKind[c.Kind] = c
 	}
@@ -304,7 +305,7 @@ func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, engi
 	for name, d := range cfg.Destinations {
 		c, ok := byKind[d.Kind]
 		if !ok || c.Publisher == nil {
-			if slices.Contains(config.DestinationKinds(), d.Kind) {
+			if slices.Contains(config.DestinationKinds(Components()), d.Kind) {
 				log.Warn("this program has no broker publishers (its composition root passes none of this kind); the destination's rows go dead",
 					"destination", name, "kind", string(d.Kind))
 			} else {
@@ -313,7 +314,7 @@ func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, engi
 			}
 			continue
 		}
-		p, closer, err := c.Publisher(ctx, PublisherParams{Name: name, Destination: d, Config: cfg, Metrics: m})
+		p, closer, err := c.Publisher(ctx, connect.PublisherParams{Name: name, Destination: d, Config: cfg, Metrics: m})
 		if err != nil {
 			closeAll()
 			return nil, nil, err
@@ -324,7 +325,8 @@ func Publishers(ctx context.Context, cfg *config.Config, m webhook.Metrics, engi
 			closeAll()
 			return nil, nil, fmt.Errorf("destinations.%s.transform: %w", name, err)
 		}
-		dests = append(dests, withControls(cfg, d, outbox.Destination{Name: name, Publisher: p, Transform: step}))
+		dests = append(dests, withControls(cfg, d, outbox.Destination{Name: name, Publisher: p, Transform: step,
+			Headers: Components().HeaderRule(d.Kind)}))
 	}
 	return dests, closeAll, nil
 }
@@ -387,7 +389,7 @@ func (o *Outbox) Close() {
 
 // newOutbox builds the poller with the settings oc, its routes and publishers; brokers are the
 // broker destinations the program delivers to (see Publishers). Build calls it.
-func newOutbox(ctx context.Context, cfg *config.Config, oc outbox.Config, st store.OutboxStore, m Metrics, engine transform.Compiler, log *slog.Logger, tracer trace.Tracer, brokers ...Connector) (*Outbox, error) {
+func newOutbox(ctx context.Context, cfg *config.Config, oc outbox.Config, st store.OutboxStore, m Metrics, engine transform.Compiler, log *slog.Logger, tracer trace.Tracer, brokers ...connect.Connector) (*Outbox, error) {
 	routes, err := Routes(cfg)
 	if err != nil {
 		return nil, startError("build the routes", err)

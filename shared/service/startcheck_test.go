@@ -16,7 +16,7 @@ import (
 
 	"github.com/alternayte/queuebox/migrations"
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/connect/kind"
+	"github.com/alternayte/queuebox/shared/kind"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 )

@@ -6,15 +6,16 @@ import (
 	"net"
 
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/connect/kind"
+	"github.com/alternayte/queuebox/shared/connect"
 	"github.com/alternayte/queuebox/shared/connect/webhook"
+	"github.com/alternayte/queuebox/shared/kind"
 	"github.com/alternayte/queuebox/shared/outbox"
 )
 
 // httpConnector is the built-in connector of HTTP destinations (shared/connect/webhook). Its
 // rules give the validation the publisher's decoding of a standard-webhooks signing secret
 // and the most secrets of one block.
-var httpConnector = Connector{
+var httpConnector = connect.Connector{
 	Kind:      kind.HTTP,
 	Publisher: newWebhookPublisher,
 	Rules:     config.DestinationRules{SigningKey: webhook.SigningKey, MaxSigningSecrets: webhook.MaxSigningSecrets},
@@ -22,7 +23,7 @@ var httpConnector = Connector{
 
 // newWebhookPublisher builds the publisher of one HTTP destination. With
 // http.blockPrivateAddresses it first refuses a baseUrl or tokenUrl on a private address.
-func newWebhookPublisher(ctx context.Context, p PublisherParams) (outbox.Publisher, func(), error) {
+func newWebhookPublisher(ctx context.Context, p connect.PublisherParams) (outbox.Publisher, func(), error) {
 	wc := webhookConfig(p.Config, p.Destination)
 	if p.Config.HTTP.BlockPrivateAddresses {
 		for _, u := range []string{wc.BaseURL, wc.Auth.OAuth2.TokenURL} {
@@ -94,3 +95,6 @@ func webhookSigning(s *config.Signing) webhook.Signing {
 	}
 	return webhook.Signing{}
 }
+
+// builtinConnectors are the connectors that this package holds: HTTP.
+func builtinConnectors() []connect.Connector { return []connect.Connector{httpConnector} }

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/connect/webhook"
+	"github.com/alternayte/queuebox/shared/kind"
 )
 
 // http.blockPrivateAddresses reaches the publisher, which checks every connection again

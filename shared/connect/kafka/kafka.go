@@ -1,3 +1,5 @@
+//go:build !queuebox_no_kafka
+
 // Package kafka is the Kafka destination of the outbox: a Publisher that produces each row's
 // payload as one record, with acks=all and idempotence, and returns only when the partition
 // leader has acknowledged that record (spec/23-configuration.md, "Kafka destination").
@@ -28,14 +30,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/template"
 )
-
-// Type is the destination type of every Kafka destination, the destination_type label.
-const Type = string(kind.Kafka)
 
 // The headers that Publish sets on every record (spec/25-headers.md).
 const (

@@ -1,3 +1,5 @@
+//go:build !queuebox_no_kafka
+
 package kafka_test
 
 import (

@@ -1,3 +1,5 @@
+//go:build !queuebox_no_nats
+
 // Package nats is the NATS destination of the outbox: a Publisher that sends each row's payload
 // to a subject, through JetStream (the default: the publish waits for the stream's PubAck) or
 // on core NATS (jetStream: false: no acknowledgement; the publish is flushed to the server).
@@ -35,15 +37,11 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/template"
 )
-
-// Type is the destination type of every NATS destination, the destination_type label.
-const Type = string(kind.NATS)
 
 // The standard headers of a NATS delivery (spec/25-headers.md).
 const (

@@ -1,3 +1,5 @@
+//go:build !queuebox_no_nats
+
 package nats_test
 
 import (

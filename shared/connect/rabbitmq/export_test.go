@@ -1,3 +1,5 @@
+//go:build !queuebox_no_rabbitmq
+
 package rabbitmq
 
 // DropConnection closes the current AMQP connection of p behind its back, as a broker restart

@@ -1,3 +1,5 @@
+//go:build !queuebox_no_rabbitmq
+
 package rabbitmq_test
 
 import (

@@ -1,3 +1,5 @@
+//go:build !queuebox_no_rabbitmq
+
 // Package rabbitmq is the RabbitMQ destination of the outbox: a Publisher that publishes each
 // row's payload to an exchange, with the mandatory flag, and returns only after the broker
 // confirmed the message (publisher confirms).
@@ -29,15 +31,11 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/forwarded"
 	"github.com/alternayte/queuebox/shared/outbox"
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/template"
 )
-
-// Type is the destination type of every RabbitMQ destination, the destination_type label.
-const Type = string(kind.RabbitMQ)
 
 const (
 	// maxChannels is the largest number of channels, and so of publishes awaiting their

@@ -36,8 +36,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/forwarded"
+	"github.com/alternayte/queuebox/shared/kind"
 	"github.com/alternayte/queuebox/shared/outbox"
 )
 

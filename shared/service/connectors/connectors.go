@@ -1,9 +1,9 @@
 // Package connectors is the connector registry of the composition root: one line per broker
-// system, each a service.Connector with its kind, its publisher constructor and its source
-// constructor, which map a destinations.<name> or sources.<name> entry of the configuration
-// tree to the system's own Config, once. Each system has one file (rabbitmq.go, kafka.go,
-// nats.go) with its line, its mappings and its constructors; sources.go builds and runs the
-// broker sources through the registry. HTTP is the built-in connector of shared/service.
+// system (All), each the connect.Connector that the system's folder under shared/connect
+// returns, with its kind, its publisher constructor and its source constructor; sources.go
+// builds and runs the broker sources through it. HTTP is the built-in connector of
+// shared/service. The configuration of each kind (its keys, defaults, checks and bounds) is
+// registered beside it, in service.ConnectorSpecs, which every program links.
 //
 // Only the programs that deliver outbox rows or consume a broker import this package:
 // queuebox serve (shared/localserver) passes All to service.Build (AppOptions.Brokers) and
@@ -14,23 +14,34 @@
 //
 // A build tag leaves one system out of a build, client and all: queuebox_no_rabbitmq,
 // queuebox_no_kafka, queuebox_no_nats (`make lambda LAMBDA_DESTINATIONS=...` sets them for the
-// poll function; deploy/README.md). All then returns the others, and a destination of a kind
-// that the build left out has no publisher: its rows go dead, as the start's warning says.
+// poll function; deploy/README.md). The system's folder then holds only its left_out.go, whose
+// connector has no constructors; All leaves it out, and a destination of a kind that the build
+// left out has no publisher: its rows go dead, as the start's warning says.
 //
-// Adding a destination is one folder under shared/connect (its publisher and its own Config;
-// its source, if it has one), its kind in shared/connect/kind and its block in the
-// configuration tree (shared/config), and one file here with its line, its mappings and its
-// build tag, called from All.
+// Adding a destination or a source is one folder under shared/connect (its connector, and its
+// configuration package that the configuration tree decodes), its line in All and its line in
+// service.ConnectorSpecs (docs/architecture.md, "How to add a destination or a dialect").
 package connectors
 
 import (
-	"slices"
-
-	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/connect"
+	"github.com/alternayte/queuebox/shared/connect/kafka"
+	"github.com/alternayte/queuebox/shared/connect/nats"
+	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
 )
 
 // All returns the connectors of the broker systems that this build holds, in this order:
 // RabbitMQ, Kafka and NATS (all three unless a build tag left one out).
-func All() []service.Connector {
-	return slices.Concat(rabbitMQConnectors(), kafkaConnectors(), natsConnectors())
+func All() []connect.Connector {
+	var out []connect.Connector
+	for _, c := range []connect.Connector{
+		rabbitmq.Connector(),
+		kafka.Connector(),
+		nats.Connector(),
+	} {
+		if c.Publisher != nil || c.Source != nil {
+			out = append(out, c)
+		}
+	}
+	return out
 }

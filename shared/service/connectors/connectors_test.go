@@ -7,7 +7,8 @@ import (
 	"testing"
 
 	"github.com/alternayte/queuebox/shared/config"
-	"github.com/alternayte/queuebox/shared/connect/kind"
+	"github.com/alternayte/queuebox/shared/kind"
+	"github.com/alternayte/queuebox/shared/service"
 )
 
 // TestEveryKindOfTheTreeHasAConnector: every destination kind of the configuration tree but
@@ -23,7 +24,7 @@ func TestEveryKindOfTheTreeHasAConnector(t *testing.T) {
 		}
 		byKind[c.Kind] = i
 	}
-	for _, k := range config.DestinationKinds() {
+	for _, k := range config.DestinationKinds(service.Components()) {
 		i, ok := byKind[k]
 		switch {
 		case k == kind.HTTP:
@@ -34,13 +35,13 @@ func TestEveryKindOfTheTreeHasAConnector(t *testing.T) {
 			t.Errorf("no publisher constructor for the destination kind %s", k)
 		}
 	}
-	for _, k := range config.SourceKinds() {
+	for _, k := range config.SourceKinds(service.Components()) {
 		if i, ok := byKind[k]; k != kind.HTTP && (!ok || All()[i].Source == nil) {
 			t.Errorf("no source constructor for the source kind %s", k)
 		}
 	}
 	for k := range byKind {
-		if !slices.Contains(config.DestinationKinds(), k) {
+		if !slices.Contains(config.DestinationKinds(service.Components()), k) {
 			t.Errorf("All registers %s, which the configuration tree does not know", k)
 		}
 	}

@@ -13,11 +13,14 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect"
 	"github.com/alternayte/queuebox/shared/connect/kafka"
-	"github.com/alternayte/queuebox/shared/connect/kind"
+	"github.com/alternayte/queuebox/shared/connect/kafka/kafkaconfig"
 	"github.com/alternayte/queuebox/shared/connect/nats"
+	"github.com/alternayte/queuebox/shared/connect/nats/natsconfig"
 	"github.com/alternayte/queuebox/shared/connect/rabbitmq"
-	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/connect/rabbitmq/rabbitmqconfig"
+	"github.com/alternayte/queuebox/shared/kind"
 )
 
 // loadDestination loads body, the destinations block of a configuration file, and returns the
@@ -95,8 +98,8 @@ type variant struct {
 
 var mappings = []mapping{
 	{
-		kind: kind.RabbitMQ,
-		keys: reflect.TypeFor[config.RabbitMQDestination](),
+		kind: rabbitmqconfig.Kind,
+		keys: reflect.TypeFor[rabbitmqconfig.Destination](),
 		variants: []variant{{
 			body: `    type: rabbitmq
     url: amqp://qb:rabbit-pw@rabbit.example:5671/orders
@@ -125,11 +128,11 @@ var mappings = []mapping{
 			ExchangeType: rabbitmq.ExchangeTopic, RoutingKeyTemplate: "{{ topic }}", DeliveryMode: rabbitmq.DeliveryPersistent,
 		},
 		withDefaults: func(c any) any { return c.(rabbitmq.Config).WithDefaults() },
-		mapTo:        func(d *config.Destination) any { return rabbitMQConfig(d) },
+		mapTo:        func(d *config.Destination) any { return rabbitmq.ConfigOf(d) },
 	},
 	{
-		kind: kind.Kafka,
-		keys: reflect.TypeFor[config.KafkaDestination](),
+		kind: kafkaconfig.Kind,
+		keys: reflect.TypeFor[kafkaconfig.Destination](),
 		variants: []variant{{
 			body: `    type: kafka
     bootstrapServers: "k1:9092, k2:9093"
@@ -163,11 +166,11 @@ var mappings = []mapping{
 			KeyTemplate: "{{ key }}", Timeout: 30 * time.Second, SecurityProtocol: kafka.SecurityPlaintext,
 		},
 		withDefaults: func(c any) any { return c.(kafka.Config).WithDefaults() },
-		mapTo:        func(d *config.Destination) any { return kafkaConfig(d) },
+		mapTo:        func(d *config.Destination) any { return kafka.ConfigOf(d) },
 	},
 	{
-		kind: kind.NATS,
-		keys: reflect.TypeFor[config.NATSDestination](),
+		kind: natsconfig.Kind,
+		keys: reflect.TypeFor[natsconfig.Destination](),
 		variants: []variant{{
 			body: `    type: nats
     servers: "nats://n1:4222, nats://n2:4223"
@@ -207,7 +210,7 @@ var mappings = []mapping{
 			Servers: []string{"nats://n:4222"}, Subject: "events", Mode: nats.ModeJetStream, Timeout: 30 * time.Second,
 		},
 		withDefaults: func(c any) any { return c.(nats.Config).WithDefaults() },
-		mapTo:        func(d *config.Destination) any { return natsConfig(d) },
+		mapTo:        func(d *config.Destination) any { return nats.ConfigOf(d) },
 	},
 }
 
@@ -277,15 +280,15 @@ func TestDefaultsAgree(t *testing.T) {
 func TestEnumsAgree(t *testing.T) {
 	t.Parallel()
 	pairs := []struct{ config, system string }{
-		{string(config.ExchangeTopic), string(rabbitmq.ExchangeTopic)},
-		{string(config.ExchangeDirect), string(rabbitmq.ExchangeDirect)},
-		{string(config.ExchangeFanout), string(rabbitmq.ExchangeFanout)},
-		{string(config.DeliveryPersistent), string(rabbitmq.DeliveryPersistent)},
-		{string(config.DeliveryTransient), string(rabbitmq.DeliveryTransient)},
-		{string(config.SecurityPlaintext), string(kafka.SecurityPlaintext)},
-		{string(config.SecuritySSL), string(kafka.SecuritySSL)},
-		{string(config.SecuritySASLPlaintext), string(kafka.SecuritySASLPlaintext)},
-		{string(config.SecuritySASLSSL), string(kafka.SecuritySASLSSL)},
+		{string(rabbitmqconfig.ExchangeTopic), string(rabbitmq.ExchangeTopic)},
+		{string(rabbitmqconfig.ExchangeDirect), string(rabbitmq.ExchangeDirect)},
+		{string(rabbitmqconfig.ExchangeFanout), string(rabbitmq.ExchangeFanout)},
+		{string(rabbitmqconfig.DeliveryPersistent), string(rabbitmq.DeliveryPersistent)},
+		{string(rabbitmqconfig.DeliveryTransient), string(rabbitmq.DeliveryTransient)},
+		{string(kafkaconfig.SecurityPlaintext), string(kafka.SecurityPlaintext)},
+		{string(kafkaconfig.SecuritySSL), string(kafka.SecuritySSL)},
+		{string(kafkaconfig.SecuritySASLPlaintext), string(kafka.SecuritySASLPlaintext)},
+		{string(kafkaconfig.SecuritySASLSSL), string(kafka.SecuritySASLSSL)},
 	}
 	for _, p := range pairs {
 		if p.config != p.system {
@@ -295,7 +298,7 @@ func TestEnumsAgree(t *testing.T) {
 }
 
 // connector returns the connector of kind k in All.
-func connector(t *testing.T, k kind.Kind) service.Connector {
+func connector(t *testing.T, k kind.Kind) connect.Connector {
 	t.Helper()
 	for _, c := range All() {
 		if c.Kind == k {
@@ -303,7 +306,7 @@ func connector(t *testing.T, k kind.Kind) service.Connector {
 		}
 	}
 	t.Fatalf("All has no connector of kind %s", k)
-	return service.Connector{}
+	return connect.Connector{}
 }
 
 // All registers one constructor per broker kind, and each builds the publisher of its
@@ -323,7 +326,7 @@ func TestAllBuildsEachBrokerPublisher(t *testing.T) {
 			if b.Kind != m.kind {
 				continue
 			}
-			p, closeIt, err := b.Publisher(context.Background(), service.PublisherParams{Name: "d", Destination: loadDestination(t, m.variants[0].body)})
+			p, closeIt, err := b.Publisher(context.Background(), connect.PublisherParams{Name: "d", Destination: loadDestination(t, m.variants[0].body)})
 			if err != nil {
 				t.Fatalf("%s: New: %v", m.kind, err)
 			}
@@ -339,26 +342,26 @@ func TestAllBuildsEachBrokerPublisher(t *testing.T) {
 // which names the key and holds no secret.
 func TestRefusalNamesTheKeyWithoutTheSecret(t *testing.T) {
 	t.Parallel()
-	r := config.NewDestination("bus", kind.RabbitMQ)
-	r.RabbitMQ.URL = config.NewConnectionURL("amqp://qb:hidden-pw@rabbit/")
-	r.RabbitMQ.Exchange = "events"
-	r.RabbitMQ.ExchangeType = "headers"
-	k := config.NewDestination("stream", kind.Kafka)
-	k.Kafka.BootstrapServers, k.Kafka.Topic = "k:9092", "events"
-	k.Kafka.SecurityProtocol, k.Kafka.SASLMechanism, k.Kafka.SASLUsername = config.SecuritySASLSSL, "GSSAPI", "qb"
-	k.Kafka.SASLPassword = config.NewSecret("hidden-pw")
-	n := config.NewDestination("subjects", kind.NATS)
-	n.NATS.Servers, n.NATS.Subject = "nats://qb:hidden-pw@n:4222", "{{ nope }}"
+	r := rabbitmqconfig.NewDestination("bus")
+	rabbitmqconfig.DestinationOf(r).URL = config.NewConnectionURL("amqp://qb:hidden-pw@rabbit/")
+	rabbitmqconfig.DestinationOf(r).Exchange = "events"
+	rabbitmqconfig.DestinationOf(r).ExchangeType = "headers"
+	k := kafkaconfig.NewDestination("stream")
+	kafkaconfig.DestinationOf(k).BootstrapServers, kafkaconfig.DestinationOf(k).Topic = "k:9092", "events"
+	kafkaconfig.DestinationOf(k).SecurityProtocol, kafkaconfig.DestinationOf(k).SASLMechanism, kafkaconfig.DestinationOf(k).SASLUsername = kafkaconfig.SecuritySASLSSL, "GSSAPI", "qb"
+	kafkaconfig.DestinationOf(k).SASLPassword = config.NewSecret("hidden-pw")
+	n := natsconfig.NewDestination("subjects")
+	natsconfig.DestinationOf(n).Servers, natsconfig.DestinationOf(n).Subject = "nats://qb:hidden-pw@n:4222", "{{ nope }}"
 	for _, c := range []struct {
-		b    service.Connector
+		b    connect.Connector
 		d    *config.Destination
 		want string
 	}{
-		{connector(t, kind.RabbitMQ), r, `destinations.bus.exchangeType: "headers": use topic, direct or fanout`},
-		{connector(t, kind.Kafka), k, `destinations.stream.saslMechanism: kafka: unsupported security setting: "GSSAPI"`},
-		{connector(t, kind.NATS), n, `destination subjects: subject:`},
+		{connector(t, rabbitmqconfig.Kind), r, `destinations.bus.exchangeType: "headers": use topic, direct or fanout`},
+		{connector(t, kafkaconfig.Kind), k, `destinations.stream.saslMechanism: kafka: unsupported security setting: "GSSAPI"`},
+		{connector(t, natsconfig.Kind), n, `destination subjects: subject:`},
 	} {
-		_, _, err := c.b.Publisher(context.Background(), service.PublisherParams{Name: c.d.Name, Destination: c.d})
+		_, _, err := c.b.Publisher(context.Background(), connect.PublisherParams{Name: c.d.Name, Destination: c.d})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New = %v, want an error holding %q", err, c.want)
 			continue
@@ -367,7 +370,7 @@ func TestRefusalNamesTheKeyWithoutTheSecret(t *testing.T) {
 			t.Errorf("the error %q holds the password", err)
 		}
 	}
-	if _, _, err := connector(t, kind.Kafka).Publisher(context.Background(), service.PublisherParams{Name: "stream", Destination: k}); !errors.Is(err, kafka.ErrUnsupportedSecurity) {
+	if _, _, err := connector(t, kafkaconfig.Kind).Publisher(context.Background(), connect.PublisherParams{Name: "stream", Destination: k}); !errors.Is(err, kafka.ErrUnsupportedSecurity) {
 		t.Errorf("Kafka New = %v, want ErrUnsupportedSecurity", err)
 	}
 }

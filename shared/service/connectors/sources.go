@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect"
 	"github.com/alternayte/queuebox/shared/health"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/service"
@@ -25,7 +26,7 @@ import (
 )
 
 // Source is one broker source: its consumer, which stores through the sink it runs with.
-type Source = service.Consumer
+type Source = connect.Consumer
 
 // Runner is one source with its kind, the prefix of its health component.
 type Runner struct {
@@ -70,7 +71,7 @@ func FromConfig(cfg *config.Config, o Options) ([]Runner, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	byKind := map[config.SourceKind]service.Connector{}
+	byKind := map[config.SourceKind]connect.Connector{}
 	for _, c := range All() {
 		byKind[c.Kind] = c
 	}
@@ -93,7 +94,7 @@ func FromConfig(cfg *config.Config, o Options) ([]Runner, error) {
 		if !ok || c.Source == nil {
 			return nil, fmt.Errorf("building source %s: no connector of this build consumes a source of kind %s", name, s.Kind)
 		}
-		src, err := c.Source(service.SourceParams{Name: name, Source: s, Intake: intake, IntakeOptions: opts, Logger: o.Logger})
+		src, err := c.Source(connect.SourceParams{Name: name, Source: s, Intake: intake, IntakeOptions: opts, Logger: o.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("building source %s: %w", name, err)
 		}

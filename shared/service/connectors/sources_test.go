@@ -96,7 +96,7 @@ func TestEveryBrokerSourceKeyReachesItsSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := RabbitMQSourceConfig(cfg.Sources["q"], intake, inbox.IntakeOptions{}, nil)
+	r := rabbitmq.SourceConfigOf(cfg.Sources["q"], intake, inbox.IntakeOptions{}, nil)
 	if r.URL != "amqp://guest:guest@rabbit:5672/" || r.Queue != "incoming" || r.PrefetchCount != 7 || !r.DeclareQueue {
 		t.Errorf("rabbitmq config = %+v", r)
 	}
@@ -107,7 +107,7 @@ func TestEveryBrokerSourceKeyReachesItsSource(t *testing.T) {
 		t.Errorf("rabbitmq intake = %+v", in)
 	}
 	kin, _ := intakeOf(nil, "k", cfg.Sources["k"])
-	k := KafkaSourceConfig(cfg.Sources["k"], kin, inbox.IntakeOptions{}, nil)
+	k := kafka.SourceConfigOf(cfg.Sources["k"], kin, inbox.IntakeOptions{}, nil)
 	if strings.Join(k.Brokers, ",") != "b1:9092,b2:9092" || strings.Join(k.Topics, ",") != "orders,retry" || k.GroupID != "g1" ||
 		k.AutoOffsetReset != "latest" || k.MaxPollRecords != 42 || k.SecurityProtocol != kafka.SecuritySASLSSL ||
 		k.SASLMechanism != "SCRAM-SHA-512" || k.SASLUsername != "qb" || k.SASLPassword != "k-secret" {
@@ -117,7 +117,7 @@ func TestEveryBrokerSourceKeyReachesItsSource(t *testing.T) {
 		t.Errorf("kafka intake defaults = %+v", k.Intake)
 	}
 	nin, _ := intakeOf(nil, "n", cfg.Sources["n"])
-	n := NATSSourceConfig(cfg.Sources["n"], nin, inbox.IntakeOptions{}, nil)
+	n := nats.SourceConfigOf(cfg.Sources["n"], nin, inbox.IntakeOptions{}, nil)
 	if strings.Join(n.Servers, ",") != "nats://a:4222,nats://b:4222" || n.Stream != "ORDERS" || n.Durable != "qb-orders" ||
 		n.FilterSubject != "orders.>" || n.AckWait != 1500*time.Millisecond || n.BatchSize != 9 || n.Username != "u" || n.Password != "n-secret" {
 		t.Errorf("nats config = %+v", n)
@@ -139,13 +139,13 @@ func TestDefaultsMatchTheSources(t *testing.T) {
     durable: qb
 `)
 	in, _ := intakeOf(nil, "q", cfg.Sources["q"])
-	if r := RabbitMQSourceConfig(cfg.Sources["q"], in, inbox.IntakeOptions{}, nil); r.PrefetchCount != rabbitmq.DefaultPrefetchCount || r.DeclareQueue {
+	if r := rabbitmq.SourceConfigOf(cfg.Sources["q"], in, inbox.IntakeOptions{}, nil); r.PrefetchCount != rabbitmq.DefaultPrefetchCount || r.DeclareQueue {
 		t.Errorf("rabbitmq defaults = %+v", r)
 	}
-	if k := KafkaSourceConfig(cfg.Sources["k"], in, inbox.IntakeOptions{}, nil); k.MaxPollRecords != kafka.DefaultMaxPollRecords || k.AutoOffsetReset != kafka.OffsetEarliest {
+	if k := kafka.SourceConfigOf(cfg.Sources["k"], in, inbox.IntakeOptions{}, nil); k.MaxPollRecords != kafka.DefaultMaxPollRecords || k.AutoOffsetReset != kafka.OffsetEarliest {
 		t.Errorf("kafka defaults = %+v", k)
 	}
-	if n := NATSSourceConfig(cfg.Sources["n"], in, inbox.IntakeOptions{}, nil); n.AckWait != nats.DefaultAckWait || n.BatchSize != nats.DefaultBatchSize {
+	if n := nats.SourceConfigOf(cfg.Sources["n"], in, inbox.IntakeOptions{}, nil); n.AckWait != nats.DefaultAckWait || n.BatchSize != nats.DefaultBatchSize {
 		t.Errorf("nats defaults = %+v", n)
 	}
 	if in.IdempotencyKeyPath != inbox.DefaultBrokerKeyPath || in.Consumption != "push" {
@@ -190,7 +190,7 @@ func TestSkipTombstonesReachesTheKafkaSource(t *testing.T) {
 `)
 	for name, want := range map[string]bool{"on": true, "off": false} {
 		in, _ := intakeOf(nil, name, cfg.Sources[name])
-		if k := KafkaSourceConfig(cfg.Sources[name], in, inbox.IntakeOptions{}, nil); k.SkipTombstones != want {
+		if k := kafka.SourceConfigOf(cfg.Sources[name], in, inbox.IntakeOptions{}, nil); k.SkipTombstones != want {
 			t.Errorf("source %s: SkipTombstones = %v, want %v", name, k.SkipTombstones, want)
 		}
 	}

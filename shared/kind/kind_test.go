@@ -14,17 +14,17 @@ import (
 )
 
 // root is the module root, from this package's folder.
-const root = "../../.."
+const root = "../.."
 
 // handlers are the folders, relative to the module root, that may handle a kind: branch on
 // it (a case of a switch, a comparison). Every other folder must not, so that a new
 // destination or source is one folder under shared/connect, plus its line in the registry,
 // and touches no switch elsewhere.
 var handlers = []string{
-	// The connectors, each its own kind.
+	// The connectors, each its own kind, with its configuration package (<system>config).
 	"shared/connect/webhook", "shared/connect/rabbitmq", "shared/connect/kafka", "shared/connect/nats",
-	// The one definition of the kinds.
-	"shared/connect/kind",
+	// The type of the kinds and the built-in kind http.
+	"shared/kind",
 	// The connector registry of the composition root.
 	"shared/service/connectors",
 }
@@ -32,16 +32,13 @@ var handlers = []string{
 // allowed are the folders outside handlers that still branch on a kind, each with the reason.
 // Keep it short: a new entry needs a reason why the knowledge cannot live in the connector.
 var allowed = map[string]string{
-	// The configuration tree has one typed block per kind, which every program, those that
-	// link no connector included, decodes and validates; the connectors must not import it.
-	"shared/config": "the configuration tree: one typed block per kind",
-	// The header rule of each protocol (docs/headers.md), which the validation (in
-	// shared/config, which links no connector) and the outbox both apply: it must stay a
-	// package that imports nothing of QueueBox. A kind without a rule carries every header.
-	"shared/forwarded": "the header rule of each protocol, shared by the validation and the outbox",
-	// The default topic template of a source whose topic is blank: {{ eventType }} for an
-	// HTTP source, {{ source }} for a broker's.
-	"shared/relay": "the default topic of a source kind",
+	// The configuration tree holds the built-in kind http itself: the inbox is QueueBox's own
+	// HTTP source, and the webhook destination shares its auth and signing blocks with the
+	// rest of the tree. Every other kind's block is its connector's (config.ConnectorSpec).
+	"shared/config": "the built-in kind http",
+	// The default topic template of a source whose topic is blank: {{ eventType }} for the
+	// built-in HTTP source, {{ source }} for every other kind (a broker's).
+	"shared/relay": "the default topic of the built-in http kind",
 }
 
 // kindNames are the kinds as text.
@@ -120,13 +117,16 @@ func f(d dest, p pub, u url, k string) {
 	switch u.Scheme {
 	case "http", "https":
 	}
+	_ = d.Kind == kafkaconfig.Kind
+	_ = k == string(natsconfig.Kind)
+	_ = c.Kind == config.Kind
 }
 `
 	var got []int
 	for _, b := range kindBranches(t, "p.go", src) {
 		got = append(got, b.line)
 	}
-	if want := []int{5, 5, 7, 8, 9, 10, 11, 13}; !slices.Equal(got, want) {
+	if want := []int{5, 5, 7, 8, 9, 10, 11, 13, 20, 21}; !slices.Equal(got, want) {
 		t.Errorf("the scan found branches on the lines %v, want %v", got, want)
 	}
 }
@@ -183,12 +183,20 @@ func kindBranches(t *testing.T, path string, src ...string) []branch {
 // kindOperand returns the kind that e names when it is compared with other, or "".
 func kindOperand(e, other ast.Expr) string {
 	switch e := ast.Unparen(e).(type) {
+	case *ast.CallExpr:
+		// A conversion, string(kafkaconfig.Kind): the kind it converts.
+		if len(e.Args) == 1 {
+			return kindOperand(e.Args[0], other)
+		}
 	case *ast.SelectorExpr:
 		pkg, ok := e.X.(*ast.Ident)
 		name := e.Sel.Name
 		switch {
 		case ok && pkg.Name == "kind" && name != "Kind":
 			return "kind." + name
+		case ok && name == "Kind" && pkg.Name != "config" && strings.HasSuffix(pkg.Name, "config"):
+			// A connector's kind, defined by its configuration package (kafkaconfig.Kind).
+			return exprText(e)
 		case strings.HasPrefix(name, "Kind") && slices.Contains(kindNames, strings.ToLower(strings.TrimPrefix(name, "Kind"))):
 			return exprText(e)
 		case ok && name == "Type" && slices.Contains(connectorPackages, pkg.Name):

@@ -1,4 +1,4 @@
-package service
+package connect
 
 import (
 	"context"
@@ -11,15 +11,16 @@ import (
 )
 
 // Connector is one external system in the connector registry: the kind of destination and
-// source that it serves (shared/connect/kind), the constructor of its publisher, the
+// source that it serves (shared/kind), the constructor of its publisher, the
 // constructor of its consumer where the system has a source, and the rules of its
 // configuration that only it knows.
 //
-// HTTP is built in (httpConnector): this package links its publisher, shared/connect/webhook,
-// anyway. The registry of the other systems is shared/service/connectors (connectors.All),
-// which only the programs that deliver outbox rows or consume a broker import and pass to
-// Build (AppOptions.Brokers) or Publishers; this package names none of them, so a program
-// that passes none links no broker client.
+// Each connector folder returns its own (rabbitmq.Connector, kafka.Connector,
+// nats.Connector); HTTP is built into the composition root, shared/service, which links its
+// publisher, shared/connect/webhook, anyway. The registry of the other systems is
+// shared/service/connectors (connectors.All), which only the programs that deliver outbox rows
+// or consume a broker import and pass to service.Build (AppOptions.Brokers); shared/service
+// names none of them, so a program that passes none links no broker client.
 type Connector struct {
 	// Kind is the kind of destination (destinations.<name>) and of source (sources.<name>)
 	// that the connector serves.
@@ -79,6 +80,3 @@ type Consumer interface {
 	// Run consumes until ctx ends.
 	Run(ctx context.Context, sink inbox.Inserter) error
 }
-
-// builtinConnectors are the connectors that this package holds: HTTP.
-func builtinConnectors() []Connector { return []Connector{httpConnector} }
