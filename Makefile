@@ -178,6 +178,14 @@ build-InboxFunction:
 build-AdminFunction:
 	$(call LAMBDA_ARTIFACT,admin)
 
+## notices: regenerates THIRD_PARTY_NOTICES.md (tools/notices) from the modules that the binaries
+## link, the embedded jsonata.js and the npm package's runtime dependencies. Run it after a
+## dependency changes: `go test ./tools/notices` (part of `make test`) fails while the committed
+## file differs from what the generator writes now.
+.PHONY: notices
+notices:
+	$(GO) generate ./tools/notices
+
 ## jsonata: installs the pinned npm jsonata 2.2.2 in shared/transform/jsjsonata (package.json and
 ## package-lock.json with its integrity hash) with `npm ci`, and checks that the committed
 ## jsonata.min.js that shared/transform/jsjsonata embeds is that package's file. A different

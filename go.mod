@@ -6,6 +6,7 @@ require (
 	github.com/VictoriaMetrics/metricsql v0.87.3
 	github.com/chromedp/chromedp v0.14.2
 	github.com/getkin/kin-openapi v0.153.0
+	github.com/google/licensecheck v0.3.1
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/rabbitmq/amqp091-go v1.16.0

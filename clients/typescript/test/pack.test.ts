@@ -33,7 +33,7 @@ describe("npm pack", () => {
     // The layout that scripts/generate-sql.mjs expects: clients/typescript beside examples/pull/sql.
     const copy = join(work, "repo", "clients", "typescript");
     mkdirSync(copy, { recursive: true });
-    for (const name of ["package.json", "package-lock.json", "README.md", "tsconfig.base.json", "tsconfig.json", "tsconfig.cjs.json", "scripts", "src"]) {
+    for (const name of ["package.json", "package-lock.json", "README.md", "LICENSE", "tsconfig.base.json", "tsconfig.json", "tsconfig.cjs.json", "scripts", "src"]) {
       cpSync(join(packageRoot, name), join(copy, name), { recursive: true });
     }
     cpSync(join(repoRoot, "examples", "pull", "sql"), join(work, "repo", "examples", "pull", "sql"), { recursive: true });
@@ -49,7 +49,7 @@ describe("npm pack", () => {
       manifest.exports["."].import.default, manifest.exports["."].import.types,
       manifest.exports["."].require.default, manifest.exports["."].require.types,
     ].map((p: string) => p.replace(/^\.\//, ""));
-    for (const path of [...entryPoints, "package.json", "README.md", "dist/cjs/package.json", "dist/esm/outbox.js", "dist/cjs/outbox.js"]) {
+    for (const path of [...entryPoints, "package.json", "README.md", "LICENSE", "dist/cjs/package.json", "dist/esm/outbox.js", "dist/cjs/outbox.js"]) {
       assert.ok(files.includes(path), `the tarball holds ${path}; it has ${files.join(", ")}`);
     }
     assert.deepEqual(files.filter((f) => /^(src|test|build|scripts)\//.test(f)), []);

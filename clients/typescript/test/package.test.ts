@@ -52,6 +52,12 @@ describe("the package", () => {
     }
   });
 
+  it("is under the Apache License 2.0, with its text in the package", () => {
+    assert.equal(manifest.license, "Apache-2.0");
+    assert.ok(manifest.files.includes("LICENSE"), `files lists LICENSE: ${manifest.files.join(", ")}`);
+    assert.match(readFileSync(join(packageRoot, "LICENSE"), "utf8"), /Apache License\s+Version 2\.0, January 2004/);
+  });
+
   it("runs on Node 20", () => {
     assert.equal(manifest.engines.node, ">=20");
   });
