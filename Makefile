@@ -9,7 +9,7 @@ VERSION_LDFLAGS := -X github.com/alternayte/queuebox/shared/service.Version=$(VE
 # Packages run in parallel, each test with its own database.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all help build run test test-go test-clients test-client-go test-client-ts test-bench-peers lint vet fmt services clean
+.PHONY: all help build run test test-go test-clients test-client-go test-client-ts test-bench-peers lint lint-openapi vet fmt services clean
 
 all: build
 
@@ -32,9 +32,9 @@ services:
 	./scripts/ensure-services.sh
 
 ## test: every test, against the real services on loopback: the service, the Go pull client
-## (its own module) and the TypeScript pull client. Every part runs even when one before it
-## failed; the target fails at the end, naming the parts that failed.
-TEST_PARTS := vet test-go test-client-go test-client-ts test-bench-peers
+## (its own module) and the TypeScript pull client, and the lint of docs/openapi.yaml. Every
+## part runs even when one before it failed; the target fails at the end, naming the parts that failed.
+TEST_PARTS := vet lint-openapi test-go test-client-go test-client-ts test-bench-peers
 
 test: services
 	@failed=; \
@@ -79,6 +79,16 @@ vet:
 ## lint: vet, and fails when gofmt would change a file
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+## lint-openapi: lints docs/openapi.yaml with the Redocly CLI pinned in tools/openapi-lint
+## (package.json and package-lock.json, installed with npm ci; Node.js 20.19 or later), the
+## recommended ruleset and tools/openapi-lint/redocly.yaml; fails on any error or warning.
+OPENAPI_LINT_DIR := tools/openapi-lint
+
+lint-openapi:
+	@command -v npm >/dev/null || { echo "make lint-openapi needs Node.js 20.19 or later and npm (apt-get install -y nodejs npm)"; exit 1; }
+	cd $(OPENAPI_LINT_DIR) && npm ci --ignore-scripts --no-audit --no-fund --prefer-offline
+	node $(OPENAPI_LINT_DIR)/lint.mjs docs/openapi.yaml
 
 ## fmt: gofmt -w on every Go file
 fmt:

@@ -2,6 +2,7 @@ package localserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/shared/openapi"
@@ -23,8 +25,10 @@ import (
 // exchange is one request of the OpenAPI test and the status it must get.
 type exchange struct {
 	method, path, body string
-	header             map[string]string
-	status             int
+	// contentType is the body's Content-Type; application/json when empty.
+	contentType string
+	header      map[string]string
+	status      int
 	// invalidRequest marks a request that is wrong on purpose (its answer is still checked).
 	invalidRequest bool
 }
@@ -32,10 +36,14 @@ type exchange struct {
 // TestTheServerAnswersAsItsOpenAPIDescriptionSays runs the local process and sends real
 // requests to every route of spec/26 and the extensions, one per documented status that a
 // test can provoke here, and validates each request (unless it is wrong on purpose) and each
-// response against docs/openapi.yaml with kin-openapi. Not provoked: 500 (storage failed) and
+// response against docs/openapi.yaml with kin-openapi. The console's routes get the answers
+// of a browser without a session (the 303 to the login page, the 401 of a change), the login
+// page, a login and a login from another origin. Not provoked: 500 (storage failed) and
 // 503 (shutting down) of the inbox, 503 of readiness, 500 of a replay, 503 of the destination
-// routes, and the 413 of the health, metrics, destination and description routes (the data
-// port's cap, provoked on GET /; TestMaxBodyBytesCapsEveryRouteOfTheDataPort sends it to each).
+// routes, the 404 of a route that a server does not serve, the console's pages behind a
+// session, and the 413 of the health, metrics, destination, console and description routes
+// (the data port's cap, provoked on GET /; TestMaxBodyBytesCapsEveryRouteOfTheDataPort sends
+// it to each).
 func TestTheServerAnswersAsItsOpenAPIDescriptionSays(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -118,6 +126,7 @@ sources:
 	require.NoError(t, err)
 
 	admin := map[string]string{"Authorization": "Bearer " + adminToken}
+	const form = "application/x-www-form-urlencoded"
 	big := `{"id":"` + strings.Repeat("x", 2100) + `"}`
 	bigAdmin := `{"topics":["` + strings.Repeat("x", 1100) + `"]}`
 	exchanges := []exchange{
@@ -140,7 +149,7 @@ sources:
 		{method: "POST", path: "/inbox/limited", body: `{"id":"l2"}`, status: 429},
 		{method: "POST", path: "/inbox/nowhere", body: `{"id":"n1"}`, status: 404},
 		{method: "POST", path: "/admin/transform/test", body: `{"expression":"$.a + 1","payload":{"a":1},"timeoutMs":30000}`, header: admin, status: 200},
-		{method: "POST", path: "/admin/transform/test", body: `{"payload":{}}`, header: admin, status: 400},
+		{method: "POST", path: "/admin/transform/test", body: `{"payload":{}}`, header: admin, status: 400, invalidRequest: true},
 		{method: "POST", path: "/admin/transform/test", body: `{"expression":"$.a +","payload":{}}`, header: admin, status: 400},
 		{method: "POST", path: "/admin/transform/test", body: `{"expression":"$error(\"no\")","payload":{}}`, header: admin, status: 400},
 		{method: "POST", path: "/admin/transform/test", body: `{"expression":"1","payload":{}}`, status: 401},
@@ -161,8 +170,24 @@ sources:
 		{method: "POST", path: "/admin/destinations/hooks/pause", header: admin, status: 200},
 		{method: "POST", path: "/admin/destinations/hooks/resume", header: admin, status: 200},
 		{method: "POST", path: "/admin/destinations/nowhere/pause", header: admin, status: 404},
+		{method: "GET", path: "/console", status: 303},
+		{method: "GET", path: "/console/login", status: 200},
+		{method: "POST", path: "/console/login", body: "token=" + adminToken, contentType: form, status: 303},
+		{method: "POST", path: "/console/login", body: "token=" + adminToken, contentType: form, header: map[string]string{"Origin": "http://elsewhere.test"}, status: 403},
+		{method: "GET", path: "/console/", status: 303},
+		{method: "GET", path: "/console/dead", status: 303},
+		{method: "GET", path: "/console/rows/outbox/" + uuid.NewString(), status: 303},
+		{method: "GET", path: "/console/replay?target=hooks", status: 303},
+		{method: "GET", path: "/console/destinations", status: 303},
+		{method: "POST", path: "/console/logout", body: "csrf=x", contentType: form, status: 401},
+		{method: "POST", path: "/console/replay", body: "csrf=x&target=hooks", contentType: form, status: 401},
+		{method: "POST", path: "/console/destinations/hooks/pause", body: "csrf=x", contentType: form, status: 401},
 	}
+	// The console answers 303 to a browser; the test looks at that answer, not at the next page.
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	noAuth := openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}
+	// kin-openapi decodes no HTML; the console's pages are checked as text, like text/plain.
+	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.RegisteredBodyDecoder("text/plain"))
 	for _, x := range exchanges {
 		name := fmt.Sprintf("%s %s %d", x.method, x.path, x.status)
 		var body io.Reader
@@ -172,7 +197,7 @@ sources:
 		req, err := http.NewRequest(x.method, base+x.path, body)
 		require.NoError(t, err, name)
 		if x.body != "" {
-			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Content-Type", cmp.Or(x.contentType, "application/json"))
 		}
 		for k, v := range x.header {
 			req.Header.Set(k, v)
@@ -186,7 +211,7 @@ sources:
 				req.Body = io.NopCloser(strings.NewReader(x.body))
 			}
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		require.NoError(t, err, name)
 		got, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
