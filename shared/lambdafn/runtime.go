@@ -64,8 +64,20 @@ type Runtime struct {
 // Build assembles the parts of the function that o asks for (service.Build) over the
 // runtime's database, logger, metrics and engine, which it sets in o.
 func (r *Runtime) Build(ctx context.Context, o service.AppOptions) (*service.App, error) {
+	return service.Build(ctx, r.Config, r.options(o))
+}
+
+// BuildAdmin assembles the admin routes and the console that o asks for (service.BuildAdmin)
+// over the runtime's database, logger, metrics and engine, as Build does, and no other part:
+// the admin function calls it instead of Build, so that it links no other part.
+func (r *Runtime) BuildAdmin(o service.AppOptions) (*service.App, error) {
+	return service.BuildAdmin(r.Config, r.options(o))
+}
+
+// options sets the runtime's database, logger, metrics, engine and tracer provider in o.
+func (r *Runtime) options(o service.AppOptions) service.AppOptions {
 	o.Database, o.Logger, o.Metrics, o.Engine, o.Tracing = r.DB, r.Log, r.Metrics, r.Engine, r.Tracing
-	return service.Build(ctx, r.Config, o)
+	return o
 }
 
 // Close releases the database connections. A function never calls it (nothing runs after

@@ -287,11 +287,7 @@ func (b *boundStore) InboxReplayBatch(ctx context.Context, sel store.InboxSelect
 // prints, whatever the configuration alone makes impossible; `queuebox config check` runs it
 // for that without a database. Without o.Database, call Open before running a part.
 func Build(ctx context.Context, cfg *Config, o AppOptions) (*App, error) {
-	a := &App{cfg: cfg, opts: o, log: o.Logger, engine: o.Engine, DB: o.Database}
-	if a.log == nil {
-		a.log = slog.Default()
-	}
-	a.tracing = o.Tracing
+	a := newApp(cfg, o)
 	if a.tracing == nil {
 		tp, err := tracing.New(ctx, TracingConfig(cfg))
 		if err != nil {
@@ -311,6 +307,15 @@ func Build(ctx context.Context, cfg *Config, o AppOptions) (*App, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// newApp returns the assembly of cfg and o before any part is built.
+func newApp(cfg *Config, o AppOptions) *App {
+	a := &App{cfg: cfg, opts: o, log: o.Logger, engine: o.Engine, DB: o.Database, tracing: o.Tracing}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	return a
 }
 
 // wanted reports whether a part with the switch enabled is built.

@@ -169,3 +169,44 @@ func TestBuildRefusesCapture(t *testing.T) {
 
 // newEngine returns a JSONata engine, which the runtimes pass to Build (AppOptions.Engine).
 func newEngine() *jsonata.Engine { return jsonata.NewEngine(jsonata.EngineOptions{}) }
+
+// BuildAdmin builds the admin routes and the console as Build does, and no other part even
+// when the options ask for one; its only check is the database's, and it makes no tracer
+// provider.
+func TestBuildAdminBuildsTheAdminPartsAlone(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadEnv(appEnv(map[string]string{"QUEUEBOX_ADMIN_ENABLED": "true", "QUEUEBOX_ADMIN_AUTH_TYPE": "api-key",
+		"QUEUEBOX_ADMIN_AUTH_KEY": "k", "QUEUEBOX_INBOX_RELAY_ENABLED": "true", "QUEUEBOX_RETENTION_ENABLED": "true",
+		"QUEUEBOX_TRACING_ENDPOINT": "http://127.0.0.1:1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := AppOptions{Logger: slog.New(slog.DiscardHandler), Database: &Database{Store: pingStore{}}, Engine: newEngine(), Admin: IfEnabled,
+		Poller: true, Relay: Always, Retention: true, Inbox: true, Capture: IfEnabled}
+	app, err := BuildAdmin(cfg, o)
+	if err != nil {
+		t.Fatalf("BuildAdmin: %v", err)
+	}
+	defer app.Close()
+	if app.Admin == nil || app.Console == nil {
+		t.Fatalf("admin routes or console missing: %+v", app)
+	}
+	if app.Outbox != nil || app.Relay != nil || app.Cleaner != nil || app.Inbox != nil || app.Capture != nil || app.Sources != nil {
+		t.Errorf("BuildAdmin built another part: %+v", app)
+	}
+	if app.Tracing() != nil {
+		t.Error("BuildAdmin made a tracer provider")
+	}
+	if names, _ := checkNames(app.Checks()); strings.Join(names, " ") != "database" {
+		t.Errorf("checks = %v, want database alone", names)
+	}
+
+	cfg.Admin.Enabled = false
+	app, err = BuildAdmin(cfg, o)
+	if err != nil {
+		t.Fatalf("BuildAdmin with admin.enabled false: %v", err)
+	}
+	if app.Admin != nil || app.Console != nil {
+		t.Error("admin.enabled false: BuildAdmin built the admin routes")
+	}
+}
