@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/alternayte/queuebox/shared/config"
+	"github.com/alternayte/queuebox/shared/connect/kind"
 	"github.com/alternayte/queuebox/shared/connect/webhook"
 	"github.com/alternayte/queuebox/shared/inbox"
 	"github.com/alternayte/queuebox/shared/outbox"
@@ -33,9 +34,9 @@ type Connector struct {
 	// system has no source that a connector consumes (an HTTP source is a route of the inbox).
 	Source func(p SourceParams) (Consumer, error)
 	// Rules are what the validation of the configuration asks of the connector
-	// (config.DestinationRules). Components reads them from the built-in connectors, which
-	// every program links: a program checks the whole configuration even when it passes no
-	// broker connector.
+	// (config.DestinationRules). Components reads those of the built-in connectors
+	// (builtinRules), which every program links: a program checks the whole configuration
+	// even when it passes no broker connector.
 	Rules config.DestinationRules
 }
 
@@ -81,4 +82,10 @@ type Consumer interface {
 }
 
 // builtinConnectors are the connectors that this package holds: HTTP.
-func builtinConnectors() []Connector { return []Connector{httpConnector} }
+func builtinConnectors() []Connector { return []Connector{httpConnector()} }
+
+// builtinRules are the Rules of builtinConnectors by kind, read without the connectors, so
+// that the validation of a configuration links no publisher constructor.
+func builtinRules() map[config.DestinationKind]config.DestinationRules {
+	return map[config.DestinationKind]config.DestinationRules{kind.HTTP: httpRules}
+}
