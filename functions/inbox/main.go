@@ -12,6 +12,7 @@ import (
 
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/tracing/otlp"
 	"github.com/alternayte/queuebox/shared/transform/builtin"
 )
 
@@ -19,7 +20,7 @@ func main() {
 	ctx := context.Background()
 	// The inbox applies the source transforms (sources.<name>.transform) on the JSONata engine;
 	// built with the tag queuebox_no_jsonata, it refuses a configuration that holds one.
-	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(builtin.Engine()))
+	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(builtin.Engine(), otlp.New))
 	if err != nil {
 		lambdafn.Exit(err)
 	}

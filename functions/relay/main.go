@@ -11,12 +11,14 @@ import (
 
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/tracing/otlp"
 )
 
 func main() {
 	ctx := context.Background()
-	// The relay runs no transform: the function links no JavaScript engine.
-	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(nil))
+	// The relay runs no transform: the function links no JavaScript engine. It records the
+	// spans of its forwards with the OTLP tracer provider (docs/tracing.md).
+	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(nil, otlp.New))
 	if err != nil {
 		lambdafn.Exit(err)
 	}

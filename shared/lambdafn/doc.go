@@ -3,12 +3,13 @@
 // functions/ that imports aws-lambda-go.
 //
 // A main builds the Runtime once per container with Init (configuration, logger, database,
-// and the JSONata engine that the main passes when the function runs transforms; the same
-// code the local process runs), assembles its cycle with the assembly of shared/service
-// (Runtime.Build, which is service.Build over the runtime's database, logger, metrics and
-// engine), and hands a handler to Start:
+// the JSONata engine that the main passes when the function runs transforms, and the tracer
+// provider whose constructor, otlp.New, it passes when its parts record spans; the same code
+// the local process runs), assembles its cycle with the assembly of shared/service
+// (Runtime.Build, which is service.Build over the runtime's database, logger, metrics,
+// engine and tracer provider), and hands a handler to Start:
 //
-//	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(jsonata.NewEngine(jsonata.EngineOptions{})))
+//	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(jsonata.NewEngine(jsonata.EngineOptions{}), otlp.New))
 //	if err != nil {
 //		lambdafn.Exit(err)
 //	}
