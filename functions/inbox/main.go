@@ -38,7 +38,7 @@ func main() {
 // invoke, debounced, as the capture node wakes poll) after a push row is stored. Nothing
 // drains either: Lambda ends a container between invocations, never during one.
 func newHandler(rt *lambdafn.Runtime) (func(context.Context, lambdafn.HTTPRequest) (lambdafn.HTTPResponse, error), error) {
-	app, err := rt.Build(context.Background(), service.AppOptions{Inbox: true})
+	app, err := rt.BuildParts(context.Background(), service.AppOptions{Inbox: true}, service.InboxPart())
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ func main() {
 	}
 	// The poll function delivers to RabbitMQ, Kafka and NATS destinations too; the other
 	// functions pass none and so leave the broker clients out of their binaries.
-	app, err := rt.Build(ctx, service.AppOptions{Poller: true, Brokers: connectors.All()})
+	app, err := rt.BuildParts(ctx, service.AppOptions{Poller: true, Brokers: connectors.All()}, service.PollerPart())
 	if err != nil {
 		lambdafn.Exit(err)
 	}

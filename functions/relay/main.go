@@ -24,7 +24,7 @@ func main() {
 	}
 	// The relay runs whatever inbox.relay.enabled says: this function exists for it. Its
 	// poller is the poll function, which the relay does not wake.
-	app, err := rt.Build(ctx, service.AppOptions{Relay: service.Always})
+	app, err := rt.BuildParts(ctx, service.AppOptions{Relay: service.Always}, service.RelayPart())
 	if err != nil {
 		lambdafn.Exit(err)
 	}

@@ -22,7 +22,7 @@ func main() {
 	if err != nil {
 		lambdafn.Exit(err)
 	}
-	app, err := rt.Build(ctx, service.AppOptions{Retention: true})
+	app, err := rt.BuildParts(ctx, service.AppOptions{Retention: true}, service.RetentionPart())
 	if err != nil {
 		lambdafn.Exit(err)
 	}

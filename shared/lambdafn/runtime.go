@@ -70,16 +70,18 @@ type Runtime struct {
 }
 
 // Build assembles the parts of the function that o asks for (service.Build) over the
-// runtime's database, logger, metrics and engine, which it sets in o.
+// runtime's database, logger, metrics, engine and tracer provider, which it sets in o. It
+// links every part's constructor: the functions' mains call BuildParts instead.
 func (r *Runtime) Build(ctx context.Context, o service.AppOptions) (*service.App, error) {
 	return service.Build(ctx, r.Config, r.options(o))
 }
 
-// BuildAdmin assembles the admin routes and the console that o asks for (service.BuildAdmin)
-// over the runtime's database, logger, metrics and engine, as Build does, and no other part:
-// the admin function calls it instead of Build, so that it links no other part.
-func (r *Runtime) BuildAdmin(o service.AppOptions) (*service.App, error) {
-	return service.BuildAdmin(r.Config, r.options(o))
+// BuildParts assembles the parts that o asks for among parts (service.BuildParts) over the
+// runtime's database, logger, metrics, engine and tracer provider, as Build does, and no
+// other: each function's main calls it with its one part instead of Build, so that the
+// function links no other part.
+func (r *Runtime) BuildParts(ctx context.Context, o service.AppOptions, parts ...service.Part) (*service.App, error) {
+	return service.BuildParts(ctx, r.Config, r.options(o), parts...)
 }
 
 // options sets the runtime's database, logger, metrics, engine and tracer provider in o.
