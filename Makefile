@@ -52,7 +52,7 @@ test: services
 test-go:
 	$(GO) build ./local ./local/receiver ./capturenode
 	$(GO) test $(TESTFLAGS) $(PKGS)
-	$(GO) test $(TESTFLAGS) -tags lambda.norpc ./shared/tracing ./shared/lambdafn
+	$(GO) test $(TESTFLAGS) -tags lambda.norpc ./shared/tracing/... ./shared/lambdafn
 
 ## test-clients: the tests of both pull clients
 test-clients: test-client-go test-client-ts

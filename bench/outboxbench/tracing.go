@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/shared/tracing"
+	"github.com/alternayte/queuebox/shared/tracing/otlp"
 )
 
 // startTracing builds the tracer provider of a run with tracing on, at 100 % sampling. target
@@ -35,7 +36,7 @@ func startTracing(ctx context.Context, target string) (*tracing.Provider, func()
 		stopReceiver = func() { _ = srv.Close() }
 	}
 	one := 1.0
-	tp, err := tracing.New(ctx, tracing.Config{Endpoint: endpoint, SampleRatio: &one, ServiceName: "outboxbench"})
+	tp, err := otlp.New(ctx, tracing.Config{Endpoint: endpoint, SampleRatio: &one, ServiceName: "outboxbench"})
 	if err != nil {
 		stopReceiver()
 		return nil, nil, fmt.Errorf("starting tracing: %w", err)

@@ -20,8 +20,9 @@ import (
 func main() {
 	ctx := context.Background()
 	// The admin function runs the transform test (POST /admin/transform/test) on the JSONata
-	// engine, unless it is built with the tag queuebox_no_jsonata.
-	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(builtin.Engine()))
+	// engine, unless it is built with the tag queuebox_no_jsonata. Its parts record no span:
+	// it passes no tracer provider, so it links no OpenTelemetry SDK.
+	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(builtin.Engine(), nil))
 	if err != nil {
 		lambdafn.Exit(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/tracing/otlp"
 	"github.com/alternayte/queuebox/shared/transform/builtin"
 )
 
@@ -19,7 +20,7 @@ func main() {
 	ctx := context.Background()
 	// The inbox applies the source transforms (sources.<name>.transform) on the JSONata engine;
 	// built with the tag queuebox_no_jsonata, it refuses a configuration that holds one.
-	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(builtin.Engine()))
+	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(builtin.Engine(), otlp.New))
 	if err != nil {
 		lambdafn.Exit(err)
 	}
@@ -37,7 +38,7 @@ func main() {
 // invoke, debounced, as the capture node wakes poll) after a push row is stored. Nothing
 // drains either: Lambda ends a container between invocations, never during one.
 func newHandler(rt *lambdafn.Runtime) (func(context.Context, lambdafn.HTTPRequest) (lambdafn.HTTPResponse, error), error) {
-	app, err := rt.Build(context.Background(), service.AppOptions{Inbox: true})
+	app, err := rt.BuildParts(context.Background(), service.AppOptions{Inbox: true}, service.InboxPart())
 	if err != nil {
 		return nil, err
 	}

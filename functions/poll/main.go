@@ -13,6 +13,7 @@ import (
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/service/connectors"
+	"github.com/alternayte/queuebox/shared/tracing/otlp"
 	"github.com/alternayte/queuebox/shared/transform/builtin"
 )
 
@@ -20,13 +21,13 @@ func main() {
 	ctx := context.Background()
 	// The poll function applies the route and destination transforms on the JSONata engine;
 	// built with the tag queuebox_no_jsonata, it refuses a configuration that holds one.
-	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(builtin.Engine()))
+	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(builtin.Engine(), otlp.New))
 	if err != nil {
 		lambdafn.Exit(err)
 	}
 	// The poll function delivers to RabbitMQ, Kafka and NATS destinations too; the other
 	// functions pass none and so leave the broker clients out of their binaries.
-	app, err := rt.Build(ctx, service.AppOptions{Poller: true, Brokers: connectors.All()})
+	app, err := rt.BuildParts(ctx, service.AppOptions{Poller: true, Brokers: connectors.All()}, service.PollerPart())
 	if err != nil {
 		lambdafn.Exit(err)
 	}

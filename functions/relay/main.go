@@ -11,18 +11,20 @@ import (
 
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/service"
+	"github.com/alternayte/queuebox/shared/tracing/otlp"
 )
 
 func main() {
 	ctx := context.Background()
-	// The relay runs no transform: the function links no JavaScript engine.
-	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(nil))
+	// The relay runs no transform: the function links no JavaScript engine. It records the
+	// spans of its forwards with the OTLP tracer provider (docs/tracing.md).
+	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(nil, otlp.New))
 	if err != nil {
 		lambdafn.Exit(err)
 	}
 	// The relay runs whatever inbox.relay.enabled says: this function exists for it. Its
 	// poller is the poll function, which the relay does not wake.
-	app, err := rt.Build(ctx, service.AppOptions{Relay: service.Always})
+	app, err := rt.BuildParts(ctx, service.AppOptions{Relay: service.Always}, service.RelayPart())
 	if err != nil {
 		lambdafn.Exit(err)
 	}

@@ -16,12 +16,13 @@ import (
 
 func main() {
 	ctx := context.Background()
-	// The retention cleanup runs no transform: the function links no JavaScript engine.
-	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(nil))
+	// The retention cleanup runs no transform and records no span: the function links no
+	// JavaScript engine and no OpenTelemetry SDK.
+	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(nil, nil))
 	if err != nil {
 		lambdafn.Exit(err)
 	}
-	app, err := rt.Build(ctx, service.AppOptions{Retention: true})
+	app, err := rt.BuildParts(ctx, service.AppOptions{Retention: true}, service.RetentionPart())
 	if err != nil {
 		lambdafn.Exit(err)
 	}

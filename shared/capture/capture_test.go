@@ -20,6 +20,7 @@ import (
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/store/changes"
 	"github.com/alternayte/queuebox/shared/tracing"
+	"github.com/alternayte/queuebox/shared/tracing/otlp"
 	"github.com/alternayte/queuebox/shared/tracing/tracingtest"
 )
 
@@ -373,7 +374,7 @@ func TestAnOwnerRetriesARefusedLockWithoutEnd(t *testing.T) {
 func TestEachWakingCommitIsACaptureWakeSpan(t *testing.T) {
 	t.Parallel()
 	rcv := tracingtest.NewReceiver(t)
-	tp, err := tracing.New(context.Background(), tracing.Config{Endpoint: rcv.Endpoint(), ServiceName: "capture-test"})
+	tp, err := otlp.New(context.Background(), tracing.Config{Endpoint: rcv.Endpoint(), ServiceName: "capture-test"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 

@@ -59,6 +59,7 @@ import (
 	"github.com/alternayte/queuebox/shared/redact"
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/service/connectors"
+	"github.com/alternayte/queuebox/shared/tracing/otlp"
 	"github.com/alternayte/queuebox/shared/transform/jsonata"
 	"github.com/alternayte/queuebox/shared/waker/lambdawaker"
 )
@@ -172,7 +173,8 @@ func New(ctx context.Context, cfg *service.Config, s Settings, o Options, log *s
 		// Capture runs when outbox.capture.enabled; without it, the broker sources are all
 		// that the node runs (the refusal above needs one of them).
 		Capture: service.IfEnabled, CaptureDecides: true,
-		Sources: connectors.Build,
+		Sources:    connectors.Build,
+		NewTracing: otlp.New, // the spans of capture and of the broker sources
 		// Without broker sources the node opens no store, so the database component probes a
 		// health pool of its own.
 		HealthPool: !withSources,

@@ -15,6 +15,7 @@ import (
 	"github.com/alternayte/queuebox/shared/store/postgres"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
 	"github.com/alternayte/queuebox/shared/tracing"
+	"github.com/alternayte/queuebox/shared/tracing/otlp"
 	"github.com/alternayte/queuebox/shared/tracing/tracingtest"
 )
 
@@ -25,7 +26,7 @@ import (
 func TestBrokerIntakeStoresTheSpanOfEachMessageInItsRow(t *testing.T) {
 	t.Parallel()
 	rcv := tracingtest.NewReceiver(t)
-	tp, err := tracing.New(context.Background(), tracing.Config{Endpoint: rcv.Endpoint()})
+	tp, err := otlp.New(context.Background(), tracing.Config{Endpoint: rcv.Endpoint()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 

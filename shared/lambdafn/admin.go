@@ -34,7 +34,7 @@ import (
 // path that no route serves, with net/http's answer, as the management port does for an
 // unknown path.
 func AdminRoutes(rt *Runtime) (http.Handler, error) {
-	app, err := rt.Build(context.Background(), service.AppOptions{Admin: service.IfEnabled})
+	app, err := rt.BuildParts(context.Background(), service.AppOptions{Admin: service.IfEnabled}, service.AdminPart())
 	if err != nil {
 		return nil, err
 	}

@@ -3,16 +3,18 @@
 // functions/ that imports aws-lambda-go.
 //
 // A main builds the Runtime once per container with Init (configuration, logger, database,
-// and the JSONata engine that the main passes when the function runs transforms; the same
-// code the local process runs), assembles its cycle with the assembly of shared/service
-// (Runtime.Build, which is service.Build over the runtime's database, logger, metrics and
-// engine), and hands a handler to Start:
+// the JSONata engine that the main passes when the function runs transforms, and the tracer
+// provider whose constructor, otlp.New, it passes when its parts record spans; the same code
+// the local process runs), assembles its one part with the assembly of shared/service
+// (Runtime.BuildParts, which is service.BuildParts over the runtime's database, logger,
+// metrics, engine and tracer provider, so that the function links no other part), and hands
+// a handler to Start:
 //
-//	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(jsonata.NewEngine(jsonata.EngineOptions{})))
+//	rt, err := lambdafn.Init(ctx, lambdafn.OSOptions(jsonata.NewEngine(jsonata.EngineOptions{}), otlp.New))
 //	if err != nil {
 //		lambdafn.Exit(err)
 //	}
-//	app, err := rt.Build(ctx, service.AppOptions{Poller: true, Brokers: connectors.All()})
+//	app, err := rt.BuildParts(ctx, service.AppOptions{Poller: true, Brokers: connectors.All()}, service.PollerPart())
 //	if err != nil {
 //		lambdafn.Exit(err)
 //	}

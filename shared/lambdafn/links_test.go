@@ -18,14 +18,16 @@ import (
 const module = "github.com/alternayte/queuebox"
 
 // heavy are the modules whose presence in a function's binary this test pins: the broker
-// clients of the destinations and the JavaScript engine of the transforms with the JSONata
-// build it loads. Each is named by the import path prefix of its packages.
+// clients of the destinations, the JavaScript engine of the transforms with the JSONata
+// build it loads, and the OpenTelemetry SDK of the tracer provider. Each is named by the
+// import path prefix of its packages.
 var heavy = map[string]string{
 	"franz-go":   "github.com/twmb/franz-go",
 	"nats.go":    "github.com/nats-io/nats.go",
 	"amqp091-go": "github.com/rabbitmq/amqp091-go",
 	"goja":       "github.com/dop251/goja",
 	"jsjsonata":  module + "/shared/transform/jsjsonata",
+	"otel-sdk":   "go.opentelemetry.io/otel/sdk",
 }
 
 // kindClient is the client module of each broker destination (lambdazip.Connectors).
@@ -65,17 +67,21 @@ func functionLinks(t *testing.T, tags ...string) map[string][]string {
 	return links
 }
 
-// TestEachFunctionLinksOnlyWhatItRuns pins which broker clients and which JavaScript modules
-// each function links: the poll function, which delivers and transforms, links every broker
-// client and the JSONata engine; the inbox (source transforms) and admin (the transform test)
-// functions the engine alone; the relay and retention functions, which neither deliver nor
-// transform, none of them. Each build tag of lambdazip.Connectors leaves exactly its client
-// out of the poll function.
+// TestEachFunctionLinksOnlyWhatItRuns pins which broker clients, JavaScript modules and
+// tracing SDK each function links: the poll function, which delivers and transforms, links
+// every broker client and the JSONata engine; the inbox (source transforms) and admin (the
+// transform test) functions the engine alone; the relay and retention functions, which
+// neither deliver nor transform, none of them. The poll, inbox and relay functions record
+// spans and link the OpenTelemetry SDK; the admin and retention functions record none and do
+// not. Each build tag of lambdazip.Connectors leaves exactly its client out of the poll
+// function.
 func TestEachFunctionLinksOnlyWhatItRuns(t *testing.T) {
 	t.Parallel()
 	js := []string{"goja", "jsjsonata"}
-	all := []string{"amqp091-go", "franz-go", "goja", "jsjsonata", "nats.go"}
-	want := map[string][]string{"admin": js, "inbox": js, "poll": all, "relay": {}, "retention": {}}
+	jsTraced := []string{"goja", "jsjsonata", "otel-sdk"}
+	all := []string{"amqp091-go", "franz-go", "goja", "jsjsonata", "nats.go", "otel-sdk"}
+	sdk := []string{"otel-sdk"}
+	want := map[string][]string{"admin": js, "inbox": jsTraced, "poll": all, "relay": sdk, "retention": {}}
 	assert.Equal(t, want, functionLinks(t))
 
 	var every []string
@@ -87,18 +93,18 @@ func TestEachFunctionLinksOnlyWhatItRuns(t *testing.T) {
 			require.True(t, ok, "the client of %s", c.Kind)
 			got := functionLinks(t, c.Tag)
 			assert.Equal(t, slices.DeleteFunc(slices.Clone(all), func(m string) bool { return m == client }), got["poll"])
-			assert.Equal(t, js, got["inbox"], "the tag changes only the poll function")
-			assert.Empty(t, got["relay"])
+			assert.Equal(t, jsTraced, got["inbox"], "the tag changes only the poll function")
+			assert.Equal(t, sdk, got["relay"])
 		})
 	}
 	t.Run("every broker left out", func(t *testing.T) {
 		t.Parallel()
-		assert.Equal(t, js, functionLinks(t, every...)["poll"], "the poll function keeps http and the engine")
+		assert.Equal(t, jsTraced, functionLinks(t, every...)["poll"], "the poll function keeps http, the engine and the SDK")
 	})
 	t.Run(builtin.Tag, func(t *testing.T) {
 		t.Parallel()
-		brokers := []string{"amqp091-go", "franz-go", "nats.go"}
-		want := map[string][]string{"admin": {}, "inbox": {}, "poll": brokers, "relay": {}, "retention": {}}
+		brokers := []string{"amqp091-go", "franz-go", "nats.go", "otel-sdk"}
+		want := map[string][]string{"admin": {}, "inbox": sdk, "poll": brokers, "relay": sdk, "retention": {}}
 		assert.Equal(t, want, functionLinks(t, builtin.Tag), "no function links the JavaScript engine")
 	})
 }

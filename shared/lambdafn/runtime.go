@@ -27,6 +27,12 @@ type Options struct {
 	// the function runs no transform and links no JavaScript engine (the relay and retention
 	// functions); its parts refuse a transform that they would have to compile.
 	Engine transform.Compiler
+	// NewTracing makes the function's tracer provider from the tracing section: otlp.New
+	// (shared/tracing/otlp), which the functions whose parts record spans (poll, inbox,
+	// relay) pass from their main. Nil: the function records no span and links no
+	// OpenTelemetry SDK (the admin and retention functions, whose parts record none); Init
+	// still refuses the tracing settings that otlp.New would refuse (tracing.Check).
+	NewTracing tracing.NewFunc
 }
 
 // OSOptions returns the options of a real function: the process environment, the file
@@ -34,9 +40,10 @@ type Options struct {
 // compiles every expression at load and then runs the function's transforms. The functions
 // that run transforms (poll: route and destination transforms; inbox: source transforms;
 // admin: the transform test) pass one from their main; the others pass nil, so that they link
-// no JavaScript engine, and then no expression is compiled at load.
-func OSOptions(engine transform.Compiler) Options {
-	return Options{Load: service.OSLoadOptions(engine), LogOutput: os.Stderr, Engine: engine}
+// no JavaScript engine, and then no expression is compiled at load. newTracing is
+// Options.NewTracing: otlp.New for the functions that record spans, nil for the others.
+func OSOptions(engine transform.Compiler, newTracing tracing.NewFunc) Options {
+	return Options{Load: service.OSLoadOptions(engine), LogOutput: os.Stderr, Engine: engine, NewTracing: newTracing}
 }
 
 // Runtime is what a function builds once per container, in main before Start, and reuses
@@ -57,15 +64,30 @@ type Runtime struct {
 	// Engine is the JSONata engine of the function's parts (Options.Engine), or nil.
 	Engine transform.Compiler
 	// Tracing is the container's tracer provider (docs/tracing.md): off unless the
-	// configuration names an OTLP endpoint. Start flushes it before every invocation returns.
+	// configuration names an OTLP endpoint, and nil in a function that records no span
+	// (Options.NewTracing nil). Start flushes it before every invocation returns.
 	Tracing *tracing.Provider
 }
 
 // Build assembles the parts of the function that o asks for (service.Build) over the
-// runtime's database, logger, metrics and engine, which it sets in o.
+// runtime's database, logger, metrics, engine and tracer provider, which it sets in o. It
+// links every part's constructor: the functions' mains call BuildParts instead.
 func (r *Runtime) Build(ctx context.Context, o service.AppOptions) (*service.App, error) {
+	return service.Build(ctx, r.Config, r.options(o))
+}
+
+// BuildParts assembles the parts that o asks for among parts (service.BuildParts) over the
+// runtime's database, logger, metrics, engine and tracer provider, as Build does, and no
+// other: each function's main calls it with its one part instead of Build, so that the
+// function links no other part.
+func (r *Runtime) BuildParts(ctx context.Context, o service.AppOptions, parts ...service.Part) (*service.App, error) {
+	return service.BuildParts(ctx, r.Config, r.options(o), parts...)
+}
+
+// options sets the runtime's database, logger, metrics, engine and tracer provider in o.
+func (r *Runtime) options(o service.AppOptions) service.AppOptions {
 	o.Database, o.Logger, o.Metrics, o.Engine, o.Tracing = r.DB, r.Log, r.Metrics, r.Engine, r.Tracing
-	return service.Build(ctx, r.Config, o)
+	return o
 }
 
 // Close releases the database connections. A function never calls it (nothing runs after
@@ -118,12 +140,21 @@ func Init(ctx context.Context, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	tp, err := tracing.New(ctx, service.TracingConfig(cfg))
+	tp, err := startTracing(ctx, opts.NewTracing, service.TracingConfig(cfg))
 	if err != nil {
 		db.Close()
 		return nil, service.NewStartError("start tracing", err)
 	}
 	return &Runtime{Config: cfg, Log: log, DB: db, Metrics: emf.New(emf.Options{}), Settings: settings, Engine: opts.Engine, Tracing: tp}, nil
+}
+
+// startTracing returns the tracer provider that newTracing makes of cfg, or, without
+// newTracing, nil once cfg passes the same checks.
+func startTracing(ctx context.Context, newTracing tracing.NewFunc, cfg tracing.Config) (*tracing.Provider, error) {
+	if newTracing == nil {
+		return nil, tracing.Check(cfg)
+	}
+	return newTracing(ctx, cfg)
 }
 
 // Exit prints err to stderr as "QueueBox could not <step>. Reason: ..." and ends the process

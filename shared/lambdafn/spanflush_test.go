@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/shared/tracing"
+	"github.com/alternayte/queuebox/shared/tracing/otlp"
 	"github.com/alternayte/queuebox/shared/tracing/tracingtest"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestSpansAreFlushedBeforeTheInvocationReturns(t *testing.T) {
 	t.Parallel()
 	rcv := tracingtest.NewReceiver(t)
-	tp, err := tracing.New(context.Background(), tracing.Config{Endpoint: rcv.Endpoint()})
+	tp, err := otlp.New(context.Background(), tracing.Config{Endpoint: rcv.Endpoint()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	rt := &Runtime{Tracing: tp}

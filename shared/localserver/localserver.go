@@ -25,6 +25,7 @@ import (
 	"github.com/alternayte/queuebox/shared/relay"
 	"github.com/alternayte/queuebox/shared/service"
 	"github.com/alternayte/queuebox/shared/service/connectors"
+	"github.com/alternayte/queuebox/shared/tracing/otlp"
 	"github.com/alternayte/queuebox/shared/transform"
 	"github.com/alternayte/queuebox/shared/transform/jsonata"
 )
@@ -65,6 +66,8 @@ func options(log *slog.Logger, m service.Recorder, pool service.PoolMetrics, dra
 		Relay: service.IfEnabled, Retention: true, Admin: service.IfEnabled,
 		Inbox: true, Draining: draining, Capture: service.IfEnabled,
 		Sources: connectors.Build,
+		// The parts' spans go to the OTLP exporters of the tracing section.
+		NewTracing: otlp.New,
 	}
 }
 

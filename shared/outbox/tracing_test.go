@@ -20,6 +20,7 @@ import (
 	"github.com/alternayte/queuebox/shared/route"
 	"github.com/alternayte/queuebox/shared/store"
 	"github.com/alternayte/queuebox/shared/tracing"
+	"github.com/alternayte/queuebox/shared/tracing/otlp"
 	"github.com/alternayte/queuebox/shared/tracing/tracingtest"
 )
 
@@ -31,7 +32,7 @@ func TestEachDeliveryAttemptIsASpanOfTheRowsTrace(t *testing.T) {
 	t.Parallel()
 	fx := newFixture(t)
 	rcv := tracingtest.NewReceiver(t)
-	tp, err := tracing.New(context.Background(), tracing.Config{Endpoint: rcv.Endpoint()})
+	tp, err := otlp.New(context.Background(), tracing.Config{Endpoint: rcv.Endpoint()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 

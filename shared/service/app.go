@@ -127,9 +127,14 @@ type AppOptions struct {
 	// no store).
 	HealthPool bool
 	// Tracing is the tracer provider of the parts' spans (docs/tracing.md). Nil: Build makes
-	// one from the tracing section (off, with no SDK, unless an endpoint is configured) and
-	// Close shuts it down after the parts, flushing the spans.
+	// one from the tracing section with NewTracing (off, with no SDK, unless an endpoint is
+	// configured) and Close shuts it down after the parts, flushing the spans.
 	Tracing *tracing.Provider
+	// NewTracing makes the tracer provider when Tracing is nil: otlp.New
+	// (shared/tracing/otlp), which the runtime passes, so that a program that records no span
+	// links no OpenTelemetry SDK. Nil with Tracing nil: the parts record no span, and Build
+	// still refuses the tracing settings that NewTracing would refuse (tracing.Check).
+	NewTracing tracing.NewFunc
 	// Sources builds the broker sources (shared/service/connectors.Build); the runtime passes it,
 	// so that only the programs that consume (queuebox serve, the capture node) link the
 	// broker clients. Nil: no broker source runs in this process.
@@ -288,30 +293,52 @@ func (b *boundStore) InboxReplayBatch(ctx context.Context, sel store.InboxSelect
 // prints, whatever the configuration alone makes impossible; `queuebox config check` runs it
 // for that without a database. Without o.Database, call Open before running a part.
 func Build(ctx context.Context, cfg *Config, o AppOptions) (*App, error) {
-	a := &App{cfg: cfg, opts: o, log: o.Logger, engine: o.Engine, DB: o.Database}
-	if a.log == nil {
-		a.log = slog.Default()
-	}
-	a.tracing = o.Tracing
-	if a.tracing == nil {
-		tp, err := tracing.New(ctx, TracingConfig(cfg))
-		if err != nil {
-			return nil, startError("start tracing", err)
-		}
-		a.tracing = tp
-		a.closers = append(a.closers, func() {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), TracingShutdownTimeout)
-			defer cancel()
-			if err := tp.Shutdown(sctx); err != nil {
-				a.log.Warn("flushing the spans at shutdown failed", "error", redact.Error(err))
-			}
-		})
+	a := newApp(cfg, o)
+	if err := a.startTracing(ctx); err != nil {
+		return nil, err
 	}
 	if err := a.build(ctx); err != nil {
 		a.Close()
 		return nil, err
 	}
 	return a, nil
+}
+
+// newApp returns the assembly of cfg and o before any part is built.
+func newApp(cfg *Config, o AppOptions) *App {
+	a := &App{cfg: cfg, opts: o, log: o.Logger, engine: o.Engine, DB: o.Database, tracing: o.Tracing}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	return a
+}
+
+// startTracing makes the tracer provider with AppOptions.NewTracing when the runtime gave
+// none, and shuts it down when the App closes; without NewTracing it only checks the tracing
+// settings, so that every program refuses the same ones.
+func (a *App) startTracing(ctx context.Context) error {
+	if a.tracing != nil {
+		return nil
+	}
+	if a.opts.NewTracing == nil {
+		if err := tracing.Check(TracingConfig(a.cfg)); err != nil {
+			return startError("start tracing", err)
+		}
+		return nil
+	}
+	tp, err := a.opts.NewTracing(ctx, TracingConfig(a.cfg))
+	if err != nil {
+		return startError("start tracing", err)
+	}
+	a.tracing = tp
+	a.closers = append(a.closers, func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), TracingShutdownTimeout)
+		defer cancel()
+		if err := tp.Shutdown(sctx); err != nil {
+			a.log.Warn("flushing the spans at shutdown failed", "error", redact.Error(err))
+		}
+	})
+	return nil
 }
 
 // wanted reports whether a part with the switch enabled is built.

@@ -169,3 +169,60 @@ func TestBuildRefusesCapture(t *testing.T) {
 
 // newEngine returns a JSONata engine, which the runtimes pass to Build (AppOptions.Engine).
 func newEngine() *jsonata.Engine { return jsonata.NewEngine(jsonata.EngineOptions{}) }
+
+// BuildParts builds the parts it is given as Build does and no other, even when the options
+// ask for one; without AppOptions.NewTracing it makes no tracer provider. The admin part
+// alone has the database's check alone; an inbox built after the relay wakes it.
+func TestBuildPartsBuildsThosePartsAlone(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadEnv(appEnv(map[string]string{"QUEUEBOX_ADMIN_ENABLED": "true", "QUEUEBOX_ADMIN_AUTH_TYPE": "api-key",
+		"QUEUEBOX_ADMIN_AUTH_KEY": "k", "QUEUEBOX_INBOX_RELAY_ENABLED": "true", "QUEUEBOX_RETENTION_ENABLED": "true",
+		"QUEUEBOX_TRACING_ENDPOINT": "http://127.0.0.1:1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := AppOptions{Logger: slog.New(slog.DiscardHandler), Database: &Database{Store: pingStore{}}, Engine: newEngine(),
+		Admin: IfEnabled, Poller: true, Relay: Always, Retention: true, Inbox: true, Capture: IfEnabled}
+	app, err := BuildParts(context.Background(), cfg, o, AdminPart())
+	if err != nil {
+		t.Fatalf("BuildParts: %v", err)
+	}
+	defer app.Close()
+	if app.Admin == nil || app.Console == nil {
+		t.Fatalf("admin routes or console missing: %+v", app)
+	}
+	if app.Outbox != nil || app.Relay != nil || app.Cleaner != nil || app.Inbox != nil || app.Capture != nil || app.Sources != nil {
+		t.Errorf("BuildParts built another part: %+v", app)
+	}
+	if app.Tracing() != nil {
+		t.Error("BuildParts made a tracer provider without NewTracing")
+	}
+	if names, _ := checkNames(app.Checks()); strings.Join(names, " ") != "database" {
+		t.Errorf("checks = %v, want database alone", names)
+	}
+
+	app, err = BuildParts(context.Background(), cfg, o, RelayPart(), RetentionPart(), InboxPart())
+	if err != nil {
+		t.Fatalf("BuildParts relay, retention, inbox: %v", err)
+	}
+	defer app.Close()
+	if app.Relay == nil || app.Cleaner == nil || app.Inbox == nil || app.Outbox != nil || app.Admin != nil {
+		t.Errorf("BuildParts relay, retention, inbox built %+v", app)
+	}
+	if names, _ := checkNames(app.Checks()); strings.Join(names, " ") != "database inbox-relay retention-service" {
+		t.Errorf("checks = %v", names)
+	}
+
+	cfg.Admin.Enabled = false
+	app, err = BuildParts(context.Background(), cfg, o, AdminPart())
+	if err != nil {
+		t.Fatalf("BuildParts with admin.enabled false: %v", err)
+	}
+	if app.Admin != nil || app.Console != nil {
+		t.Error("admin.enabled false: BuildParts built the admin routes")
+	}
+	cfg.Tracing.Protocol = "thrift"
+	if _, err := BuildParts(context.Background(), cfg, o, AdminPart()); err == nil || !strings.Contains(err.Error(), "tracing.protocol") {
+		t.Errorf("BuildParts with a bad tracing.protocol: %v, want the refusal of Build", err)
+	}
+}

@@ -57,7 +57,7 @@ func CaptureConfig(cfg *config.Config, w waker.Waker, log *slog.Logger) (capture
 	}
 	tables := cfg.Database.Tables()
 	c := capture.Config{
-		Source:                 d.CaptureSource(),
+		Source:                 dialect.NewCaptureSource(d),
 		ConnString:             d.EndpointConnString(target),
 		StateConnString:        stateConn,
 		Identity:               cp.Identity,

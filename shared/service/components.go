@@ -13,9 +13,10 @@ import (
 
 // Components returns the rules that shared/config asks of the components (config.Components):
 // the dialects of the dialect table (shared/store/dialect), the configuration of every
-// connector kind (ConnectorSpecs) and the rules of the built-in connectors (Connector.Rules). Load, OSLoadOptions and LoadEnv load with it, so that `queuebox config check`, queuebox
-// serve, the Lambda functions and the capture node refuse the same configurations with the
-// same text. The value is shared: do not modify it.
+// connector kind (ConnectorSpecs) and the rules of the built-in connectors (Connector.Rules,
+// read without linking their publishers). Load, OSLoadOptions and LoadEnv load with it, so
+// that `queuebox config check`, queuebox serve, the Lambda functions and the capture node
+// refuse the same configurations with the same text. The value is shared: do not modify it.
 func Components() *config.Components { return components() }
 
 var components = sync.OnceValue(func() *config.Components {
@@ -24,8 +25,8 @@ var components = sync.OnceValue(func() *config.Components {
 		Destinations:     map[config.DestinationKind]config.DestinationRules{},
 		Connectors:       ConnectorSpecs(),
 	}
-	for _, conn := range builtinConnectors() {
-		c.Destinations[conn.Kind] = conn.Rules
+	for k, rules := range builtinRules() {
+		c.Destinations[k] = rules
 	}
 	for _, d := range dialect.All() {
 		c.Dialects = append(c.Dialects, config.Dialect{

@@ -12,14 +12,18 @@ import (
 	"github.com/alternayte/queuebox/shared/outbox"
 )
 
-// httpConnector is the built-in connector of HTTP destinations (shared/connect/webhook). Its
-// rules give the validation the publisher's decoding of a standard-webhooks signing secret
-// and the most secrets of one block.
-var httpConnector = connect.Connector{
-	Kind:      kind.HTTP,
-	Publisher: newWebhookPublisher,
-	Rules:     config.DestinationRules{SigningKey: webhook.SigningKey, MaxSigningSecrets: webhook.MaxSigningSecrets},
+// httpConnector returns the built-in connector of HTTP destinations (shared/connect/webhook).
+// It is a function, not a variable that the package's initialization would set, so that only
+// a program that builds publishers (Publishers) links the publisher.
+func httpConnector() connect.Connector {
+	return connect.Connector{Kind: kind.HTTP, Publisher: newWebhookPublisher, Rules: httpRules}
 }
+
+// httpRules are the rules of HTTP destinations: they give the validation the publisher's
+// decoding of a standard-webhooks signing secret and the most secrets of one block.
+// Components reads them from here, not through httpConnector, so that a program that builds
+// no publisher (the admin Lambda function) does not link the publisher through the validation.
+var httpRules = config.DestinationRules{SigningKey: webhook.SigningKey, MaxSigningSecrets: webhook.MaxSigningSecrets}
 
 // newWebhookPublisher builds the publisher of one HTTP destination. With
 // http.blockPrivateAddresses it first refuses a baseUrl or tokenUrl on a private address.
@@ -97,4 +101,10 @@ func webhookSigning(s *config.Signing) webhook.Signing {
 }
 
 // builtinConnectors are the connectors that this package holds: HTTP.
-func builtinConnectors() []connect.Connector { return []connect.Connector{httpConnector} }
+func builtinConnectors() []connect.Connector { return []connect.Connector{httpConnector()} }
+
+// builtinRules are the Rules of builtinConnectors by kind, read without the connectors, so
+// that the validation of a configuration links no publisher constructor.
+func builtinRules() map[config.DestinationKind]config.DestinationRules {
+	return map[config.DestinationKind]config.DestinationRules{kind.HTTP: httpRules}
+}

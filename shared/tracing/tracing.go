@@ -1,10 +1,15 @@
-// Package tracing sets up OpenTelemetry traces for QueueBox and carries the W3C trace context
-// (traceparent, tracestate) through the headers of inbox and outbox rows.
+// Package tracing holds QueueBox's tracing settings and tracer provider, and carries the W3C
+// trace context (traceparent, tracestate) through the headers of inbox and outbox rows.
 //
-// Tracing is off unless an OTLP endpoint is configured (docs/tracing.md). When it is off, New
-// returns a Provider whose Tracer is nil: the parts that take a tracer skip every tracing step
-// (no SDK, no span, no header read or written), so tracing off costs nothing. When it is on,
-// spans go through a batching span processor to an OTLP exporter over HTTP (protobuf) or gRPC.
+// Tracing is off unless an OTLP endpoint is configured (docs/tracing.md). When it is off, the
+// Provider's Tracer is nil: the parts that take a tracer skip every tracing step (no SDK, no
+// span, no header read or written), so tracing off costs nothing. When it is on, spans go
+// through a batching span processor to an OTLP exporter over HTTP (protobuf) or gRPC.
+//
+// This package links no OpenTelemetry SDK: shared/tracing/otlp builds the Provider over it
+// (otlp.New), and only the programs that record spans import that package and pass its New
+// to their assembly. A program that records none (the admin Lambda function) still refuses
+// the tracing settings that the others refuse, with Check, and links no SDK.
 //
 // The helpers that read and write the trace context of a row (ContextFromHeaders,
 // ContextFromJSON, SetHeaders) match the header names in any letter case, as the rows'
@@ -19,9 +24,6 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -94,14 +96,15 @@ func (c Config) Validate() error {
 	if r := *c.SampleRatio; r < 0 || r > 1 {
 		return fmt.Errorf("tracing.sampleRatio must be from 0 to 1, not %g", r)
 	}
-	if _, err := c.exportURL(); err != nil {
+	if _, err := c.ExportURL(); err != nil {
 		return err
 	}
 	return nil
 }
 
-// exportURL returns the URL that the exporter sends to.
-func (c Config) exportURL() (string, error) {
+// ExportURL returns the URL that the exporter sends to: TracesEndpoint as it is, else
+// Endpoint, with /v1/traces added for http/protobuf. The error names the key.
+func (c Config) ExportURL() (string, error) {
 	raw, key := strings.TrimSpace(c.TracesEndpoint), "tracing.tracesEndpoint"
 	if raw == "" {
 		raw, key = strings.TrimSpace(c.Endpoint), "tracing.endpoint"
@@ -117,48 +120,50 @@ func (c Config) exportURL() (string, error) {
 	return u.String(), nil
 }
 
-// Provider is the process's tracer provider. A nil *Provider, and the Provider of a config
-// with no endpoint, is off: its Tracer is nil and its ForceFlush and Shutdown do nothing.
-// A Provider is safe for concurrent use.
+// Provider is the process's tracer provider. A nil *Provider, and the zero Provider, is off:
+// its Tracer is nil and its ForceFlush and Shutdown do nothing. otlp.New makes the one of a
+// config. A Provider is safe for concurrent use.
 type Provider struct {
-	sdk    *sdktrace.TracerProvider
+	sdk    SDK
 	tracer trace.Tracer
 }
 
-// New returns the Provider of cfg: off (no SDK at all) when cfg names no endpoint; otherwise
-// an SDK tracer provider that batches the spans to the OTLP exporter of cfg.Protocol. The
-// exporter connects lazily, so New does not wait for the receiver.
-func New(ctx context.Context, cfg Config) (*Provider, error) {
+// SDK is what a Provider flushes and stops: the OpenTelemetry SDK's tracer provider, which
+// shared/tracing/otlp builds.
+type SDK interface {
+	// ForceFlush exports every ended span now.
+	ForceFlush(ctx context.Context) error
+	// Shutdown flushes the spans and stops the exporter.
+	Shutdown(ctx context.Context) error
+}
+
+// NewProvider returns the Provider that is on: its spans come from tracer, and sdk flushes and
+// stops them. otlp.New calls it.
+func NewProvider(tracer trace.Tracer, sdk SDK) *Provider {
+	return &Provider{sdk: sdk, tracer: tracer}
+}
+
+// NewFunc makes the Provider of a config: otlp.New. A program's assembly takes it as an
+// option, so that only the programs that record spans link the SDK.
+type NewFunc func(ctx context.Context, cfg Config) (*Provider, error)
+
+// Check returns the error that otlp.New returns for cfg, without building anything: a config
+// that names no endpoint passes (tracing is off); otherwise the config with its defaults must
+// be valid and its protocol must be in this build (the Lambda functions' build has no gRPC
+// exporter). otlp.New calls it first; a program that records no span but refuses the
+// configurations that the others refuse (the admin Lambda function) calls it alone.
+func Check(cfg Config) error {
 	if !cfg.Enabled() {
-		return &Provider{}, nil
+		return nil
 	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return err
 	}
-	target, _ := cfg.exportURL()
-	var exp sdktrace.SpanExporter
-	var err error
-	switch cfg.Protocol {
-	case ProtocolGRPC:
-		exp, err = newGRPCExporter(ctx, target, cfg.ExportTimeout)
-	default:
-		exp, err = newHTTPExporter(ctx, target, cfg.ExportTimeout)
+	if err := protocolInBuild(cfg.Protocol); err != nil {
+		return fmt.Errorf("creating the OTLP trace exporter: %w", err)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("creating the OTLP trace exporter: %w", err)
-	}
-	res, err := resource.Merge(resource.Default(), resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(cfg.ServiceName)))
-	if err != nil {
-		// A schema conflict between the default resource and ours: keep ours alone.
-		res = resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName(cfg.ServiceName))
-	}
-	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(exp),
-		sdktrace.WithResource(res),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(*cfg.SampleRatio))),
-	)
-	return &Provider{sdk: tp, tracer: tp.Tracer(InstrumentationName)}, nil
+	return nil
 }
 
 // Enabled reports whether the provider records spans.

@@ -1,12 +1,14 @@
 // Package dialect is the dialect table: one line per database dialect that QueueBox runs on.
 // Each line is the dialect's own description (shared/store's Dialect, filled in the dialect's
 // folder: its database.type name, the grammar of its database.url, its connection strings,
-// Open, its default schema and capture mode) and the source of its change data capture.
+// Open, its default schema and capture mode) and, in a table of its own (NewCaptureSource),
+// the source of its change data capture.
 //
 // The composition root (shared/service) reads everything dialect-specific from here: the
 // checks of database.url and database.type that shared/config asks for, the opening of the
 // store and of the health pool, and capture. Adding a dialect is one folder under shared/store
-// (its store, its Dialect and its capture source), its migrations, and one line in table.
+// (its store, its Dialect and its capture source), its migrations, one line in table and one
+// in captureSources.
 package dialect
 
 import (
@@ -23,12 +25,10 @@ import (
 	"github.com/alternayte/queuebox/shared/store/sqlserver/cdc"
 )
 
-// Dialect is one line of the table.
+// Dialect is one line of the table. Its change data capture source is apart, in
+// captureSources (NewCaptureSource).
 type Dialect struct {
 	store.Dialect
-	// CaptureSource returns a new source of the dialect's change data capture
-	// (store.Dialect.CaptureMode); nil when the dialect has none.
-	CaptureSource func() changes.Source
 	// CapturePublication says that the capture source reads a publication through a
 	// replication slot (outbox.capture.publication and outbox.capture.slot), which may carry
 	// the inbox table as well, so that an inbox insert wakes the relay.
@@ -37,8 +37,33 @@ type Dialect struct {
 
 // table lists the dialects, in the order that the error of database.type names them.
 var table = []Dialect{
-	{Dialect: postgres.Dialect, CaptureSource: func() changes.Source { return logical.Source{} }, CapturePublication: true},
-	{Dialect: sqlserver.Dialect, CaptureSource: func() changes.Source { return &cdc.Source{} }},
+	{Dialect: postgres.Dialect, CapturePublication: true},
+	{Dialect: sqlserver.Dialect},
+}
+
+// captureSources are the change data capture sources of the dialects of table
+// (store.Dialect.CaptureMode), by database.type name. They are apart from table, which every
+// program reads, so that only a program that captures (through NewCaptureSource) links them.
+// Its keys are constants: a key read from a variable would make the package's initialization
+// reach the table, and with it the sources.
+var captureSources = []struct {
+	name   string
+	source func() changes.Source
+}{
+	{name: store.DialectPostgreSQL, source: func() changes.Source { return logical.Source{} }},
+	{name: store.DialectSQLServer, source: func() changes.Source { return &cdc.Source{} }},
+}
+
+// NewCaptureSource returns a new source of d's change data capture, or nil when d has none.
+// It is a function and not a method of Dialect, so that a program that converts a Dialect to
+// an interface does not link the sources either.
+func NewCaptureSource(d Dialect) changes.Source {
+	for _, c := range captureSources {
+		if c.name == d.Name {
+			return c.source()
+		}
+	}
+	return nil
 }
 
 // All returns the dialects, in the order of the table.

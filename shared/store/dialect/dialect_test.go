@@ -112,7 +112,7 @@ func TestTable(t *testing.T) {
 	var got []string
 	for _, d := range dialect.All() {
 		got = append(got, d.Name+"/"+d.CaptureMode+"/"+d.DefaultSchema)
-		assert.NotNil(t, d.CaptureSource, d.Name)
+		assert.NotNil(t, dialect.NewCaptureSource(d), d.Name)
 	}
 	assert.Equal(t, []string{"postgresql/postgres-logical/public", "sqlserver/sqlserver-cdc/dbo"}, got)
 	d, ok := dialect.ByCaptureMode("sqlserver-cdc")

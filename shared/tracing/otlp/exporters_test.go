@@ -1,6 +1,6 @@
 //go:build !lambda.norpc
 
-package tracing_test
+package otlp_test
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/alternayte/queuebox/shared/tracing"
+	"github.com/alternayte/queuebox/shared/tracing/otlp"
 )
 
 func TestGRPCProviderBuildsWithoutAReceiver(t *testing.T) {
 	t.Parallel()
 	// The gRPC exporter connects lazily: New returns at once, and a flush to a port that
 	// nobody serves fails within its context instead of hanging.
-	p, err := tracing.New(context.Background(), tracing.Config{Endpoint: "http://127.0.0.1:1", Protocol: tracing.ProtocolGRPC, ExportTimeout: time.Second})
+	p, err := otlp.New(context.Background(), tracing.Config{Endpoint: "http://127.0.0.1:1", Protocol: tracing.ProtocolGRPC, ExportTimeout: time.Second})
 	require.NoError(t, err)
 	require.True(t, p.Enabled())
 	_, span := p.Tracer().Start(context.Background(), "lost")

@@ -1,6 +1,6 @@
 //go:build lambda.norpc
 
-package tracing_test
+package otlp_test
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/shared/tracing"
+	"github.com/alternayte/queuebox/shared/tracing/otlp"
 	"github.com/alternayte/queuebox/shared/tracing/tracingtest"
 )
 
 // TestLambdaBuildRefusesGRPC: the Lambda build has no gRPC exporter; a function configured
 // with it stops at its start with the reason and the setting to change.
 func TestLambdaBuildRefusesGRPC(t *testing.T) {
-	_, err := tracing.New(context.Background(), tracing.Config{Endpoint: "http://127.0.0.1:1", Protocol: tracing.ProtocolGRPC, ExportTimeout: time.Second})
+	_, err := otlp.New(context.Background(), tracing.Config{Endpoint: "http://127.0.0.1:1", Protocol: tracing.ProtocolGRPC, ExportTimeout: time.Second})
 	if !errors.Is(err, tracing.ErrNoGRPCInLambda) {
 		t.Fatalf("New with grpc in the Lambda build: %v, want ErrNoGRPCInLambda", err)
 	}
@@ -25,7 +26,7 @@ func TestLambdaBuildRefusesGRPC(t *testing.T) {
 // a real OTLP/HTTP receiver, which decodes it with the generated OTLP types.
 func TestLambdaBuildExportsOverHTTP(t *testing.T) {
 	r := tracingtest.NewReceiver(t)
-	p, err := tracing.New(context.Background(), tracing.Config{Endpoint: r.Endpoint(), ServiceName: "fn"})
+	p, err := otlp.New(context.Background(), tracing.Config{Endpoint: r.Endpoint(), ServiceName: "fn"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 //go:build !lambda.norpc
 
-package tracing
+package otlp
 
 import (
 	"context"
@@ -13,7 +13,8 @@ import (
 
 // The exporters of the service and the capture node: OpenTelemetry's OTLP exporters, with
 // every standard OTEL_EXPORTER_OTLP_* variable (headers, certificates, compression, retries).
-// The Lambda functions are built with the tag lambda.norpc and use lambda.go's instead.
+// The Lambda functions are built with the tag lambda.norpc and use those of
+// exporters_lambda.go instead.
 
 // newGRPCExporter is the exporter of protocol grpc.
 func newGRPCExporter(ctx context.Context, target string, timeout time.Duration) (sdktrace.SpanExporter, error) {
