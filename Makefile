@@ -9,7 +9,7 @@ VERSION_LDFLAGS := -X github.com/alternayte/queuebox/shared/service.Version=$(VE
 # Packages run in parallel, each test with its own database.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all help build run test test-go test-clients test-client-go test-client-ts test-bench-peers lint lint-openapi vet fmt services clean
+.PHONY: all help build run test test-go test-clients test-client-go test-client-ts test-bench-peers lint lint-openapi vet fmt docs notices services clean
 
 all: build
 
@@ -75,6 +75,14 @@ test-client-ts:
 ## vet: go vet of the service module
 vet:
 	$(GO) vet $(PKGS)
+
+## docs: regenerates the reference pages of docs/reference from the code (tools/refdocs): the
+## configuration keys, the metrics, the HTTP routes, the tables and the command line. It needs
+## the test PostgreSQL server (`make services` starts it; QUEUEBOX_TEST_DATABASE_URL names
+## another), on which it migrates a database of its own and drops it; a test of `make test`
+## fails while a committed page differs from what it writes.
+docs:
+	$(GO) run ./tools/refdocs
 
 ## lint: vet, and fails when gofmt would change a file
 lint: vet

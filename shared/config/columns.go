@@ -8,9 +8,11 @@ const (
 
 // ColumnMapping is database.columnMapping: the column names of both tables.
 type ColumnMapping struct {
-	// Outbox holds the outbox column names.
+	// Outbox holds the names of the outbox table's columns, one key per column; the default of
+	// each is the column's name in the bundled migrations.
 	Outbox OutboxColumns `yaml:"outbox"`
-	// Inbox holds the inbox column names.
+	// Inbox holds the names of the inbox table's columns, one key per column; the default of
+	// each is the column's name in the bundled migrations.
 	Inbox InboxColumns `yaml:"inbox"`
 }
 

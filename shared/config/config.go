@@ -25,9 +25,9 @@ type Config struct {
 	Sources map[string]*Source `yaml:"sources,omitempty"`
 	// Retention is the retention section.
 	Retention Retention `yaml:"retention"`
-	// Logging is the logging section, an extension beyond spec/ (docs/monitoring.md).
+	// Logging is the logging section, an extension (docs/monitoring.md).
 	Logging Logging `yaml:"logging"`
-	// Tracing is the tracing section, an extension beyond spec/ (docs/tracing.md).
+	// Tracing is the tracing section, an extension (docs/tracing.md).
 	Tracing Tracing `yaml:"tracing"`
 
 	// Origin tells which sources Load read. It is not a configuration key.
@@ -117,9 +117,9 @@ type Database struct {
 	Password Secret `yaml:"password"`
 	// PoolSize is the size of the connection pool. It must be above 0. Default: 10.
 	PoolSize int `yaml:"poolSize"`
-	// ConnectionTimeoutMs is the longest wait for a connection from the pool: a store
-	// statement that waits longer fails with store.ErrPoolTimeout. On PostgreSQL it also
-	// bounds opening one connection. 0: no bound. Default: 30000.
+	// ConnectionTimeoutMs is the longest wait for a connection from the pool: a statement
+	// that waits longer fails (store.ErrPoolTimeout). On PostgreSQL it also bounds opening one
+	// connection. 0: no bound. Default: 30000.
 	ConnectionTimeoutMs Milliseconds `yaml:"connectionTimeoutMs"`
 	// StartupTimeoutMs is how long the start retries the database before the process exits.
 	// Default: 60000.
@@ -147,10 +147,10 @@ type Outbox struct {
 	// Default: 8.
 	Concurrency int `yaml:"concurrency"`
 	// RetryBaseDelayMs is the base of the retry backoff: the delay is RetryBaseDelayMs *
-	// 2^attempt plus 0-25 % jitter, at most 60 s (Retry.MaxDelayMs). Default: 1000.
+	// 2^attempt plus 0-25 % jitter, at most retry.maxDelayMs (60 s by default). Default: 1000.
 	RetryBaseDelayMs Milliseconds `yaml:"retryBaseDelayMs"`
 	// Retry is the retry schedule of the destinations that set none of their own, an
-	// extension beyond spec/ (docs/delivery-controls.md). Default: spec/'s backoff.
+	// extension (docs/delivery-controls.md). Default: the doubling backoff of RetryBaseDelayMs.
 	Retry Retry `yaml:"retry,omitempty"`
 	// MaxAttempts is the dead-letter ceiling written into max_attempts of each row QueueBox
 	// creates. It must be above 0. Default: 5.
@@ -245,7 +245,7 @@ type Relay struct {
 	// pending inbox row. Default: 5000.
 	PendingGaugeIntervalMs Milliseconds `yaml:"pendingGaugeIntervalMs"`
 	// MaxAttempts is written into max_attempts of each outbox row the relay creates. It must be
-	// above 0. Default: outbox.maxAttempts (Load fills it in).
+	// above 0. Default: the value of outbox.maxAttempts, which the loader fills in.
 	MaxAttempts int `yaml:"maxAttempts"`
 }
 

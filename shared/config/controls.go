@@ -45,8 +45,8 @@ const (
 // (docs/delivery-controls.md). Each is unset (nil) unless the destination sets it.
 type DeliveryControls struct {
 	// Retry is the retry schedule of the rows routed to the destination; each key that it
-	// leaves out falls back to outbox.retry's (see Config.EffectiveRetry). Default: nil, all
-	// from outbox.retry.
+	// leaves out falls back to outbox.retry's (Config.EffectiveRetry merges them). Default: nil,
+	// all from outbox.retry.
 	Retry *Retry `yaml:"retry,omitempty"`
 	// TerminalStatuses are HTTP statuses, from 400 to 599, after which the row goes to dead at
 	// once; http destinations only. Default: empty, none.
@@ -67,7 +67,7 @@ func (c DeliveryControls) HasState() bool { return c.CircuitBreaker != nil || c.
 // it takes the default, in a destination the value of outbox.retry.
 type Retry struct {
 	// MaxDelayMs caps every retry delay, a Retry-After included. It must be above 0.
-	// Default: 60000 (spec/'s cap), or with ScheduleMs its largest entry.
+	// Default: 60000, or with ScheduleMs its largest entry.
 	MaxDelayMs *Milliseconds `yaml:"maxDelayMs,omitempty"`
 	// Jitter adds a random 0-25 % to each delay; false uses each delay exactly. Default: true.
 	Jitter *bool `yaml:"jitter,omitempty"`

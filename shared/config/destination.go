@@ -35,8 +35,8 @@ type Destination struct {
 	// Block is the block of a connector's kind (its ConnectorSpec.Destination), the
 	// connector's own type; nil when Kind is http.
 	Block Block `yaml:"-"`
-	// Signing signs every request of an http destination (an extension; signing.go).
-	// Default: nil, none.
+	// Signing signs every request of an http destination, an extension
+	// (docs/signed-deliveries.md). Default: nil, none.
 	Signing *Signing `yaml:"signing,omitempty"`
 }
 

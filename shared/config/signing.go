@@ -37,8 +37,8 @@ type Signing struct {
 // webhook-id, webhook-timestamp and webhook-signature.
 type StandardWebhooksSigning struct {
 	// Secrets are whsec_ followed by the standard base64 of a key of 24 to 64 bytes; each one
-	// signs every request. From 1 to the publisher's most (DestinationRules.MaxSigningSecrets).
-	// Required.
+	// signs every request. From 1 to 10, the most that the publisher signs with
+	// (DestinationRules.MaxSigningSecrets). Required.
 	Secrets []Secret `yaml:"secrets"`
 }
 

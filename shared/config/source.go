@@ -119,13 +119,13 @@ func (f Filter) IsZero() bool { return len(f.Require) == 0 && len(f.Exclude) == 
 type FilterRule struct {
 	// Header is the header name; it matches in any letter case. Required.
 	Header string `yaml:"header"`
-	// Equals: the value must equal this string. Nil when not set.
+	// Equals: the value must equal this string. Default: nil, not set.
 	Equals *string `yaml:"equals,omitempty"`
-	// In: the value must equal one entry; the list must not be empty. Nil when not set.
+	// In: the value must equal one entry; the list must not be empty. Default: nil, not set.
 	In []string `yaml:"in,omitempty"`
-	// Matches: the value must match this topic glob. Nil when not set.
+	// Matches: the value must match this topic glob. Default: nil, not set.
 	Matches *string `yaml:"matches,omitempty"`
-	// Exists: true means the header must be present; false stops the start. Nil when not set.
+	// Exists: true means the header must be present; false stops the start. Default: nil, not set.
 	Exists *bool `yaml:"exists,omitempty"`
 }
 
@@ -298,7 +298,7 @@ type HMACAuth struct {
 	TimestampTolerance Milliseconds `yaml:"timestampTolerance"`
 	// SignaturePayloadFormat is BODY or TIMESTAMP_DOT_BODY (body and timestamp-dot-body load as
 	// well). TIMESTAMP_DOT_BODY needs TimestampHeader. Default: TIMESTAMP_DOT_BODY when
-	// TimestampHeader is set, BODY otherwise (Load fills it in).
+	// TimestampHeader is set, BODY otherwise (the loader fills it in).
 	SignaturePayloadFormat SignaturePayloadFormat `yaml:"signaturePayloadFormat"`
 }
 

@@ -15,6 +15,7 @@ package metrics
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,18 +73,43 @@ type Registry struct {
 
 	poolOnce sync.Once
 	pool     *poolFamilies // the hikaricp_connections_* families; see pool.go
+
+	// families describes every family registered, in the order of registration (Families).
+	families []Family
+}
+
+// Family describes one metric family that a Registry exports, as its reference page
+// (docs/reference/metrics.md) lists it.
+type Family struct {
+	// Name is the family's name in the scrape.
+	Name string
+	// Type is counter, gauge or summary.
+	Type string
+	// Help is the family's help text.
+	Help string
+	// Labels are the family's label names, in order; a summary's quantile label is not one.
+	Labels []string
+	// Quantiles are the quantiles of a summary, in ascending order; nil for another type.
+	Quantiles []float64
+}
+
+// Families returns every family that a Registry exports, the connection pool's included, in
+// the order of registration. A family with labels shows in a scrape from its first sample.
+func Families() []Family {
+	r := New("")
+	r.poolFamilies()
+	return slices.Clone(r.families)
 }
 
 // New returns a registry with the build information gauge set to version.
 func New(version string) *Registry {
 	r := &Registry{reg: prometheus.NewRegistry(), started: time.Now()}
-	f := promFactory{r.reg}
+	f := r.factory()
 
 	info := f.gaugeVec("queuebox", "The build information. The value is always 1.", "version")
 	info.WithLabelValues(version).Set(1)
-	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "queuebox_uptime_seconds", Help: "The seconds since the process started.",
-	}, func() float64 { return time.Since(r.started).Seconds() }))
+	f.gaugeFunc("queuebox_uptime_seconds", "The seconds since the process started.",
+		func() float64 { return time.Since(r.started).Seconds() })
 
 	r.outboxMessages = f.counterVec("queuebox_outbox_messages_total", "The outbox delivery outcomes.", "status")
 	r.outboxPending = f.gauge("queuebox_outbox_messages_pending", "The outbox messages that wait for a publish.")
@@ -315,29 +341,50 @@ func (r *Registry) Cleanup(table string, deleted int64, d time.Duration, at time
 	r.cleanupLastRunTime.WithLabelValues(table).Set(float64(at.Unix()))
 }
 
-type promFactory struct{ reg *prometheus.Registry }
+// promFactory registers the families of a Registry and describes each one (Family).
+type promFactory struct {
+	reg      *prometheus.Registry
+	families *[]Family
+}
+
+// factory returns the promFactory of r.
+func (r *Registry) factory() promFactory { return promFactory{reg: r.reg, families: &r.families} }
+
+// describe records the description of a family that f registers.
+func (f promFactory) describe(typ, name, help string, labels []string) {
+	*f.families = append(*f.families, Family{Name: name, Type: typ, Help: help, Labels: slices.Clone(labels)})
+}
 
 func (f promFactory) counter(name, help string) prometheus.Counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	f.reg.MustRegister(c)
+	f.describe("counter", name, help, nil)
 	return c
 }
 
 func (f promFactory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	f.reg.MustRegister(c)
+	f.describe("counter", name, help, labels)
 	return c
 }
 
 func (f promFactory) gauge(name, help string) prometheus.Gauge {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 	f.reg.MustRegister(g)
+	f.describe("gauge", name, help, nil)
 	return g
+}
+
+func (f promFactory) gaugeFunc(name, help string, fn func() float64) {
+	f.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn))
+	f.describe("gauge", name, help, nil)
 }
 
 func (f promFactory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 	f.reg.MustRegister(g)
+	f.describe("gauge", name, help, labels)
 	return g
 }
 
@@ -357,8 +404,16 @@ func (f promFactory) timer(name, help string, labels ...string) *timer {
 		}, labels),
 		windows: map[string]*maxWindow{},
 	}
-	t.maxes = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name + "_max", Help: "The largest value of the current window of " + name + "."}, labels)
+	maxHelp := "The largest value of the current window of " + name + "."
+	t.maxes = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name + "_max", Help: maxHelp}, labels)
 	f.reg.MustRegister(t.summary, t.maxes)
+	f.describe("summary", name, help, labels)
+	fam := &(*f.families)[len(*f.families)-1]
+	for q := range objectives {
+		fam.Quantiles = append(fam.Quantiles, q)
+	}
+	slices.Sort(fam.Quantiles)
+	f.describe("gauge", name+"_max", maxHelp, labels)
 	return t
 }
 

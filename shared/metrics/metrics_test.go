@@ -134,3 +134,38 @@ func TestLeaseDeadlineCounter(t *testing.T) {
 		}
 	}
 }
+
+// TestFamiliesDescribeTheScrape checks that Families describes every family of a scrape, with
+// its type, and nothing twice.
+func TestFamiliesDescribeTheScrape(t *testing.T) {
+	t.Parallel()
+	fams := Families()
+	byName := map[string]Family{}
+	for _, f := range fams {
+		if _, dup := byName[f.Name]; dup {
+			t.Errorf("Families lists %s twice", f.Name)
+		}
+		byName[f.Name] = f
+	}
+	r := New("1.2.3")
+	r.RegisterPool(PoolName, func() PoolStats { return PoolStats{Max: 10} })
+	r.ProcessingDuration(time.Millisecond)
+	r.Cleanup("outbox", 1, time.Millisecond, time.Now())
+	gathered, err := r.Prometheus().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gathered {
+		f, ok := byName[g.GetName()]
+		if !ok {
+			t.Errorf("the scrape shows %s, which Families does not describe", g.GetName())
+			continue
+		}
+		if want := strings.ToLower(g.GetType().String()); f.Type != want {
+			t.Errorf("Families says %s is a %s, the scrape a %s", f.Name, f.Type, want)
+		}
+	}
+	if s := byName["queuebox_cleanup_duration_seconds"]; len(s.Quantiles) != 3 || len(s.Labels) != 1 {
+		t.Errorf("queuebox_cleanup_duration_seconds: %+v", s)
+	}
+}

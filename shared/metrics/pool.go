@@ -42,13 +42,13 @@ type poolFamilies struct {
 
 func (r *Registry) poolFamilies() *poolFamilies {
 	r.poolOnce.Do(func() {
-		f := promFactory{r.reg}
+		f := r.factory()
 		r.pool = &poolFamilies{
 			timeouts: f.counterVec("hikaricp_connections_timeout_total", "The connection requests that timed out.", "pool"),
 			acquire:  f.timer("hikaricp_connections_acquire_seconds", "The time to acquire a connection from the pool.", "pool"),
 			creation: f.timer("hikaricp_connections_creation_seconds", "The time to create a physical connection.", "pool"),
 			usage:    f.timer("hikaricp_connections_usage_seconds", "The time a caller held a connection.", "pool"),
-			gauges:   newPoolCollector(),
+			gauges:   newPoolCollector(f),
 		}
 		r.reg.MustRegister(r.pool.gauges)
 	})
@@ -70,8 +70,10 @@ type poolCollector struct {
 	pools map[string]func() PoolStats
 }
 
-func newPoolCollector() *poolCollector {
+// newPoolCollector returns the collector of the pool gauges, which f describes.
+func newPoolCollector(f promFactory) *poolCollector {
 	desc := func(name, help string) *prometheus.Desc {
+		f.describe("gauge", name, help, []string{"pool"})
 		return prometheus.NewDesc(name, help, []string{"pool"}, nil)
 	}
 	return &poolCollector{
