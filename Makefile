@@ -9,7 +9,7 @@ VERSION_LDFLAGS := -X github.com/alternayte/queuebox/shared/service.Version=$(VE
 # Packages run in parallel, each test with its own database.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all help build run test test-go test-clients test-client-go test-client-ts test-bench-peers lint lint-openapi vet fmt docs notices services clean
+.PHONY: all help build run test test-go test-clients test-client-go test-client-ts test-bench-peers lint lint-openapi vet fmt docs services clean
 
 all: build
 
