@@ -16,16 +16,17 @@ import (
 	"github.com/alternayte/queuebox/shared/specsql"
 )
 
-// The pages that the test runs, and the checks that each must have made: a page whose
-// commands change so that a check no longer happens fails instead of passing with less.
+// The pages of docs/tutorials that the test runs, and the checks that each must have made: a
+// page whose commands change so that a check no longer happens fails instead of passing with
+// less.
 var tutorials = []struct {
 	page   string
 	checks []string
 }{
-	{page: "32-deliver-your-first-outbox-message.md", checks: []string{
+	{page: "deliver-your-first-outbox-message.md", checks: []string{
 		"health", "route fragment", "insert", "delivered at the receiver", "row sent", "stopped",
 	}},
-	{page: "33-receive-a-webhook.md", checks: []string{
+	{page: "receive-a-webhook.md", checks: []string{
 		"appended source", "source block", "health", "stored", "duplicate", "inbox row pending",
 		"business table", "go worker written", "go worker stored", "ts worker written",
 		"ts worker stored", "orders checked", "second order stored", "worker stored second order",
@@ -33,13 +34,13 @@ var tutorials = []struct {
 	}},
 }
 
-// TestTutorials runs the shell blocks of spec/32 and spec/33 against scripts/run-local.sh, each
-// page on a fresh stack, and checks the outputs the pages document.
+// TestTutorials runs the shell blocks of docs/tutorials/deliver-your-first-outbox-message.md and
+// docs/tutorials/receive-a-webhook.md against scripts/run-local.sh, each page on a fresh stack,
+// and checks the outputs the pages document.
 func TestTutorials(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the tutorials start a PostgreSQL cluster and QueueBox; skipped with -short")
 	}
-	specDir := specdocs.Dir(t)
 	root, err := specdocs.CheckoutRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -61,11 +62,12 @@ func TestTutorials(t *testing.T) {
 			t.Fatalf("go build %s: %v: %s", pkg.pkg, err, out)
 		}
 	}
+	pages := filepath.Join(root, "docs", "tutorials")
 	for _, tut := range tutorials {
 		t.Run(strings.TrimSuffix(tut.page, ".md"), func(t *testing.T) {
-			text, err := os.ReadFile(filepath.Join(specDir, tut.page))
+			text, err := os.ReadFile(filepath.Join(pages, tut.page))
 			if err != nil {
-				t.Fatalf("reading %s: %v", tut.page, err)
+				t.Fatalf("reading docs/tutorials/%s: %v", tut.page, err)
 			}
 			r := &runner{t: t, root: root, doc: string(doc), page: tut.page, done: map[string]bool{}}
 			r.stack = newStack(t, root, bin)
@@ -227,7 +229,7 @@ func (r *runner) psql(c specsql.Command, want string) {
 	local.Line = fmt.Sprintf("psql -h 127.0.0.1 -p %d %s", r.stack.pgPort, args)
 	switch {
 	case strings.Contains(args, "FROM orders;"):
-		// spec/33's "Check the result" reads what the worker wrote.
+		// Receive a webhook's "Check the result" reads what the worker wrote.
 		if r.worker == nil {
 			t.Fatalf("%s: %q reads the worker's work, but no worker runs", r.page, c.Line)
 		}
@@ -416,8 +418,8 @@ func (r *runner) receiverLog(want string) {
 	}
 }
 
-// appendSource runs spec/33's `cat >> examples/queuebox.yml <<'YAML'` on the stack's copy of
-// local/queuebox.yml, with the here-document's lines rebuilt (the page lost its line breaks).
+// appendSource runs Receive a webhook's `cat >> examples/queuebox.yml <<'YAML'` on the stack's
+// copy of local/queuebox.yml, with the here-document's lines rebuilt from its squeezed words.
 func (r *runner) appendSource(c specsql.Command) {
 	t := r.t
 	r.mapped(c.Line, "cat >> examples/queuebox.yml <<'YAML'")
@@ -440,7 +442,7 @@ func (r *runner) appendSource(c specsql.Command) {
 	r.done["appended source"] = true
 }
 
-// rebuildYAML rebuilds the lines of a YAML mapping whose line breaks were lost: `key: value`
+// rebuildYAML rebuilds the lines of a YAML mapping from its squeezed words: `key: value`
 // pairs, where a key with no value opens a nested mapping two spaces deeper. It reads the
 // tutorials' blocks, whose nested mappings are each the last of their parent.
 func rebuildYAML(flat string, indent int) (string, error) {
@@ -467,17 +469,19 @@ func rebuildYAML(flat string, indent int) (string, error) {
 	return strings.Join(lines, "\n"), nil
 }
 
-// yaml checks a configuration block of the page: spec/32's fragment of examples/queuebox.yml,
-// and spec/33's source block as the appended configuration reads.
+// yaml checks a configuration block of the page: Deliver your first outbox message's fragment of
+// examples/queuebox.yml (a block whose first line is a `# fragment` comment), and Receive a
+// webhook's source block as the appended configuration reads.
 func (r *runner) yaml(block string) {
 	t := r.t
+	first, rest, _ := strings.Cut(block, "\n")
 	switch {
-	case strings.HasPrefix(block, "# fragment "):
+	case strings.HasPrefix(first, "# fragment"):
 		text, err := os.ReadFile(filepath.Join(r.root, "examples", "queuebox.yml"))
 		if err != nil {
 			t.Fatalf("reading examples/queuebox.yml: %v", err)
 		}
-		want := specsql.Squeeze(strings.TrimPrefix(block, "# fragment "))
+		want := withoutComments(rest)
 		if got := withoutComments(string(text)); !strings.Contains(got, want) {
 			t.Errorf("%s: examples/queuebox.yml does not hold the fragment %q", r.page, want)
 			return
@@ -494,7 +498,7 @@ func (r *runner) yaml(block string) {
 			return
 		}
 		r.done["route fragment"] = true
-	case strings.HasPrefix(block, "sources: "):
+	case strings.HasPrefix(specsql.Squeeze(block), "sources: "):
 		text, err := os.ReadFile(r.stack.config)
 		if err != nil {
 			t.Fatalf("reading the configuration copy: %v", err)

@@ -21,8 +21,8 @@ import (
 	"github.com/alternayte/queuebox/shared/specsql"
 )
 
-// The pull workers of spec/33. The page says "choose a language": the test runs the Go worker,
-// then the TypeScript worker, each in its own orders-worker folder under a temporary folder.
+// The pull workers of Receive a webhook. The page says "choose a language": the test runs the
+// Go worker, then the TypeScript worker, each in its own orders-worker folder under a temporary folder.
 // Both must store order-1, so before the second one the test puts the database back as it was
 // before the first (the order row and the inbox row deleted, order-1 posted again with the
 // page's command). The second worker keeps running through "Check the result" and the post of
@@ -128,7 +128,7 @@ func (p *process) printed(line string) bool {
 	return false
 }
 
-// workerCommand runs a step of spec/33's "Write the worker", or its local equivalent of
+// workerCommand runs a step of Receive a webhook's "Write the worker", or its local equivalent of
 // docs/tutorials-without-docker.md. It reports false for a command that is no worker step.
 func (r *runner) workerCommand(c specsql.Command, later string) bool {
 	t, line := r.t, c.Line
@@ -254,8 +254,8 @@ func (r *runner) mapURL(url string) string {
 	return strings.Replace(url, "@localhost:5432/", "@localhost:"+strconv.Itoa(r.stack.pgPort)+"/", 1)
 }
 
-// goWorker writes the page's main.go into the Go worker's folder: the block rebuilt (the page
-// lost its line breaks) and formatted, with the database URL on the stack's port.
+// goWorker writes the page's main.go into the Go worker's folder: the block rebuilt (should its
+// line breaks be lost) and formatted, with the database URL on the stack's port.
 func (r *runner) goWorker(block string) {
 	t := r.t
 	if r.cwd == "" {
