@@ -44,8 +44,9 @@ func TestComponentsImportNoConfig(t *testing.T) {
 // connectors, each of which defines its kind's block of the tree (shared/connect/<system>/
 // <system>config, a config.ConnectorSpec) and maps it to its own Config (connect.Connector). The
 // drivers (shared/localserver, shared/lambdafn, shared/capturenode) load the configuration
-// through this package (Load, LoadEnv, Config) and take the assembly (Build).
-var configImporters = []string{module + "/shared/service", module + "/shared/cli", module + "/shared/config", module + "/shared/connect"}
+// through this package (Load, LoadEnv, Config) and take the assembly (Build). tools/refdocs,
+// outside the product, reads the model to write the configuration reference.
+var configImporters = []string{module + "/shared/service", module + "/shared/cli", module + "/shared/config", module + "/shared/connect", module + "/tools/refdocs"}
 
 const module = "github.com/alternayte/queuebox"
 

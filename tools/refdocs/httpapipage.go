@@ -245,7 +245,7 @@ func writeSchemes(b *md, doc apiDoc) error {
 		b.line("")
 		where := s.Type
 		switch {
-		case s.Type == "http":
+		case s.Type == schemeHTTP:
 			where = "HTTP " + code(s.Scheme) + " authentication"
 		case s.Type == "apiKey":
 			where = fmt.Sprintf("A key in the %s %s", s.In, code(s.Name))
@@ -259,3 +259,7 @@ func writeSchemes(b *md, doc apiDoc) error {
 	}
 	return nil
 }
+
+// schemeHTTP is the OpenAPI security scheme type of HTTP authentication (bearer, basic): a
+// type of the OpenAPI description, not a destination kind.
+const schemeHTTP = "http"
