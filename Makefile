@@ -9,7 +9,7 @@ VERSION_LDFLAGS := -X github.com/alternayte/queuebox/shared/service.Version=$(VE
 # Packages run in parallel, each test with its own database.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all help build run test test-go test-clients test-client-go test-client-ts test-bench-peers lint lint-openapi vet fmt docs services clean
+.PHONY: all help build run test test-go test-clients test-client-go test-client-ts test-bench-peers test-helm lint lint-openapi vet fmt docs services clean
 
 all: build
 
@@ -34,7 +34,7 @@ services:
 ## test: every test, against the real services on loopback: the service, the Go pull client
 ## (its own module) and the TypeScript pull client, and the lint of docs/openapi.yaml. Every
 ## part runs even when one before it failed; the target fails at the end, naming the parts that failed.
-TEST_PARTS := vet lint-openapi test-go test-client-go test-client-ts test-bench-peers
+TEST_PARTS := vet lint-openapi test-go test-client-go test-client-ts test-bench-peers test-helm
 
 test: services
 	@failed=; \
@@ -60,6 +60,12 @@ test-clients: test-client-go test-client-ts
 ## test-bench-peers: the unit tests of the side-by-side bench, its own module (bench/peers).
 test-bench-peers:
 	cd bench/peers && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...
+
+## test-helm: vet and the test of the Helm chart (deploy/helm, its own module): renders
+## deploy/helm/queuebox with Helm's Go library for the default values and every option, and
+## checks every object against the Kubernetes types and the facts of local/Dockerfile.
+test-helm:
+	cd deploy/helm && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...
 
 ## test-client-go: vet and the tests of the Go client (clients/go, its own module); the outbox
 ## tests build ./local and run queuebox serve (or QUEUEBOX_TEST_BINARY), the replace test builds a module offline
