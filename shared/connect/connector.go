@@ -80,3 +80,31 @@ type Consumer interface {
 	// Run consumes until ctx ends.
 	Run(ctx context.Context, sink inbox.Inserter) error
 }
+
+// PublisherFunc returns a Connector.Publisher from a connector's two parts: configOf maps the
+// destination to the system's own Config, build builds the publisher from it. The function it
+// returns closes the publisher.
+func PublisherFunc[C any, P interface {
+	outbox.Publisher
+	Close() error
+}](configOf func(*config.Destination) C, build func(name string, c C) (P, error)) func(context.Context, PublisherParams) (outbox.Publisher, func(), error) {
+	return func(_ context.Context, p PublisherParams) (outbox.Publisher, func(), error) {
+		pub, err := build(p.Name, configOf(p.Destination))
+		if err != nil {
+			return nil, nil, err
+		}
+		return pub, func() { _ = pub.Close() }, nil
+	}
+}
+
+// SourceFunc returns a Connector.Source from a connector's two parts: configOf maps the source
+// to the system's own SourceConfig, build builds the consumer from it.
+func SourceFunc[C any, S Consumer](configOf func(*config.Source, inbox.BrokerSource, inbox.IntakeOptions, *slog.Logger) C, build func(C) (S, error)) func(SourceParams) (Consumer, error) {
+	return func(p SourceParams) (Consumer, error) {
+		s, err := build(configOf(p.Source, p.Intake, p.IntakeOptions, p.Logger))
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+}

@@ -3,14 +3,12 @@
 package kafka
 
 import (
-	"context"
 	"log/slog"
 
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/connect"
 	"github.com/alternayte/queuebox/shared/connect/kafka/kafkaconfig"
 	"github.com/alternayte/queuebox/shared/inbox"
-	"github.com/alternayte/queuebox/shared/outbox"
 )
 
 // Connector returns the Kafka connector: its kind, its publisher constructor and its source
@@ -19,16 +17,7 @@ import (
 // queuebox_no_kafka leaves every file of this package but left_out.go and type.go, and with them the Kafka
 // client, out of a build; Connector then has no constructors.
 func Connector() connect.Connector {
-	return connect.Connector{Kind: kafkaconfig.Kind, Publisher: newConfiguredPublisher, Source: newConfiguredSource}
-}
-
-// newConfiguredPublisher builds the publisher of a destination of kind kafka.
-func newConfiguredPublisher(_ context.Context, p connect.PublisherParams) (outbox.Publisher, func(), error) {
-	pub, err := New(p.Name, ConfigOf(p.Destination))
-	if err != nil {
-		return nil, nil, err
-	}
-	return pub, func() { _ = pub.Close() }, nil
+	return connect.Connector{Kind: kafkaconfig.Kind, Publisher: connect.PublisherFunc(ConfigOf, New), Source: connect.SourceFunc(SourceConfigOf, NewSource)}
 }
 
 // ConfigOf maps a destination of kind kafka to the publisher's settings.
@@ -46,15 +35,6 @@ func ConfigOf(d *config.Destination) Config {
 		SASLPassword:     k.SASLPassword.Reveal(),
 		Headers:          d.Headers,
 	}
-}
-
-// newConfiguredSource builds the consumer of a source of kind kafka.
-func newConfiguredSource(p connect.SourceParams) (connect.Consumer, error) {
-	s, err := NewSource(SourceConfigOf(p.Source, p.Intake, p.IntakeOptions, p.Logger))
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }
 
 // SourceConfigOf maps a source of kind kafka to the consumer's settings.

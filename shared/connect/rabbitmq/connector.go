@@ -3,14 +3,12 @@
 package rabbitmq
 
 import (
-	"context"
 	"log/slog"
 
 	"github.com/alternayte/queuebox/shared/config"
 	"github.com/alternayte/queuebox/shared/connect"
 	"github.com/alternayte/queuebox/shared/connect/rabbitmq/rabbitmqconfig"
 	"github.com/alternayte/queuebox/shared/inbox"
-	"github.com/alternayte/queuebox/shared/outbox"
 )
 
 // Connector returns the RabbitMQ connector: its kind, its publisher constructor and its
@@ -19,16 +17,7 @@ import (
 // queuebox_no_rabbitmq leaves every file of this package but left_out.go and type.go, and with them the
 // AMQP client, out of a build; Connector then has no constructors.
 func Connector() connect.Connector {
-	return connect.Connector{Kind: rabbitmqconfig.Kind, Publisher: newConfiguredPublisher, Source: newConfiguredSource}
-}
-
-// newConfiguredPublisher builds the publisher of a destination of kind rabbitmq.
-func newConfiguredPublisher(_ context.Context, p connect.PublisherParams) (outbox.Publisher, func(), error) {
-	pub, err := New(p.Name, ConfigOf(p.Destination))
-	if err != nil {
-		return nil, nil, err
-	}
-	return pub, func() { _ = pub.Close() }, nil
+	return connect.Connector{Kind: rabbitmqconfig.Kind, Publisher: connect.PublisherFunc(ConfigOf, New), Source: connect.SourceFunc(SourceConfigOf, NewSource)}
 }
 
 // ConfigOf maps a destination of kind rabbitmq to the publisher's settings.
@@ -43,15 +32,6 @@ func ConfigOf(d *config.Destination) Config {
 		DeliveryMode:       DeliveryMode(r.DeliveryMode),
 		Headers:            d.Headers,
 	}
-}
-
-// newConfiguredSource builds the consumer of a source of kind rabbitmq.
-func newConfiguredSource(p connect.SourceParams) (connect.Consumer, error) {
-	s, err := NewSource(SourceConfigOf(p.Source, p.Intake, p.IntakeOptions, p.Logger))
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }
 
 // SourceConfigOf maps a source of kind rabbitmq to the consumer's settings.
