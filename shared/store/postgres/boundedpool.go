@@ -53,6 +53,35 @@ func (p *boundedPool) Query(ctx context.Context, sql string, args ...any) (pgx.R
 	return &releasingRows{Rows: rows, conn: c}, nil
 }
 
+// QueryAfter runs first and then sql on one connection of the pool, in one round trip and
+// one implicit transaction (a pgx batch ends in a single Sync), and returns the rows of sql,
+// which give the connection back. It is for a statement whose planner settings first sets
+// with set_config(..., true): they hold until the transaction ends, for sql alone. The rows'
+// Err reports a failure of first, of sql, or of the transaction's end, which commits what sql
+// wrote.
+func (p *boundedPool) QueryAfter(ctx context.Context, first, sql string, args ...any) (pgx.Rows, error) {
+	c, err := p.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(first)
+	b.Queue(sql, args...)
+	br := c.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		c.Release()
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		c.Release()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, batch: br, conn: c}, nil
+}
+
 // QueryRow runs sql on a connection of the pool that Scan gives back.
 func (p *boundedPool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	c, err := p.acquire(ctx)
@@ -114,6 +143,43 @@ func (r *releasingRows) release() {
 		r.conn.Release()
 		r.conn = nil
 	}
+}
+
+// batchRows are the rows of the last statement of a batch: when they end (Close, or Next
+// returning false) they close the batch, whose error, the end of the implicit transaction's
+// included, Err then reports, and give the connection back.
+type batchRows struct {
+	pgx.Rows
+	batch pgx.BatchResults
+	conn  *pgxpool.Conn
+	err   error
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.end()
+	return false
+}
+
+func (r *batchRows) Close() { r.end() }
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+func (r *batchRows) end() {
+	if r.conn == nil {
+		return
+	}
+	r.Rows.Close()
+	r.err = r.batch.Close()
+	r.conn.Release()
+	r.conn = nil
 }
 
 // releasingRow gives its connection back to the pool after Scan.

@@ -305,17 +305,7 @@ func (s *Store) OutboxClaim(ctx context.Context, params store.OutboxClaimParams)
 	if params.Window < 0 {
 		return nil, fmt.Errorf("claiming outbox batch: window %d is below 0", params.Window)
 	}
-	// The limits go into the statement's text (limitTexts), or past its bound as parameters.
-	sql, texts, args := s.sql.outboxClaim, &s.claimTexts, []any{params.Limit, micros(params.Lease)}
-	window := 0
-	if params.Window > 0 {
-		window = max(params.Window, params.Limit)
-		sql, texts, args = s.sql.outboxClaimWindow, &s.windowTexts, append(args, window)
-	}
-	if text, ok := texts.text(sql, params.Limit, window); ok {
-		sql, args = text, args[1:2]
-	}
-	rows, err := s.pool.Query(ctx, sql, args...)
+	rows, err := s.queryClaim(ctx, "", params)
 	if err != nil {
 		return nil, wrapErr("claiming outbox batch", err)
 	}
@@ -337,6 +327,22 @@ func (s *Store) OutboxClaim(ctx context.Context, params store.OutboxClaimParams)
 		return nil, wrapErr("claiming outbox batch", err)
 	}
 	return msgs, nil
+}
+
+// queryClaim runs the claim of params after its planner settings (claimPlanSQL), with
+// prefix before the statement: "" for the claim, an EXPLAIN for the tests of its plan.
+func (s *Store) queryClaim(ctx context.Context, prefix string, params store.OutboxClaimParams) (pgx.Rows, error) {
+	// The limits go into the statement's text (limitTexts), or past its bound as parameters.
+	sql, texts, args := s.sql.outboxClaim, &s.claimTexts, []any{params.Limit, micros(params.Lease)}
+	window := 0
+	if params.Window > 0 {
+		window = max(params.Window, params.Limit)
+		sql, texts, args = s.sql.outboxClaimWindow, &s.windowTexts, append(args, window)
+	}
+	if text, ok := texts.text(sql, params.Limit, window); ok {
+		sql, args = text, args[1:2]
+	}
+	return s.pool.QueryAfter(ctx, claimPlanSQL, prefix+sql, args...)
 }
 
 // The fenced writes take their claims as parallel arrays ($1 ids, $2 tokens). A row changes
