@@ -196,14 +196,16 @@ type ReportOpts struct {
 
 // BacklogRun is one drain of a backlog by one poller.
 type BacklogRun struct {
-	Name          string   `json:"name"`
-	Keys          int      `json:"keys"`
-	Settings      Settings `json:"settings"`
-	Tuned         bool     `json:"tuned"`
-	PoolSize      int      `json:"poolSize"`
-	Rows          int      `json:"rows"`
-	Seconds       float64  `json:"seconds"`
-	RowsPerSecond float64  `json:"rowsPerSecond"`
+	Name     string   `json:"name"`
+	Keys     int      `json:"keys"`
+	Settings Settings `json:"settings"`
+	Tuned    bool     `json:"tuned"`
+	PoolSize int      `json:"poolSize"`
+	Rows     int      `json:"rows"`
+	// Burst says that the rows went into a table that looked never analysed (backlogSpec).
+	Burst         bool    `json:"burst,omitempty"`
+	Seconds       float64 `json:"seconds"`
+	RowsPerSecond float64 `json:"rowsPerSecond"`
 	// RatioToCeiling is RowsPerSecond divided by the pgbench ceiling.
 	RatioToCeiling float64                   `json:"ratioToCeiling,omitempty"`
 	Summary        outbox.Summary            `json:"summary"`
@@ -387,12 +389,17 @@ func (b *bench) backlogPhase(ctx context.Context, rep *Report) error {
 			s     Settings
 			tuned bool
 		}{{DefaultSettings(), false}, {best, true}} {
-			r, err := b.backlogRun(ctx, keys, o.Rows, run.s, run.tuned, o.CPUProfile)
-			if err != nil {
-				return err
+			// Each setting drains the backlog twice: after ANALYZE, and as a burst into a
+			// table whose statistics predate the rows.
+			for _, burst := range []bool{false, true} {
+				spec := backlogSpec{Keys: keys, Rows: o.Rows, Settings: run.s, Tuned: run.tuned, Profile: o.CPUProfile, Burst: burst}
+				r, err := b.backlog(ctx, spec)
+				if err != nil {
+					return err
+				}
+				rep.Backlog = append(rep.Backlog, r)
+				rep.Problems = append(rep.Problems, prefixed(r.Name, r.Problems)...)
 			}
-			rep.Backlog = append(rep.Backlog, r)
-			rep.Problems = append(rep.Problems, prefixed(r.Name, r.Problems)...)
 		}
 	}
 	return nil
@@ -587,15 +594,21 @@ type backlogSpec struct {
 	KeepTable bool
 	// During, when set, runs while the poller drains; its context ends with the drain.
 	During func(ctx context.Context)
+	// Burst inserts the backlog into a table that looks never analysed and that autovacuum
+	// leaves alone during the run, instead of analysing it first.
+	Burst bool
 }
 
 // backlog runs spec: it inserts the backlog, drains it with one poller in StopWhenIdle mode,
 // and checks that every row is sent and that the receiver saw each one.
 func (b *bench) backlog(ctx context.Context, spec backlogSpec) (BacklogRun, error) {
 	keys, rows, s, profile := spec.Keys, spec.Rows, spec.Settings, spec.Profile
-	r := BacklogRun{Name: spec.Name, Keys: keys, Settings: s, Tuned: spec.Tuned, PoolSize: b.opts.PoolSize, Rows: rows}
+	r := BacklogRun{Name: spec.Name, Keys: keys, Settings: s, Tuned: spec.Tuned, PoolSize: b.opts.PoolSize, Rows: rows, Burst: spec.Burst}
 	if r.Name == "" {
 		r.Name = runName(keys, spec.Tuned)
+		if spec.Burst {
+			r.Name += ", burst"
+		}
 	}
 	logf("%s (%s): inserting %d rows", r.Name, s, rows)
 	if spec.KeepTable {
@@ -605,7 +618,12 @@ func (b *bench) backlog(ctx context.Context, spec backlogSpec) (BacklogRun, erro
 	} else if err := b.db.resetOutbox(ctx); err != nil {
 		return r, err
 	}
-	if err := b.db.insertBacklog(ctx, rows, keys); err != nil {
+	if spec.Burst {
+		if err := b.db.forgetStatistics(ctx); err != nil {
+			return r, err
+		}
+	}
+	if err := b.db.insertBacklog(ctx, rows, keys, !spec.Burst); err != nil {
 		return r, err
 	}
 	if err := b.sink.reset(ctx); err != nil {
@@ -823,6 +841,7 @@ func targets(rep *Report) []Target {
 			ts = append(ts, Target{Name: fmt.Sprintf("rows/s, %d keys (best run)", k), Goal: ">= 2500", Got: v, Met: v >= TargetWithKeys})
 		}
 	}
+	ts = append(ts, burstTargets(rep.Backlog)...)
 	if l := rep.Latency; l != nil {
 		ts = append(ts,
 			Target{Name: "latency p50 ms", Goal: "< 70", Got: l.Latency.P50Ms, Met: l.Latency.P50Ms < TargetP50Ms},
@@ -836,6 +855,29 @@ func targets(rep *Report) []Target {
 		ts = append(ts,
 			Target{Name: "capture p50 ms at " + rate, Goal: "< 10", Got: l.Latency.P50Ms, Met: l.Latency.P50Ms < TargetCaptureP50Ms},
 			Target{Name: "capture p99 ms at " + rate, Goal: "< 30", Got: l.Latency.P99Ms, Met: l.Latency.P99Ms < TargetCaptureP99Ms})
+	}
+	return ts
+}
+
+// TargetBurstRatio is the least rate of a burst (rows into a table whose statistics predate
+// them) as a fraction of the same drain after ANALYZE.
+const TargetBurstRatio = 0.9
+
+// burstTargets compares each burst run with the analysed run of the same keys and settings.
+func burstTargets(runs []BacklogRun) []Target {
+	var ts []Target
+	for _, burst := range runs {
+		if !burst.Burst {
+			continue
+		}
+		for _, analysed := range runs {
+			if analysed.Burst || analysed.Keys != burst.Keys || analysed.Settings != burst.Settings || analysed.RowsPerSecond <= 0 {
+				continue
+			}
+			ratio := round(burst.RowsPerSecond/analysed.RowsPerSecond, 2)
+			ts = append(ts, Target{Name: burst.Name + " / after ANALYZE", Goal: ">= 0.9", Got: ratio, Met: ratio >= TargetBurstRatio})
+			break
+		}
 	}
 	return ts
 }

@@ -27,10 +27,27 @@ func createDatabase(ctx context.Context, server string) (*benchDatabase, error) 
 // table and its columns as the migrations create them.
 
 // resetOutbox empties the outbox and its sequence between runs, so every run starts from the
-// same table.
+// same table, and gives the table back to autovacuum (a burst run takes it away).
 func (db *benchDatabase) resetOutbox(ctx context.Context) error {
 	if _, err := db.Admin.Exec(ctx, `TRUNCATE outbox`); err != nil {
 		return fmt.Errorf("truncating the outbox: %w", err)
+	}
+	if _, err := db.Admin.Exec(ctx, `ALTER TABLE outbox RESET (autovacuum_enabled)`); err != nil {
+		return fmt.Errorf("giving the outbox back to autovacuum: %w", err)
+	}
+	return nil
+}
+
+// forgetStatistics makes the empty outbox look never analysed, as in a new database: it
+// removes the table's column statistics (which needs a superuser, as the bench's server
+// connection is) and keeps autovacuum away from it, so that no analyse comes during the run.
+// TRUNCATE has already set its row estimate to unknown.
+func (db *benchDatabase) forgetStatistics(ctx context.Context) error {
+	if _, err := db.Admin.Exec(ctx, `ALTER TABLE outbox SET (autovacuum_enabled = false)`); err != nil {
+		return fmt.Errorf("keeping autovacuum off the outbox: %w", err)
+	}
+	if _, err := db.Admin.Exec(ctx, `DELETE FROM pg_statistic WHERE starelid = 'outbox'::regclass`); err != nil {
+		return fmt.Errorf("removing the outbox's statistics (the burst runs need a superuser): %w", err)
 	}
 	return nil
 }
@@ -39,7 +56,7 @@ func (db *benchDatabase) resetOutbox(ctx context.Context) error {
 // of row g is 'k' || (g % keys); otherwise the key is null. The rows share one created_at and
 // scheduled_at (one transaction), the hardest case for the claim's ordered scan. The table is
 // vacuumed and analysed afterwards, so every run starts with the same statistics.
-func (db *benchDatabase) insertBacklog(ctx context.Context, rows, keys int) error {
+func (db *benchDatabase) insertBacklog(ctx context.Context, rows, keys int, analyse bool) error {
 	_, err := db.Admin.Exec(ctx, `
 INSERT INTO outbox (topic, key, payload)
 SELECT '`+BacklogTopic+`',
@@ -48,6 +65,9 @@ SELECT '`+BacklogTopic+`',
 FROM generate_series(1, $1::int) AS g`, rows, keys)
 	if err != nil {
 		return fmt.Errorf("inserting the backlog: %w", err)
+	}
+	if !analyse {
+		return nil
 	}
 	if _, err := db.Admin.Exec(ctx, `VACUUM ANALYZE outbox`); err != nil {
 		return fmt.Errorf("vacuuming the outbox: %w", err)

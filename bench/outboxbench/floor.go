@@ -200,7 +200,7 @@ func (b *bench) updateFloor(ctx context.Context, name string, rows, batch int) (
 	if err := b.db.resetOutbox(ctx); err != nil {
 		return r, err
 	}
-	if err := b.db.insertBacklog(ctx, rows, 0); err != nil {
+	if err := b.db.insertBacklog(ctx, rows, 0, true); err != nil {
 		return r, err
 	}
 	conn, err := b.db.Admin.Acquire(ctx)
