@@ -117,11 +117,16 @@ func CollectRows[T any](rows Rows) ([]T, error) {
 	return pgx.CollectRows(rows, pgx.RowTo[T])
 }
 
-// queryTracer is the pgx.QueryTracer of a QueryTimer. It implements no other tracer
-// interface of pgx or pgxpool, so a pool with it traces its queries only.
+// queryTracer is the pgx.QueryTracer and pgx.BatchTracer of a QueryTimer. It implements no
+// other tracer interface of pgx or pgxpool, so a pool with it traces its queries only. A
+// query of a batch is timed from the start of the batch to the end of its own result, so
+// the last statement of a batch (a claim after its planner settings) is timed whole.
 type queryTracer QueryTimer
 
-var _ pgx.QueryTracer = queryTracer(nil)
+var (
+	_ pgx.QueryTracer = queryTracer(nil)
+	_ pgx.BatchTracer = queryTracer(nil)
+)
 
 type queryStartKey struct{}
 
@@ -143,3 +148,23 @@ func (t queryTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.Tr
 	}
 	t(st.sql, time.Since(st.start), data.CommandTag.RowsAffected(), data.Err)
 }
+
+type batchStartKey struct{}
+
+// TraceBatchStart implements pgx.BatchTracer: the batch runs from now.
+func (t queryTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return context.WithValue(ctx, batchStartKey{}, time.Now())
+}
+
+// TraceBatchQuery implements pgx.BatchTracer: it reports a query of the batch to the timer
+// when its result has been read.
+func (t queryTracer) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	start, ok := ctx.Value(batchStartKey{}).(time.Time)
+	if !ok {
+		return
+	}
+	t(data.SQL, time.Since(start), data.CommandTag.RowsAffected(), data.Err)
+}
+
+// TraceBatchEnd implements pgx.BatchTracer; its queries were reported one by one.
+func (t queryTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}

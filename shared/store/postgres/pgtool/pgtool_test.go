@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -81,12 +82,19 @@ func TestCreateOpenDrop(t *testing.T) {
 	ns, err := pgtool.CollectRows[int32](rows)
 	require.NoError(t, err)
 	assert.Equal(t, []int32{3, 2, 1}, ns)
+	// A batch's queries reach the timer one by one.
+	b := &pgx.Batch{}
+	b.Queue(`SELECT set_config('application_name', 'batch', true)`)
+	b.Queue(`UPDATE t SET s = s || '?' WHERE n = 3`)
+	require.NoError(t, pool.SendBatch(ctx, b).Close())
 	pool.Close()
 
 	mu.Lock()
-	var update, missing *query
+	var update, missing, batched *query
 	for i := range seen {
 		switch {
+		case strings.HasPrefix(seen[i].sql, "UPDATE t SET s = s || '?'"):
+			batched = &seen[i]
 		case strings.HasPrefix(seen[i].sql, "UPDATE t"):
 			update = &seen[i]
 		case strings.Contains(seen[i].sql, "missing"):
@@ -100,6 +108,8 @@ func TestCreateOpenDrop(t *testing.T) {
 	require.NotNil(t, missing, "the timer saw the failed query")
 	assert.Error(t, missing.err)
 	assert.Zero(t, missing.rows)
+	require.NotNil(t, batched, "the timer saw the batch's UPDATE")
+	assert.Equal(t, int64(1), batched.rows)
 
 	require.NoError(t, pgtool.DropDatabase(ctx, server, name))
 	dropped = true
