@@ -38,6 +38,8 @@ func newStmtTracer() *stmtTracer { return &stmtTracer{kinds: map[string]*stmtAcc
 // kindOf names a statement of the postgres store by the text that only it holds.
 func kindOf(sql string) string {
 	switch {
+	case strings.Contains(sql, "set_config('enable_bitmapscan'"):
+		return "claimSettings"
 	case strings.Contains(sql, "qb_candidates"):
 		return "claim"
 	case strings.Contains(sql, "= 'sent'") && strings.HasPrefix(strings.TrimSpace(sql), "UPDATE"):
