@@ -13,11 +13,14 @@ import (
 	"github.com/alternayte/queuebox/shared/store/postgres/pgtool"
 )
 
-// watermillSystem is Watermill's SQL Pub/Sub on PostgreSQL (the default PostgreSQL schema
-// adapter and offsets adapter of watermill-sql, over the pgx pool), the messages published
-// before the clock starts, one message.Router consumer handler per topic that POSTs each
-// message. A topic's subscriber hands out one message at a time and waits for its ack, so the
-// topics are the concurrency: with keys, topic = hash(key) % topics keeps a key in order.
+// watermillSystem is Watermill's SQL Pub/Sub on PostgreSQL over the pgx pool, with one of
+// watermill-sql's two PostgreSQL schema adapters: the offsets schema (DefaultPostgreSQLSchema
+// and DefaultPostgreSQLOffsetsAdapter: an append-only table per topic read past a consumer
+// group's offset) or the queue schema (PostgreSQLQueueSchema and PostgreSQLQueueOffsetsAdapter:
+// each row marked acked). The messages are published before the clock starts; one
+// message.Router consumer handler per topic POSTs each message. A topic's subscriber hands out
+// one message at a time and waits for its ack, so the topics are the concurrency: with keys,
+// topic = hash(key) % topics keeps a key in order.
 type watermillSystem struct {
 	settings WatermillSettings
 	pool     *pgtool.Pool
@@ -30,12 +33,28 @@ type watermillSystem struct {
 	cancel   context.CancelFunc
 }
 
+// The Watermill schema adapters, as -watermill-schemas names them.
+const (
+	watermillOffsets = "offsets"
+	watermillQueue   = "queue"
+)
+
 func watermillFactory(s WatermillSettings) factory {
 	return factory{
 		system: SystemWatermill, variant: variantPeer,
-		label: fmt.Sprintf("Watermill (%d topics)", s.Topics),
-		new:   func() system { return &watermillSystem{settings: s} },
+		label: fmt.Sprintf("Watermill %s (%d topics, batch %d)", s.Schema, s.Topics, s.BatchSize),
+		order: fmt.Sprintf("a topic per key shard (%d), one subscriber each", s.Topics), ordered: true,
+		new: func() system { return &watermillSystem{settings: s} },
 	}
+}
+
+// adapters are the schema and offsets adapters of s.Schema and the consumer group they take
+// (the queue schema has none).
+func (s WatermillSettings) adapters() (wsql.SchemaAdapter, wsql.OffsetsAdapter, string) {
+	if s.Schema == watermillQueue {
+		return wsql.PostgreSQLQueueSchema{SubscribeBatchSize: s.BatchSize}, wsql.PostgreSQLQueueOffsetsAdapter{}, ""
+	}
+	return wsql.DefaultPostgreSQLSchema{SubscribeBatchSize: s.BatchSize}, wsql.DefaultPostgreSQLOffsetsAdapter{}, "bench"
 }
 
 // watermillPoolSize leaves a connection for each topic's subscriber, which holds a transaction
@@ -57,7 +76,7 @@ func (w *watermillSystem) prepare(ctx context.Context, db *benchdb.Database, rec
 	}
 	logger := watermill.NopLogger{}
 	beginner := wsql.BeginnerFromPgx(w.pool)
-	schema := wsql.DefaultPostgreSQLSchema{SubscribeBatchSize: w.settings.BatchSize}
+	schema, offsets, group := w.settings.adapters()
 	w.pub, err = wsql.NewPublisher(beginner, wsql.PublisherConfig{SchemaAdapter: schema, AutoInitializeSchema: true}, logger)
 	if err != nil {
 		return fmt.Errorf("creating the Watermill publisher: %w", err)
@@ -65,10 +84,10 @@ func (w *watermillSystem) prepare(ctx context.Context, db *benchdb.Database, rec
 	// The tables are made here, before the clock; the router's subscriber then subscribes
 	// without initializing them again.
 	subConfig := wsql.SubscriberConfig{
-		ConsumerGroup:    "bench",
+		ConsumerGroup:    group,
 		PollInterval:     w.settings.PollInterval,
 		SchemaAdapter:    schema,
-		OffsetsAdapter:   wsql.DefaultPostgreSQLOffsetsAdapter{},
+		OffsetsAdapter:   offsets,
 		InitializeSchema: true,
 	}
 	setup, err := wsql.NewSubscriber(beginner, subConfig, logger)
