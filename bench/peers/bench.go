@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alternayte/queuebox/bench/benchcmd"
 	"github.com/alternayte/queuebox/bench/benchdb"
 	"github.com/alternayte/queuebox/bench/machine"
 	"github.com/alternayte/queuebox/bench/outboxbench"
@@ -51,6 +52,10 @@ type Options struct {
 	Ceilings []int
 	// Payload is "small" (about 85 bytes of JSON) or "large" (about 320).
 	Payload string
+	// PeersGoDefaultGC runs the peers and the ceiling at Go's default garbage collector
+	// settings; by default every system runs with the settings QueueBox's processes set
+	// (shared/gctune), which a user of a peer could set as well.
+	PeersGoDefaultGC bool
 	// RunTimeout bounds one run; a run cut short is a problem.
 	RunTimeout time.Duration
 	// Out is the JSON report file; empty writes none.
@@ -74,6 +79,8 @@ type WatermillSettings struct {
 	Topics       int           `json:"topics"`
 	BatchSize    int           `json:"subscribeBatchSize"`
 	PollInterval time.Duration `json:"pollIntervalNs"`
+	// Router runs a message.Router handler per topic instead of reading the channels.
+	Router bool `json:"router"`
 }
 
 // Report is the machine-readable result, written as JSON.
@@ -107,7 +114,10 @@ type ReportOptions struct {
 	TunedPoolSize int                    `json:"tunedPoolSize"`
 	Ceilings      []int                  `json:"ceilingRequests"`
 	Payload       string                 `json:"payload"`
-	RunTimeout    string                 `json:"runTimeout"`
+	// PeersGoDefaultGC is set when the peers ran at Go's default garbage collector settings
+	// instead of QueueBox's.
+	PeersGoDefaultGC bool   `json:"peersGoDefaultGC"`
+	RunTimeout       string `json:"runTimeout"`
 }
 
 // RunResult is one system draining one backlog.
@@ -200,7 +210,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		Options: ReportOptions{
 			Rows: opts.Rows, Keys: opts.Keys, Systems: opts.Systems, Rounds: opts.Rounds, Tuned: opts.Tuned,
 			ExploreRows: opts.ExploreRows, PoolSize: opts.PoolSize, TunedPoolSize: opts.TunedPoolSize,
-			Ceilings: opts.Ceilings, Payload: opts.Payload, RunTimeout: opts.RunTimeout.String(),
+			Ceilings: opts.Ceilings, Payload: opts.Payload, PeersGoDefaultGC: opts.PeersGoDefaultGC, RunTimeout: opts.RunTimeout.String(),
 		},
 		PayloadSize: len(payload(1, "k1")),
 		Versions:    moduleVersions(),
@@ -212,7 +222,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 				"insert": "InsertManyTx, one transaction"},
 			SystemWatermill: {"schemas": opts.WatermillSchemas, "topics": opts.Watermill.Topics, "subscribeBatchSize": opts.Watermill.BatchSize,
 				"pollInterval": opts.Watermill.PollInterval.String(), "poolSize": watermillPoolSize(opts.Watermill),
-				"router": "message.Router, one consumer handler per topic"},
+				"router": opts.Watermill.Router},
 			SystemCeiling: {"requests": opts.Ceilings, "read": "one SELECT of the outbox rows in insert order, no state written"},
 		},
 	}
@@ -361,9 +371,14 @@ func (b *bench) measure(ctx context.Context, f factory, rows, keys int) (RunResu
 	r.Load1 = machine.LoadAverage()[0]
 	before := b.readCPU(ctx, db, sys.appName())
 	runCtx, cancel := context.WithTimeout(ctx, b.opts.RunTimeout)
+	restoreGC := func() {}
+	if f.system == SystemQueueBox || !b.opts.PeersGoDefaultGC {
+		restoreGC = benchcmd.QueueBoxRuntime(io.Discard, "peers")
+	}
 	start := time.Now()
 	failures, derr := sys.deliver(runCtx)
 	waited := time.Now()
+	restoreGC()
 	after := b.readCPU(ctx, db, sys.appName())
 	cancel()
 	sys.close()

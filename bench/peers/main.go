@@ -69,15 +69,17 @@ func parseArgs(args []string, errOut io.Writer) (opts Options, sink bool, err er
 	exploreRows := fs.Int("explore-rows", 0, "messages of the runs that choose the tuned candidate, per key mode (0 takes the first)")
 	poolSize := fs.Int("pool-size", 10, "QueueBox's database pool size at the defaults")
 	tunedPoolSize := fs.Int("tuned-pool-size", 24, "QueueBox's database pool size tuned")
-	riverPoolSize := fs.Int("river-pool-size", 10, "River's database pool size")
-	riverWorkers := fs.Int("river-workers", 64, "River MaxWorkers of the default queue")
+	riverPoolSize := fs.Int("river-pool-size", 24, "River's database pool size")
+	riverWorkers := fs.Int("river-workers", 128, "River MaxWorkers of the default queue")
 	riverCooldown := fs.Duration("river-fetch-cooldown", time.Millisecond, "River FetchCooldown")
 	riverPoll := fs.Duration("river-fetch-poll", 5*time.Millisecond, "River FetchPollInterval")
 	wmSchemas := fs.String("watermill-schemas", "offsets,queue", "Watermill schema adapters to run: offsets (DefaultPostgreSQLSchema), queue (PostgreSQLQueueSchema)")
-	wmTopics := fs.Int("watermill-topics", 64, "Watermill topics (each one subscriber, in order)")
+	wmTopics := fs.Int("watermill-topics", 32, "Watermill topics (each one subscriber, in order)")
 	wmBatch := fs.Int("watermill-batch", 1000, "Watermill SubscribeBatchSize of the schema adapter")
 	wmPoll := fs.Duration("watermill-poll", 10*time.Millisecond, "Watermill subscriber PollInterval")
+	wmRouter := fs.Bool("watermill-router", false, "run a message.Router handler per Watermill topic instead of reading each subscription's channel")
 	ceilings := fs.String("ceiling", "64,128", "concurrent requests of the ceiling runs, comma separated")
+	peersDefaultGC := fs.Bool("peers-go-default-gc", false, "run the peers and the ceiling at Go's default garbage collector settings instead of QueueBox's")
 	payloadFlag := fs.String("payload", "small", "message body: small (about 85 bytes of JSON) or large (about 320)")
 	runTimeout := fs.Duration("run-timeout", 3*time.Minute, "the longest one run may take; a run cut short fails")
 	out := fs.String("out", "bench/results/peers.json", "JSON report file (empty writes none)")
@@ -94,8 +96,8 @@ func parseArgs(args []string, errOut io.Writer) (opts Options, sink bool, err er
 		Keys: *keys, Rounds: *rounds, ExploreRows: *exploreRows, PoolSize: *poolSize, TunedPoolSize: *tunedPoolSize,
 		River: RiverSettings{PoolSize: *riverPoolSize, MaxWorkers: *riverWorkers, FetchCooldown: *riverCooldown,
 			FetchPollInterval: *riverPoll},
-		Watermill:  WatermillSettings{Topics: *wmTopics, BatchSize: *wmBatch, PollInterval: *wmPoll},
-		Payload:    *payloadFlag,
+		Watermill: WatermillSettings{Topics: *wmTopics, BatchSize: *wmBatch, PollInterval: *wmPoll, Router: *wmRouter},
+		Payload:   *payloadFlag, PeersGoDefaultGC: *peersDefaultGC,
 		RunTimeout: *runTimeout, Out: *out,
 	}
 	if opts.Rows, err = counts("-rows", *rows); err != nil {

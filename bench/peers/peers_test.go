@@ -30,10 +30,10 @@ func TestParseArgsDefaults(t *testing.T) {
 	if len(opts.Tuned) != 1 || opts.Tuned[0].BatchSize != 500 || opts.Tuned[0].Concurrency != 128 {
 		t.Errorf("Tuned = %+v, want 500x128", opts.Tuned)
 	}
-	if opts.River != (RiverSettings{PoolSize: 10, MaxWorkers: 64, FetchCooldown: time.Millisecond, FetchPollInterval: 5 * time.Millisecond}) {
+	if opts.River != (RiverSettings{PoolSize: 24, MaxWorkers: 128, FetchCooldown: time.Millisecond, FetchPollInterval: 5 * time.Millisecond}) {
 		t.Errorf("River = %+v", opts.River)
 	}
-	if opts.Watermill.Topics != 64 || opts.Watermill.BatchSize != 1000 || strings.Join(opts.WatermillSchemas, ",") != "offsets,queue" {
+	if opts.Watermill.Topics != 32 || opts.Watermill.BatchSize != 1000 || strings.Join(opts.WatermillSchemas, ",") != "offsets,queue" {
 		t.Errorf("Watermill = %+v, schemas %v", opts.Watermill, opts.WatermillSchemas)
 	}
 	if len(opts.Ceilings) != 2 || opts.Ceilings[0] != 64 || opts.Ceilings[1] != 128 || opts.Payload != "small" {
@@ -42,9 +42,14 @@ func TestParseArgsDefaults(t *testing.T) {
 }
 
 func TestParseArgsValues(t *testing.T) {
-	opts, _, err := parseArgs([]string{"-rows", "2000, 5000", "-systems", "river,queuebox", "-tuned", "500x32", "-keys", "0"}, io.Discard)
+	opts, _, err := parseArgs([]string{"-rows", "2000, 5000", "-systems", "river,queuebox", "-tuned", "500x32", "-keys", "0",
+		"-watermill-router", "-peers-go-default-gc", "-watermill-schemas", "queue", "-ceiling", "8", "-payload", "large"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !opts.Watermill.Router || !opts.PeersGoDefaultGC || strings.Join(opts.WatermillSchemas, ",") != "queue" ||
+		len(opts.Ceilings) != 1 || opts.Ceilings[0] != 8 || opts.Payload != "large" {
+		t.Errorf("opts = %+v", opts)
 	}
 	if len(opts.Rows) != 2 || opts.Rows[1] != 5000 || strings.Join(opts.Systems, ",") != "river,queuebox" ||
 		len(opts.Tuned) != 1 || opts.Tuned[0].Concurrency != 32 || opts.Keys != 0 {

@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 
-	"github.com/alternayte/queuebox/bench/benchcmd"
 	"github.com/alternayte/queuebox/bench/benchdb"
 	"github.com/alternayte/queuebox/bench/outboxbench"
 	"github.com/alternayte/queuebox/shared/outbox"
@@ -53,12 +51,9 @@ func (q *queueBox) prepare(ctx context.Context, db *benchdb.Database, receiver s
 	return err
 }
 
-// deliver drains the backlog with the garbage collector set as QueueBox's processes set it at
-// their start (shared/gctune); River and Watermill run at Go's defaults, as their own
-// documentation leaves them.
+// deliver drains the backlog. The bench sets the garbage collector as QueueBox's processes set
+// it at their start (shared/gctune) around it.
 func (q *queueBox) deliver(ctx context.Context) (int, error) {
-	restore := benchcmd.QueueBoxRuntime(io.Discard, "peers")
-	defer restore()
 	q.summary = q.qb.Poller.Run(ctx, outbox.RunOptions{StopWhenIdle: true})
 	failures := q.summary.Retried + q.summary.Dead
 	if ctx.Err() != nil {

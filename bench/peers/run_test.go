@@ -92,3 +92,35 @@ func TestRunEverySystem(t *testing.T) {
 		}
 	}
 }
+
+// TestWatermillRouter runs Watermill with a message.Router handler per topic instead of the
+// subscriptions' channels: every message must arrive, every key in order.
+func TestWatermillRouter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const rows, keys = 300, 10
+	var table bytes.Buffer
+	rep, err := Run(ctx, Options{
+		ServerURL: benchcmd.ServerURL(), Rows: []int{rows}, Keys: keys, Rounds: 1, Systems: []string{SystemWatermill},
+		Tuned:            []outboxbench.Settings{outboxbench.DefaultSettings()},
+		Watermill:        WatermillSettings{Topics: 3, BatchSize: 100, PollInterval: 10 * time.Millisecond, Router: true},
+		WatermillSchemas: []string{watermillQueue}, Payload: "large", PeersGoDefaultGC: true,
+		RunTimeout: time.Minute, Stdout: &table,
+	})
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, table.String())
+	}
+	if len(rep.Comparisons) != 2 || rep.PayloadSize < 250 {
+		t.Fatalf("%d comparisons, payload %d bytes; want 2 and the large payload", len(rep.Comparisons), rep.PayloadSize)
+	}
+	for _, c := range rep.Comparisons {
+		for _, r := range c.Runs {
+			if d := r.Delivery; d.Distinct != rows || d.OrderViolations != 0 || len(r.Problems) > 0 {
+				t.Errorf("%s: %+v, problems %q", runName(r), d, r.Problems)
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -126,6 +127,9 @@ func (w *watermillSystem) prepare(ctx context.Context, db *benchdb.Database, rec
 
 	w.poster = newPoster(receiver)
 	w.acks = newAcks(rows)
+	if !w.settings.Router {
+		return nil
+	}
 	w.router, err = message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, logger)
 	if err != nil {
 		return fmt.Errorf("creating the Watermill router: %w", err)
@@ -134,6 +138,18 @@ func (w *watermillSystem) prepare(ctx context.Context, db *benchdb.Database, rec
 		w.router.AddConsumerHandler("post_"+topicName(t), topicName(t), w.sub, w.handle)
 	}
 	return nil
+}
+
+// consume POSTs each message of one topic's channel and acks it, or nacks it (the subscriber
+// sends it again) when the POST failed, until the channel closes.
+func (w *watermillSystem) consume(msgs <-chan *message.Message) {
+	for m := range msgs {
+		if w.handle(m) != nil {
+			m.Nack()
+			continue
+		}
+		m.Ack()
+	}
 }
 
 // handle POSTs one message; an error nacks it and the subscriber sends it again.
@@ -150,11 +166,33 @@ func (w *watermillSystem) deliver(ctx context.Context) (int, error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	w.stopped = make(chan struct{})
-	go func() {
-		defer close(w.stopped)
-		if err := w.router.Run(runCtx); err != nil {
-			logf("Watermill router: %v", err)
+	if w.router != nil {
+		go func() {
+			defer close(w.stopped)
+			if err := w.router.Run(runCtx); err != nil {
+				logf("Watermill router: %v", err)
+			}
+		}()
+		return w.acks.wait(ctx)
+	}
+	var wg sync.WaitGroup
+	for t := range w.settings.Topics {
+		msgs, err := w.sub.Subscribe(runCtx, topicName(t))
+		if err != nil {
+			cancel()
+			wg.Wait()
+			close(w.stopped)
+			return 0, fmt.Errorf("subscribing to Watermill topic %s: %w", topicName(t), err)
 		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.consume(msgs)
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(w.stopped)
 	}()
 	return w.acks.wait(ctx)
 }
@@ -169,12 +207,12 @@ func (w *watermillSystem) close() {
 	if w.router != nil {
 		_ = w.router.Close()
 	}
+	if w.sub != nil {
+		_ = w.sub.Close() // closes the subscribers' channels
+	}
 	if w.cancel != nil {
 		w.cancel()
 		<-w.stopped
-	}
-	if w.sub != nil {
-		_ = w.sub.Close()
 	}
 	if w.pub != nil {
 		_ = w.pub.Close()
