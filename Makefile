@@ -141,7 +141,7 @@ bench:
 ## 128 requests (bench/README.md, "Side by side"): 100,000 messages, no keys and 1,000 keys,
 ## three interleaved rounds, medians; prints a table and writes bench/results/peers.json. The
 ## peers live in their own module, bench/peers, so the service never depends on them. Not part
-## of `make test` nor of `make bench` (about 15 minutes); writes to BENCH_OUT as `make bench`
+## of `make test` nor of `make bench` (about 14 minutes); writes to BENCH_OUT as `make bench`
 ## does. Flags: PEERSFLAGS="-rows 5000 -rounds 1".
 PEERSFLAGS ?=
 
