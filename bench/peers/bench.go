@@ -197,7 +197,8 @@ type bench struct {
 }
 
 // Run runs every comparison, prints the table and writes the report. It returns an error when
-// a run could not be made, lost a message or (QueueBox) delivered a key out of order.
+// a run could not be made, lost a message, duplicated one though no delivery failed, or, in a
+// system that keeps per-key order, delivered a key out of order.
 func Run(ctx context.Context, opts Options) (*Report, error) {
 	started := time.Now()
 	largePayload = opts.Payload == "large"
