@@ -57,7 +57,8 @@ test-go:
 ## test-clients: the tests of both pull clients
 test-clients: test-client-go test-client-ts
 
-## test-bench-peers: the unit tests of the side-by-side bench, its own module (bench/peers).
+## test-bench-peers: the tests of the side-by-side bench, its own module (bench/peers): the
+## harness's parts, and every system and ceiling on a few hundred messages against PostgreSQL.
 test-bench-peers:
 	cd bench/peers && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...
 
@@ -135,12 +136,13 @@ bench:
 	$(GO) run ./bench/lambda -out $(BENCH_OUT)/lambda.json
 	cd clients/go && $(GO) run ./internal/pullbench -out $(abspath $(BENCH_OUT))/pull.json -settings 10x1,50x8 $(PULLBENCHFLAGS)
 
-## bench-peers: QueueBox's outbox delivery beside River and Watermill doing the same job to the
-## same loopback receiver (bench/README.md, "Side by side"), 20,000 and 100,000 messages, no
-## keys and 1,000 keys; prints a table and writes bench/results/peers.json. The peers live in
-## their own module, bench/peers, so the service never depends on them. Not part of `make test`
-## nor of `make bench` (3-4 minutes); writes to BENCH_OUT as `make bench` does. Flags:
-## PEERSFLAGS="-rows 5000 -explore-rows 0".
+## bench-peers: QueueBox's outbox delivery beside River and Watermill (both schema adapters)
+## doing the same job to the same loopback receiver, and beside a stateless ceiling at 64 and
+## 128 requests (bench/README.md, "Side by side"): 100,000 messages, no keys and 1,000 keys,
+## three interleaved rounds, medians; prints a table and writes bench/results/peers.json. The
+## peers live in their own module, bench/peers, so the service never depends on them. Not part
+## of `make test` nor of `make bench` (about 14 minutes); writes to BENCH_OUT as `make bench`
+## does. Flags: PEERSFLAGS="-rows 5000 -rounds 1".
 PEERSFLAGS ?=
 
 .PHONY: bench-peers

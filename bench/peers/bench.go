@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alternayte/queuebox/bench/benchcmd"
 	"github.com/alternayte/queuebox/bench/benchdb"
 	"github.com/alternayte/queuebox/bench/machine"
 	"github.com/alternayte/queuebox/bench/outboxbench"
@@ -19,6 +20,7 @@ const (
 	SystemQueueBox  = "queuebox"
 	SystemRiver     = "river"
 	SystemWatermill = "watermill"
+	SystemCeiling   = "ceiling"
 )
 
 // Options are the sizes and settings of a bench run; parseArgs fills the documented defaults.
@@ -29,16 +31,31 @@ type Options struct {
 	Rows []int
 	// Keys is the number of distinct keys of the keyed mode; 0 runs the no-keys mode only.
 	Keys int
-	// Systems are the systems to run, in order.
+	// Systems are the systems to run.
 	Systems []string
+	// Rounds is the number of interleaved runs of each system per size and key mode; the
+	// figures are their medians.
+	Rounds int
 	// Tuned are QueueBox's tuned candidates; with ExploreRows above 0 and more than one, the
 	// fastest over ExploreRows messages is measured, once per key mode.
 	Tuned       []outboxbench.Settings
 	ExploreRows int
-	// PoolSize is QueueBox's database.poolSize and River's pool size.
-	PoolSize  int
-	River     RiverSettings
-	Watermill WatermillSettings
+	// PoolSize is QueueBox's database.poolSize at the defaults, TunedPoolSize tuned.
+	PoolSize      int
+	TunedPoolSize int
+	River         RiverSettings
+	Watermill     WatermillSettings
+	// WatermillSchemas are the Watermill schema adapters to run (offsets, queue), each one
+	// system of its own with the Watermill settings.
+	WatermillSchemas []string
+	// Ceilings are the concurrent requests of the ceiling runs.
+	Ceilings []int
+	// Payload is "small" (about 85 bytes of JSON) or "large" (about 320).
+	Payload string
+	// PeersGoDefaultGC runs the peers and the ceiling at Go's default garbage collector
+	// settings; by default every system runs with the settings QueueBox's processes set
+	// (shared/gctune), which a user of a peer could set as well.
+	PeersGoDefaultGC bool
 	// RunTimeout bounds one run; a run cut short is a problem.
 	RunTimeout time.Duration
 	// Out is the JSON report file; empty writes none.
@@ -47,18 +64,23 @@ type Options struct {
 	Stdout io.Writer
 }
 
-// RiverSettings are River's client settings.
+// RiverSettings are River's client settings and its pool size.
 type RiverSettings struct {
+	PoolSize          int           `json:"poolSize"`
 	MaxWorkers        int           `json:"maxWorkers"`
 	FetchCooldown     time.Duration `json:"fetchCooldownNs"`
 	FetchPollInterval time.Duration `json:"fetchPollIntervalNs"`
 }
 
-// WatermillSettings are Watermill's SQL subscriber settings.
+// WatermillSettings are Watermill's SQL subscriber settings; Schema is its schema adapter
+// (offsets or queue).
 type WatermillSettings struct {
+	Schema       string        `json:"schema"`
 	Topics       int           `json:"topics"`
 	BatchSize    int           `json:"subscribeBatchSize"`
 	PollInterval time.Duration `json:"pollIntervalNs"`
+	// Router runs a message.Router handler per topic instead of reading the channels.
+	Router bool `json:"router"`
 }
 
 // Report is the machine-readable result, written as JSON.
@@ -82,13 +104,20 @@ type SystemSettings = map[string]any
 
 // ReportOptions echoes the options that shape the figures.
 type ReportOptions struct {
-	Rows        []int                  `json:"rows"`
-	Keys        int                    `json:"keys"`
-	Systems     []string               `json:"systems"`
-	Tuned       []outboxbench.Settings `json:"tunedCandidates"`
-	ExploreRows int                    `json:"exploreRows"`
-	PoolSize    int                    `json:"poolSize"`
-	RunTimeout  string                 `json:"runTimeout"`
+	Rows          []int                  `json:"rows"`
+	Keys          int                    `json:"keys"`
+	Systems       []string               `json:"systems"`
+	Rounds        int                    `json:"rounds"`
+	Tuned         []outboxbench.Settings `json:"tunedCandidates"`
+	ExploreRows   int                    `json:"exploreRows"`
+	PoolSize      int                    `json:"poolSize"`
+	TunedPoolSize int                    `json:"tunedPoolSize"`
+	Ceilings      []int                  `json:"ceilingRequests"`
+	Payload       string                 `json:"payload"`
+	// PeersGoDefaultGC is set when the peers ran at Go's default garbage collector settings
+	// instead of QueueBox's.
+	PeersGoDefaultGC bool   `json:"peersGoDefaultGC"`
+	RunTimeout       string `json:"runTimeout"`
 }
 
 // RunResult is one system draining one backlog.
@@ -96,13 +125,20 @@ type RunResult struct {
 	// System is queuebox, river or watermill; Variant tells QueueBox's defaults from tuned.
 	System  string `json:"system"`
 	Variant string `json:"variant"`
-	// Label is the table's name of the run.
+	// Label is the table's name of the run; Order how the system keeps a key in order.
 	Label string `json:"label"`
+	Order string `json:"perKeyOrder"`
 	Rows  int    `json:"rows"`
 	Keys  int    `json:"keys"`
+	// Round is the interleaved round of the run, from 1.
+	Round int `json:"round"`
 	// PrepareSeconds is the insert or publish before the clock started.
 	PrepareSeconds float64 `json:"prepareSeconds"`
-	// Seconds runs from the start of delivery to the receiver's first arrival of the last id.
+	// StartupSeconds runs from the start of delivery (Run, client.Start, router.Run, the
+	// ceiling's query) to the receiver's first arrival; it is not on the clock.
+	StartupSeconds float64 `json:"startupSeconds"`
+	// Seconds is the receiver's clock: its first arrival of the first id to its first
+	// arrival of the last id.
 	Seconds       float64 `json:"seconds"`
 	RowsPerSecond float64 `json:"rowsPerSecond"`
 	Load1         float64 `json:"loadAvg1"`
@@ -155,75 +191,40 @@ FROM pg_stat_user_tables`).Scan(&t.Updates, &t.HotUpdates, &t.Autovacuums, &t.Au
 	return t, nil
 }
 
-// Comparison is every system over one size and key mode, with QueueBox's ratios to the best
-// peer (the faster of River and Watermill in this comparison).
-type Comparison struct {
-	Rows          int         `json:"rows"`
-	Keys          int         `json:"keys"`
-	Runs          []RunResult `json:"runs"`
-	BestPeer      string      `json:"bestPeer,omitempty"`
-	BestPeerRate  float64     `json:"bestPeerRowsPerSecond,omitempty"`
-	RatioDefaults float64     `json:"ratioDefaultsToBestPeer,omitempty"`
-	RatioTuned    float64     `json:"ratioTunedToBestPeer,omitempty"`
-}
-
-// Variants of the runs.
-const (
-	variantDefaults = "defaults"
-	variantTuned    = "tuned"
-	variantPeer     = "peer"
-)
-
-// computeRatios fills BestPeer and the ratios from the runs: a peer run is one of River or
-// Watermill; QueueBox's defaults and tuned runs are divided by the best peer's rows/s. A
-// comparison without a peer or without a QueueBox run leaves the ratios zero.
-func (c *Comparison) computeRatios() {
-	c.BestPeer, c.BestPeerRate, c.RatioDefaults, c.RatioTuned = "", 0, 0, 0
-	for _, r := range c.Runs {
-		if r.Variant == variantPeer && r.RowsPerSecond > c.BestPeerRate {
-			c.BestPeer, c.BestPeerRate = r.Label, r.RowsPerSecond
-		}
-	}
-	if c.BestPeerRate <= 0 {
-		return
-	}
-	for _, r := range c.Runs {
-		switch r.Variant {
-		case variantDefaults:
-			c.RatioDefaults = machine.Round(r.RowsPerSecond/c.BestPeerRate, 2)
-		case variantTuned:
-			c.RatioTuned = machine.Round(r.RowsPerSecond/c.BestPeerRate, 2)
-		}
-	}
-}
-
 type bench struct {
 	opts Options
 	sink *outboxbench.Sink
 }
 
 // Run runs every comparison, prints the table and writes the report. It returns an error when
-// a run could not be made, lost a message or (QueueBox) delivered a key out of order.
+// a run could not be made, lost a message, duplicated one though no delivery failed, or, in a
+// system that keeps per-key order, delivered a key out of order.
 func Run(ctx context.Context, opts Options) (*Report, error) {
 	started := time.Now()
+	largePayload = opts.Payload == "large"
+	if opts.Rounds <= 0 {
+		opts.Rounds = 1
+	}
 	rep := &Report{
 		Date:    started.UTC().Format(time.RFC3339),
 		Machine: machine.Describe(),
 		Options: ReportOptions{
-			Rows: opts.Rows, Keys: opts.Keys, Systems: opts.Systems, Tuned: opts.Tuned,
-			ExploreRows: opts.ExploreRows, PoolSize: opts.PoolSize, RunTimeout: opts.RunTimeout.String(),
+			Rows: opts.Rows, Keys: opts.Keys, Systems: opts.Systems, Rounds: opts.Rounds, Tuned: opts.Tuned,
+			ExploreRows: opts.ExploreRows, PoolSize: opts.PoolSize, TunedPoolSize: opts.TunedPoolSize,
+			Ceilings: opts.Ceilings, Payload: opts.Payload, PeersGoDefaultGC: opts.PeersGoDefaultGC, RunTimeout: opts.RunTimeout.String(),
 		},
 		PayloadSize: len(payload(1, "k1")),
 		Versions:    moduleVersions(),
 		Settings: map[string]SystemSettings{
 			SystemQueueBox: {"defaults": outboxbench.DefaultSettings(), "tunedCandidates": opts.Tuned, "poolSize": opts.PoolSize,
-				"insert": "INSERT ... SELECT unnest, one transaction"},
+				"tunedPoolSize": opts.TunedPoolSize, "insert": "INSERT ... SELECT unnest, one transaction, then VACUUM ANALYZE outbox"},
 			SystemRiver: {"maxWorkers": opts.River.MaxWorkers, "fetchCooldown": opts.River.FetchCooldown.String(),
-				"fetchPollInterval": opts.River.FetchPollInterval.String(), "poolSize": opts.PoolSize,
+				"fetchPollInterval": opts.River.FetchPollInterval.String(), "poolSize": opts.River.PoolSize,
 				"insert": "InsertManyTx, one transaction"},
-			SystemWatermill: {"topics": opts.Watermill.Topics, "subscribeBatchSize": opts.Watermill.BatchSize,
+			SystemWatermill: {"schemas": opts.WatermillSchemas, "topics": opts.Watermill.Topics, "subscribeBatchSize": opts.Watermill.BatchSize,
 				"pollInterval": opts.Watermill.PollInterval.String(), "poolSize": watermillPoolSize(opts.Watermill),
-				"router": "message.Router, one consumer handler per topic"},
+				"router": opts.Watermill.Router},
+			SystemCeiling: {"requests": opts.Ceilings, "read": "one SELECT of the outbox rows in insert order, no state written"},
 		},
 	}
 	m := rep.Machine
@@ -249,7 +250,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		if has(opts.Systems, SystemQueueBox) && opts.ExploreRows > 0 && len(opts.Tuned) > 1 {
 			best := -1.0
 			for _, cand := range opts.Tuned {
-				r, err := b.measure(ctx, queueBoxFactory(cand, variantTuned, opts.PoolSize), opts.ExploreRows, keys)
+				r, err := b.measure(ctx, queueBoxFactory(cand, variantTuned, opts.TunedPoolSize), opts.ExploreRows, keys)
 				if err != nil {
 					return nil, err
 				}
@@ -263,15 +264,18 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		for _, rows := range opts.Rows {
 			c := Comparison{Rows: rows, Keys: keys}
-			for _, f := range b.factories(tuned) {
-				r, err := b.measure(ctx, f, rows, keys)
-				if err != nil {
-					return nil, err
+			for round := 1; round <= opts.Rounds; round++ {
+				for _, f := range b.factories(tuned) {
+					r, err := b.measure(ctx, f, rows, keys)
+					if err != nil {
+						return nil, err
+					}
+					r.Round = round
+					c.Runs = append(c.Runs, r)
+					rep.Problems = append(rep.Problems, prefixed(fmt.Sprintf("%s, round %d", runName(r), round), r.Problems)...)
 				}
-				c.Runs = append(c.Runs, r)
-				rep.Problems = append(rep.Problems, prefixed(runName(r), r.Problems)...)
 			}
-			c.computeRatios()
+			c.summarize()
 			rep.Comparisons = append(rep.Comparisons, c)
 		}
 	}
@@ -290,19 +294,43 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	return rep, nil
 }
 
-// factories are the measured systems of one comparison, in order.
+// factories are the measured systems of one round, a peer and a QueueBox variant in turn
+// (so that a change of the machine's load falls on both), the ceilings first and last.
 func (b *bench) factories(tuned outboxbench.Settings) []factory {
-	var fs []factory
+	var peers, queueBox, ceilings []factory
 	for _, s := range b.opts.Systems {
 		switch s {
 		case SystemQueueBox:
-			fs = append(fs, queueBoxFactory(outboxbench.DefaultSettings(), variantDefaults, b.opts.PoolSize),
-				queueBoxFactory(tuned, variantTuned, b.opts.PoolSize))
+			queueBox = append(queueBox, queueBoxFactory(outboxbench.DefaultSettings(), variantDefaults, b.opts.PoolSize),
+				queueBoxFactory(tuned, variantTuned, b.opts.TunedPoolSize))
 		case SystemRiver:
-			fs = append(fs, riverFactory(b.opts.River, b.opts.PoolSize))
+			peers = append(peers, riverFactory(b.opts.River))
 		case SystemWatermill:
-			fs = append(fs, watermillFactory(b.opts.Watermill))
+			for _, schema := range b.opts.WatermillSchemas {
+				w := b.opts.Watermill
+				w.Schema = schema
+				peers = append(peers, watermillFactory(w))
+			}
+		case SystemCeiling:
+			for _, n := range b.opts.Ceilings {
+				ceilings = append(ceilings, ceilingFactory(n))
+			}
 		}
+	}
+	var fs []factory
+	if len(ceilings) > 0 {
+		fs = append(fs, ceilings[0])
+	}
+	for i := range max(len(peers), len(queueBox)) {
+		if i < len(peers) {
+			fs = append(fs, peers[i])
+		}
+		if i < len(queueBox) {
+			fs = append(fs, queueBox[i])
+		}
+	}
+	if len(ceilings) > 1 {
+		fs = append(fs, ceilings[1:]...)
 	}
 	return fs
 }
@@ -323,7 +351,7 @@ func (b *bench) serverInfo(ctx context.Context) (benchdb.ServerInfo, error) {
 // (insert or publish) before the clock, deliver, then check what the receiver saw.
 func (b *bench) measure(ctx context.Context, f factory, rows, keys int) (RunResult, error) {
 	sys := f.new()
-	r := RunResult{System: f.system, Variant: f.variant, Label: f.label, Rows: rows, Keys: keys}
+	r := RunResult{System: f.system, Variant: f.variant, Label: f.label, Order: f.order, Rows: rows, Keys: keys}
 	db, err := benchdb.Create(ctx, b.opts.ServerURL, 2, logf)
 	if err != nil {
 		return r, err
@@ -344,9 +372,14 @@ func (b *bench) measure(ctx context.Context, f factory, rows, keys int) (RunResu
 	r.Load1 = machine.LoadAverage()[0]
 	before := b.readCPU(ctx, db, sys.appName())
 	runCtx, cancel := context.WithTimeout(ctx, b.opts.RunTimeout)
+	restoreGC := func() {}
+	if f.system == SystemQueueBox || !b.opts.PeersGoDefaultGC {
+		restoreGC = benchcmd.QueueBoxRuntime(io.Discard, "peers")
+	}
 	start := time.Now()
 	failures, derr := sys.deliver(runCtx)
 	waited := time.Now()
+	restoreGC()
 	after := b.readCPU(ctx, db, sys.appName())
 	cancel()
 	sys.close()
@@ -374,22 +407,29 @@ func (b *bench) measure(ctx context.Context, f factory, rows, keys int) (RunResu
 		return r, err
 	}
 	r.Delivery = checkDelivery(expected, arrivals, stats, keys > 0)
-	r.Problems = append(r.Problems, r.Delivery.problems(f.system == SystemQueueBox)...)
+	r.Problems = append(r.Problems, r.Delivery.problems(f.ordered, failures)...)
 	r.Problems = append(r.Problems, sys.problems()...)
-
-	end := waited
-	if n := len(arrivals); n > 0 && r.Delivery.Missing == 0 {
-		end = time.Unix(0, arrivals[n-1].At)
-	}
-	elapsed := end.Sub(start).Seconds()
-	r.Seconds = machine.Round(elapsed, 3)
-	if elapsed > 0 {
-		r.RowsPerSecond = machine.Round(float64(r.Delivery.Distinct)/elapsed, 0)
-	}
+	r.StartupSeconds, r.Seconds, r.RowsPerSecond = receiverClock(start, waited, arrivals, r.Delivery.Distinct)
 	r.CPU = cpuBetween(before, after, r.Delivery.Distinct)
 	logf("%s: %d messages in %.2f s = %.0f msg/s (cpu process %.2f s, postgres %.2f s, receiver %.2f s)%s",
 		runName(r), r.Delivery.Distinct, r.Seconds, r.RowsPerSecond, r.CPU.Process, r.CPU.Postgres, r.CPU.Receiver, problemSuffix(r.Problems))
 	return r, nil
+}
+
+// receiverClock times a run by the receiver's clock: from its first arrival of the first id
+// to its first arrival of the last id (arrivals are earliest first), so the system's start
+// (connecting, the first query) is not on the clock; startup is the time from the start of
+// delivery to that first arrival. Without arrivals the clock runs from start to waited.
+func receiverClock(start, waited time.Time, arrivals []outboxbench.Arrival, distinct int) (startup, seconds, rate float64) {
+	first, last := start, waited
+	if n := len(arrivals); n > 0 {
+		first, last = time.Unix(0, arrivals[0].At), time.Unix(0, arrivals[n-1].At)
+	}
+	elapsed := last.Sub(first).Seconds()
+	if elapsed > 0 {
+		rate = machine.Round(float64(distinct)/elapsed, 0)
+	}
+	return machine.Round(first.Sub(start).Seconds(), 3), machine.Round(elapsed, 3), rate
 }
 
 // cpuSample is one reading of the counters of one run.

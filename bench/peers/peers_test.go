@@ -17,30 +17,39 @@ func TestParseArgsDefaults(t *testing.T) {
 	if err != nil || sink {
 		t.Fatalf("parseArgs(nil) = sink %v, err %v", sink, err)
 	}
-	if got := opts.Rows; len(got) != 2 || got[0] != 20000 || got[1] != 100000 {
-		t.Errorf("Rows = %v, want [20000 100000]", got)
+	if got := opts.Rows; len(got) != 1 || got[0] != 100000 {
+		t.Errorf("Rows = %v, want [100000]", got)
 	}
-	if opts.Keys != 1000 || opts.PoolSize != 10 {
-		t.Errorf("Keys %d, PoolSize %d, want 1000 and 10", opts.Keys, opts.PoolSize)
+	if opts.Keys != 1000 || opts.PoolSize != 10 || opts.TunedPoolSize != 24 || opts.Rounds != 3 || opts.ExploreRows != 0 {
+		t.Errorf("Keys %d, PoolSize %d, TunedPoolSize %d, Rounds %d, ExploreRows %d; want 1000, 10, 24, 3, 0",
+			opts.Keys, opts.PoolSize, opts.TunedPoolSize, opts.Rounds, opts.ExploreRows)
 	}
-	if got := strings.Join(opts.Systems, ","); got != "queuebox,river,watermill" {
+	if got := strings.Join(opts.Systems, ","); got != "queuebox,river,watermill,ceiling" {
 		t.Errorf("Systems = %s", got)
 	}
-	if len(opts.Tuned) != 3 || opts.Tuned[0].BatchSize != 200 || opts.Tuned[0].Concurrency != 16 {
-		t.Errorf("Tuned = %+v, want 200x16, 500x16, 500x64", opts.Tuned)
+	if len(opts.Tuned) != 1 || opts.Tuned[0].BatchSize != 500 || opts.Tuned[0].Concurrency != 128 {
+		t.Errorf("Tuned = %+v, want 500x128", opts.Tuned)
 	}
-	if opts.River != (RiverSettings{MaxWorkers: 64, FetchCooldown: time.Millisecond, FetchPollInterval: 5 * time.Millisecond}) {
+	if opts.River != (RiverSettings{PoolSize: 24, MaxWorkers: 128, FetchCooldown: time.Millisecond, FetchPollInterval: 5 * time.Millisecond}) {
 		t.Errorf("River = %+v", opts.River)
 	}
-	if opts.Watermill.Topics != 64 || opts.Watermill.BatchSize != 100 {
-		t.Errorf("Watermill = %+v", opts.Watermill)
+	if opts.Watermill.Topics != 32 || opts.Watermill.BatchSize != 1000 || strings.Join(opts.WatermillSchemas, ",") != "offsets,queue" {
+		t.Errorf("Watermill = %+v, schemas %v", opts.Watermill, opts.WatermillSchemas)
+	}
+	if len(opts.Ceilings) != 2 || opts.Ceilings[0] != 64 || opts.Ceilings[1] != 128 || opts.Payload != "small" {
+		t.Errorf("Ceilings = %v, Payload %q; want [64 128], small", opts.Ceilings, opts.Payload)
 	}
 }
 
 func TestParseArgsValues(t *testing.T) {
-	opts, _, err := parseArgs([]string{"-rows", "2000, 5000", "-systems", "river,queuebox", "-tuned", "500x32", "-keys", "0"}, io.Discard)
+	opts, _, err := parseArgs([]string{"-rows", "2000, 5000", "-systems", "river,queuebox", "-tuned", "500x32", "-keys", "0",
+		"-watermill-router", "-peers-go-default-gc", "-watermill-schemas", "queue", "-ceiling", "8", "-payload", "large"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !opts.Watermill.Router || !opts.PeersGoDefaultGC || strings.Join(opts.WatermillSchemas, ",") != "queue" ||
+		len(opts.Ceilings) != 1 || opts.Ceilings[0] != 8 || opts.Payload != "large" {
+		t.Errorf("opts = %+v", opts)
 	}
 	if len(opts.Rows) != 2 || opts.Rows[1] != 5000 || strings.Join(opts.Systems, ",") != "river,queuebox" ||
 		len(opts.Tuned) != 1 || opts.Tuned[0].Concurrency != 32 || opts.Keys != 0 {
@@ -55,6 +64,7 @@ func TestParseArgsRejects(t *testing.T) {
 	for _, args := range [][]string{
 		{"-rows", "0"}, {"-rows", "x"}, {"-systems", "kafka"}, {"-tuned", "500"}, {"-river-fetch-cooldown", "0s"},
 		{"-river-fetch-poll", "500us"}, {"-watermill-topics", "0"}, {"-keys", "-1"}, {"extra"},
+		{"-watermill-schemas", "mysql"}, {"-ceiling", "0"}, {"-rounds", "0"}, {"-payload", "huge"}, {"-tuned-pool-size", "0"},
 	} {
 		if _, _, err := parseArgs(args, io.Discard); err == nil {
 			t.Errorf("parseArgs(%q) accepted", args)
@@ -62,21 +72,67 @@ func TestParseArgsRejects(t *testing.T) {
 	}
 }
 
-func TestComputeRatios(t *testing.T) {
-	c := Comparison{Runs: []RunResult{
-		{Label: "QueueBox defaults", Variant: variantDefaults, RowsPerSecond: 6000},
-		{Label: "QueueBox tuned", Variant: variantTuned, RowsPerSecond: 9000},
-		{Label: "River", Variant: variantPeer, RowsPerSecond: 4000},
-		{Label: "Watermill", Variant: variantPeer, RowsPerSecond: 5000},
-	}}
-	c.computeRatios()
-	if c.BestPeer != "Watermill" || c.BestPeerRate != 5000 || c.RatioDefaults != 1.2 || c.RatioTuned != 1.8 {
-		t.Errorf("got best %q %.0f, ratios %.2f %.2f; want Watermill 5000, 1.20 1.80", c.BestPeer, c.BestPeerRate, c.RatioDefaults, c.RatioTuned)
+func TestSummarize(t *testing.T) {
+	run := func(round int, label, variant string, rate float64) RunResult {
+		return RunResult{Round: round, Label: label, Variant: variant, RowsPerSecond: rate, Load1: float64(round)}
 	}
-	c.Runs = c.Runs[:2]
-	c.computeRatios()
-	if c.BestPeer != "" || c.RatioDefaults != 0 || c.RatioTuned != 0 {
-		t.Errorf("without peers: best %q, ratios %.2f %.2f; want none", c.BestPeer, c.RatioDefaults, c.RatioTuned)
+	c := Comparison{Runs: []RunResult{
+		run(1, "ceiling 64", variantCeiling, 20000), run(1, "Watermill", variantPeer, 5000),
+		run(1, "QueueBox defaults", variantDefaults, 6000), run(1, "River", variantPeer, 4000),
+		run(1, "QueueBox tuned", variantTuned, 9000), run(1, "ceiling 128", variantCeiling, 18000),
+		run(2, "ceiling 64", variantCeiling, 16000), run(2, "Watermill", variantPeer, 10000),
+		run(2, "QueueBox defaults", variantDefaults, 8000), run(2, "River", variantPeer, 4000),
+		run(2, "QueueBox tuned", variantTuned, 12000), run(2, "ceiling 128", variantCeiling, 21000),
+		run(3, "ceiling 64", variantCeiling, 17000), run(3, "Watermill", variantPeer, 4000),
+		run(3, "QueueBox defaults", variantDefaults, 5000), run(3, "River", variantPeer, 5000),
+		run(3, "QueueBox tuned", variantTuned, 7500), run(3, "ceiling 128", variantCeiling, 19000),
+	}}
+	c.summarize()
+	if len(c.Systems) != 6 || c.Systems[1].Label != "Watermill" || c.Systems[1].Median != 5000 {
+		t.Fatalf("Systems = %+v, want 6 in order with Watermill's median 5000", c.Systems)
+	}
+	if got := joinFloats(c.Systems[1].Loads, 0); got != "1/2/3" {
+		t.Errorf("Watermill's loads = %s, want 1/2/3", got)
+	}
+	// Medians: ceiling 64 17000, ceiling 128 19000, QueueBox defaults 6000, tuned 9000.
+	if c.Ceiling != "ceiling 128" || c.CeilingRate != 19000 || c.BestPeer != "Watermill" || c.BestPeerRate != 5000 {
+		t.Errorf("ceiling %q %.0f, best peer %q %.0f; want ceiling 128 19000, Watermill 5000", c.Ceiling, c.CeilingRate, c.BestPeer, c.BestPeerRate)
+	}
+	if s := c.Systems[2]; s.OfCeiling != 0.32 || s.ToBestPeer != 1.2 {
+		t.Errorf("QueueBox defaults: of ceiling %.2f, to best peer %.2f; want 0.32, 1.20", s.OfCeiling, s.ToBestPeer)
+	}
+	// Per round, defaults / best peer of the round: 6000/5000, 8000/10000, 5000/5000.
+	if c.RatioDefaults != 1.0 || c.RatioTuned != 1.5 || len(c.RoundRatios) != 3 || c.RoundRatios[1].Defaults != 0.8 {
+		t.Errorf("ratios %.2f %.2f, rounds %+v; want 1.00 1.50 with round 2 at 0.80", c.RatioDefaults, c.RatioTuned, c.RoundRatios)
+	}
+	c.Runs = c.Runs[:3]
+	c.Runs[1].Variant = variantCeiling
+	c.summarize()
+	if c.BestPeer != "" || c.RatioDefaults != 0 || c.RatioTuned != 0 || c.RoundRatios != nil {
+		t.Errorf("without peers: best %q, ratios %.2f %.2f %v; want none", c.BestPeer, c.RatioDefaults, c.RatioTuned, c.RoundRatios)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{9, 1, 5}, 5}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(tc.in); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestReceiverClock(t *testing.T) {
+	start := time.Unix(100, 0)
+	arrivals := []outboxbench.Arrival{{ID: "a", At: time.Unix(101, 0).UnixNano()}, {ID: "b", At: time.Unix(103, 0).UnixNano()}}
+	startup, seconds, rate := receiverClock(start, time.Unix(104, 0), arrivals, 1000)
+	if startup != 1 || seconds != 2 || rate != 500 {
+		t.Errorf("receiverClock = %v %v %v, want startup 1 s, 2 s, 500/s", startup, seconds, rate)
+	}
+	if _, seconds, _ := receiverClock(start, time.Unix(104, 0), nil, 0); seconds != 4 {
+		t.Errorf("without arrivals the clock ran %v s, want the 4 s of delivery", seconds)
 	}
 }
 
@@ -90,15 +146,18 @@ func TestCheckDelivery(t *testing.T) {
 	if d != want {
 		t.Fatalf("checkDelivery = %+v, want %+v", d, want)
 	}
-	if p := d.problems(true); len(p) != 3 {
+	if p := d.problems(true, 1); len(p) != 3 {
 		t.Errorf("ordered problems = %q, want missing, unknown and order", p)
 	}
-	if p := d.problems(false); len(p) != 2 {
+	if p := d.problems(false, 1); len(p) != 2 {
 		t.Errorf("unordered problems = %q, want missing and unknown", p)
 	}
+	if p := d.problems(false, 0); len(p) != 3 || !strings.Contains(p[0], "duplicate") {
+		t.Errorf("problems without a failed delivery = %q, want the duplicates too", p)
+	}
 	ok := checkDelivery(peerExpected(2, 0), []outboxbench.Arrival{{ID: "msg-1"}, {ID: "msg-0"}}, outboxbench.SinkStats{Requests: 2}, false)
-	if ok.Missing != 0 || ok.OrderViolations != 0 || len(ok.problems(true)) != 0 {
-		t.Errorf("no keys, all arrived: %+v, problems %q", ok, ok.problems(true))
+	if ok.Missing != 0 || ok.OrderViolations != 0 || len(ok.problems(true, 0)) != 0 {
+		t.Errorf("no keys, all arrived: %+v, problems %q", ok, ok.problems(true, 0))
 	}
 }
 
@@ -124,8 +183,13 @@ func TestMessagesAndTopics(t *testing.T) {
 		t.Errorf("topicIndex without key = %d, want 65 %% 64", topicIndex(65, "", 64))
 	}
 	var v map[string]any
-	if p := payload(42, "k42"); json.Unmarshal(p, &v) != nil || v["orderId"] != 42.0 || len(p) < 250 || len(p) > 350 {
+	if p := payload(42, "k42"); json.Unmarshal(p, &v) != nil || v["orderId"] != 42.0 || len(p) < 70 || len(p) > 100 {
 		t.Errorf("payload is %d bytes, %s", len(p), p)
+	}
+	largePayload = true
+	defer func() { largePayload = false }()
+	if p := payload(42, "k42"); json.Unmarshal(p, &v) != nil || v["orderId"] != 42.0 || len(p) < 250 || len(p) > 350 {
+		t.Errorf("large payload is %d bytes, %s", len(p), p)
 	}
 }
 
@@ -143,14 +207,17 @@ func TestCPUBetween(t *testing.T) {
 
 func TestPrintTable(t *testing.T) {
 	c := Comparison{Rows: 20000, Keys: 1000, Runs: []RunResult{
-		{Label: "QueueBox defaults (100x8)", Variant: variantDefaults, RowsPerSecond: 6000, Delivery: Delivery{OrderChecked: true}},
-		{Label: "River (64 workers)", Variant: variantPeer, RowsPerSecond: 5000, Delivery: Delivery{OrderChecked: true, OrderViolations: 3}},
+		{Round: 1, Label: "ceiling (64 requests)", Variant: variantCeiling, RowsPerSecond: 10000, Load1: 2.5, Order: "none"},
+		{Round: 1, Label: "QueueBox defaults (100x8, pool 10)", Variant: variantDefaults, RowsPerSecond: 6000, Delivery: Delivery{OrderChecked: true}},
+		{Round: 1, Label: "River (64 workers, pool 10)", Variant: variantPeer, RowsPerSecond: 5000, Order: "no per-key order",
+			Delivery: Delivery{OrderChecked: true, OrderViolations: 3}},
 	}}
-	c.computeRatios()
+	c.summarize()
 	var buf bytes.Buffer
 	printTable(&buf, &Report{Comparisons: []Comparison{c}, Problems: []string{"lost one"}})
 	out := buf.String()
-	for _, want := range []string{"20000 rows, 1000 keys", "QueueBox defaults (100x8)", "1.20x", "River (64 workers), 5000 rows/s", "PROBLEMS", "lost one"} {
+	for _, want := range []string{"20000 rows, 1000 keys", "QueueBox defaults (100x8, pool 10)", "1.20x", "0.60",
+		"River (64 workers, pool 10), 5000", "ceiling (64 requests), 10000", "no per-key order", "2.5", "PROBLEMS", "lost one"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

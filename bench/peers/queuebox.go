@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 
-	"github.com/alternayte/queuebox/bench/benchcmd"
 	"github.com/alternayte/queuebox/bench/benchdb"
 	"github.com/alternayte/queuebox/bench/outboxbench"
 	"github.com/alternayte/queuebox/shared/outbox"
@@ -29,8 +27,9 @@ type queueBox struct {
 func queueBoxFactory(s outboxbench.Settings, variant string, poolSize int) factory {
 	return factory{
 		system: SystemQueueBox, variant: variant,
-		label: fmt.Sprintf("QueueBox %s (%dx%d)", variant, s.BatchSize, s.Concurrency),
-		new:   func() system { return &queueBox{settings: s, poolSize: poolSize} },
+		label: fmt.Sprintf("QueueBox %s (%dx%d, pool %d)", variant, s.BatchSize, s.Concurrency, poolSize),
+		order: "per key: a key's next row waits for its previous one", ordered: true,
+		new: func() system { return &queueBox{settings: s, poolSize: poolSize} },
 	}
 }
 
@@ -39,9 +38,42 @@ func (q *queueBox) appName() string { return "peers-queuebox" }
 // insertChunk is the number of rows of one insert statement (QueueBox and River).
 const insertChunk = 5000
 
-// prepare inserts the rows in one transaction (so they share one scheduled_at, as the
-// outbox bench's backlog does), vacuums the outbox and builds the poller.
+// prepare inserts the rows and builds the poller.
 func (q *queueBox) prepare(ctx context.Context, db *benchdb.Database, receiver string, rows, keys int) error {
+	if err := insertOutbox(ctx, db, rows, keys); err != nil {
+		return err
+	}
+	var err error
+	q.qb, err = outboxbench.NewQueueBox(ctx, outboxbench.QueueBoxOptions{
+		DatabaseURL: db.URL, ReceiverBase: receiver, Settings: q.settings, PoolSize: q.poolSize,
+		AppName: q.appName(), Logger: service.NewLogger(os.Stderr, slog.LevelWarn),
+	})
+	return err
+}
+
+// deliver drains the backlog. The bench sets the garbage collector as QueueBox's processes set
+// it at their start (shared/gctune) around it.
+func (q *queueBox) deliver(ctx context.Context) (int, error) {
+	q.summary = q.qb.Poller.Run(ctx, outbox.RunOptions{StopWhenIdle: true})
+	failures := q.summary.Retried + q.summary.Dead
+	if ctx.Err() != nil {
+		return failures, fmt.Errorf("Run stopped early (sent %d): %w", q.summary.Sent, ctx.Err())
+	}
+	return failures, nil
+}
+
+// expected maps each row id to its key and sequence (the insert order) and counts the rows
+// per state.
+func (q *queueBox) expected(ctx context.Context, db *benchdb.Database, _, _ int) (map[string]ref, error) {
+	m, states, err := outboxRows(ctx, db)
+	q.states = states
+	return m, err
+}
+
+// insertOutbox inserts the rows in one transaction (so they share one scheduled_at, as the
+// outbox bench's backlog does) and runs VACUUM ANALYZE on the outbox, so that the planner
+// knows the table's size when the clock starts.
+func insertOutbox(ctx context.Context, db *benchdb.Database, rows, keys int) error {
 	tx, err := db.Admin.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("inserting the outbox rows: %w", err)
@@ -70,48 +102,28 @@ SELECT $1, NULLIF(t.k, ''), t.p::jsonb FROM unnest($2::text[], $3::text[]) WITH 
 	if _, err := db.Admin.Exec(ctx, `VACUUM ANALYZE outbox`); err != nil {
 		return fmt.Errorf("vacuuming the outbox: %w", err)
 	}
-
-	q.qb, err = outboxbench.NewQueueBox(ctx, outboxbench.QueueBoxOptions{
-		DatabaseURL: db.URL, ReceiverBase: receiver, Settings: q.settings, PoolSize: q.poolSize,
-		AppName: q.appName(), Logger: service.NewLogger(os.Stderr, slog.LevelWarn),
-	})
-	return err
+	return nil
 }
 
-// deliver drains the backlog with the garbage collector set as QueueBox's processes set it at
-// their start (shared/gctune); River and Watermill run at Go's defaults, as their own
-// documentation leaves them.
-func (q *queueBox) deliver(ctx context.Context) (int, error) {
-	restore := benchcmd.QueueBoxRuntime(io.Discard, "peers")
-	defer restore()
-	q.summary = q.qb.Poller.Run(ctx, outbox.RunOptions{StopWhenIdle: true})
-	failures := q.summary.Retried + q.summary.Dead
-	if ctx.Err() != nil {
-		return failures, fmt.Errorf("Run stopped early (sent %d): %w", q.summary.Sent, ctx.Err())
-	}
-	return failures, nil
-}
-
-// expected maps each row id to its key and sequence (the insert order) and counts the rows
-// per state.
-func (q *queueBox) expected(ctx context.Context, db *benchdb.Database, _, _ int) (map[string]ref, error) {
+// outboxRows maps each outbox row id to its key and sequence and counts the rows per state.
+func outboxRows(ctx context.Context, db *benchdb.Database) (map[string]ref, map[string]int, error) {
 	rows, err := db.Admin.Query(ctx, `SELECT id::text, COALESCE(key, ''), sequence, state FROM outbox`)
 	if err != nil {
-		return nil, fmt.Errorf("reading the outbox rows: %w", err)
+		return nil, nil, fmt.Errorf("reading the outbox rows: %w", err)
 	}
 	m := map[string]ref{}
-	q.states = map[string]int{}
+	states := map[string]int{}
 	var id, key, state string
 	var seq int64
 	err = pgtool.ForEachRow(rows, []any{&id, &key, &seq, &state}, func() error {
 		m[id] = ref{key: key, ord: seq}
-		q.states[state]++
+		states[state]++
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading the outbox rows: %w", err)
+		return nil, nil, fmt.Errorf("reading the outbox rows: %w", err)
 	}
-	return m, nil
+	return m, states, nil
 }
 
 func (q *queueBox) problems() []string {

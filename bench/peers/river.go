@@ -56,11 +56,12 @@ type riverSystem struct {
 	started  bool
 }
 
-func riverFactory(s RiverSettings, poolSize int) factory {
+func riverFactory(s RiverSettings) factory {
 	return factory{
 		system: SystemRiver, variant: variantPeer,
-		label: fmt.Sprintf("River (%d workers)", s.MaxWorkers),
-		new:   func() system { return &riverSystem{settings: s, poolSize: poolSize} },
+		label: fmt.Sprintf("River (%d workers, pool %d)", s.MaxWorkers, s.PoolSize),
+		order: "no per-key order",
+		new:   func() system { return &riverSystem{settings: s, poolSize: s.PoolSize} },
 	}
 }
 

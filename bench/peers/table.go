@@ -4,14 +4,16 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 )
 
-// printTable writes the runs of each comparison, then QueueBox's ratios to the best peer.
+// printTable writes each comparison's medians per system, then QueueBox's ratios to the best
+// peer and every system's fraction of the ceiling.
 func printTable(w io.Writer, rep *Report) {
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(w, format, args...) }
 	m := rep.Machine
-	p("\nSide by side: QueueBox, River and Watermill - %s, %d cores, %s, PostgreSQL %s, payload %d bytes\n",
-		rep.Date, m.Cores, m.GoVersion, rep.Postgres.Version, rep.PayloadSize)
+	p("\nSide by side: QueueBox, River, Watermill and the ceiling - %s, %d cores, %s, PostgreSQL %s, payload %d bytes, %d rounds\n",
+		rep.Date, m.Cores, m.GoVersion, rep.Postgres.Version, rep.PayloadSize, rep.Options.Rounds)
 	p("load average at start %.2f %.2f %.2f, at end %.2f %.2f %.2f\n",
 		m.LoadAvgStart[0], m.LoadAvgStart[1], m.LoadAvgStart[2], m.LoadAvgEnd[0], m.LoadAvgEnd[1], m.LoadAvgEnd[2])
 	if len(rep.Exploration) > 0 {
@@ -22,30 +24,23 @@ func printTable(w io.Writer, rep *Report) {
 		p("\n")
 	}
 	for _, c := range rep.Comparisons {
-		p("\n%-30s %8s %7s %7s %6s %5s %-27s %-14s %5s %5s %7s\n", fmt.Sprintf("%d rows, %s", c.Rows, keysLabel(c.Keys)),
-			"rows/s", "ratio", "seconds", "prep s", "load1", "cpu proc/pg/rcv/other s", "us/row p/pg/r", "dup", "order", "autovac")
-		for _, r := range c.Runs {
-			ratio := "-"
-			if c.BestPeerRate > 0 {
-				ratio = fmt.Sprintf("%.2fx", r.RowsPerSecond/c.BestPeerRate)
-			}
+		p("\n%-44s %8s %-23s %-17s %6s %6s %-14s %4s %5s  %s\n", fmt.Sprintf("%d rows, %s", c.Rows, keysLabel(c.Keys)),
+			"median", "rows/s of each round", "load1 of each", "/ceil", "/peer", "us/row p/pg/r", "dup", "order", "per-key order")
+		for _, s := range c.Systems {
 			order := "-"
-			if r.Delivery.OrderChecked {
-				order = strconv.Itoa(r.Delivery.OrderViolations)
+			if s.OrderChecked {
+				order = strconv.Itoa(s.OrderViolations)
 			}
-			u := r.CPU
-			p("%-30s %8.0f %7s %7.2f %6.1f %5.2f %-27s %-14s %5d %5s %7d\n", r.Label, r.RowsPerSecond, ratio, r.Seconds, r.PrepareSeconds, r.Load1,
-				fmt.Sprintf("%.1f/%.1f/%.1f/%.1f (%.0f%%)", u.Process, u.Postgres, u.Receiver, u.Other, u.MachineBusyPct),
-				fmt.Sprintf("%.0f/%.0f/%.0f", u.ProcessUsRow, u.PostgresUsRow, u.ReceiverUsRow), r.Delivery.Duplicates, order, r.Tables.Autovacuums)
+			u := s.CPU
+			p("%-44s %8.0f %-23s %-17s %6s %6s %-14s %4d %5s  %s\n", s.Label, s.Median, joinFloats(s.Rates, 0), joinFloats(s.Loads, 1),
+				fraction(s.OfCeiling), fraction(s.ToBestPeer), fmt.Sprintf("%.0f/%.0f/%.0f", u.ProcessUsRow, u.PostgresUsRow, u.ReceiverUsRow),
+				s.Duplicates, order, s.Order)
 		}
 	}
-	p("\n%-30s %9s %7s  %s\n", "QueueBox / best peer", "defaults", "tuned", "best peer")
+	p("\n%-30s %9s %7s  %-44s %s\n", "QueueBox / best peer (median)", "defaults", "tuned", "best peer (median rows/s)", "ceiling (median rows/s)")
 	for _, c := range rep.Comparisons {
-		if c.BestPeerRate <= 0 {
-			continue
-		}
-		p("%-30s %8.2fx %6.2fx  %s, %.0f rows/s\n", fmt.Sprintf("%d rows, %s", c.Rows, keysLabel(c.Keys)),
-			c.RatioDefaults, c.RatioTuned, c.BestPeer, c.BestPeerRate)
+		p("%-30s %8.2fx %6.2fx  %-44s %s\n", fmt.Sprintf("%d rows, %s", c.Rows, keysLabel(c.Keys)),
+			c.RatioDefaults, c.RatioTuned, fmt.Sprintf("%s, %.0f", c.BestPeer, c.BestPeerRate), fmt.Sprintf("%s, %.0f", c.Ceiling, c.CeilingRate))
 	}
 	if len(rep.Problems) > 0 {
 		p("\nPROBLEMS:\n")
@@ -54,4 +49,21 @@ func printTable(w io.Writer, rep *Report) {
 		}
 	}
 	p("total %.0f s\n", rep.Seconds)
+}
+
+// joinFloats writes vs with the given decimals, separated by slashes.
+func joinFloats(vs []float64, decimals int) string {
+	ss := make([]string, len(vs))
+	for i, v := range vs {
+		ss[i] = strconv.FormatFloat(v, 'f', decimals, 64)
+	}
+	return strings.Join(ss, "/")
+}
+
+// fraction writes a ratio, or "-" when there is none.
+func fraction(v float64) string {
+	if v <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
 }

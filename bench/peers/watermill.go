@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -13,11 +14,14 @@ import (
 	"github.com/alternayte/queuebox/shared/store/postgres/pgtool"
 )
 
-// watermillSystem is Watermill's SQL Pub/Sub on PostgreSQL (the default PostgreSQL schema
-// adapter and offsets adapter of watermill-sql, over the pgx pool), the messages published
-// before the clock starts, one message.Router consumer handler per topic that POSTs each
-// message. A topic's subscriber hands out one message at a time and waits for its ack, so the
-// topics are the concurrency: with keys, topic = hash(key) % topics keeps a key in order.
+// watermillSystem is Watermill's SQL Pub/Sub on PostgreSQL over the pgx pool, with one of
+// watermill-sql's two PostgreSQL schema adapters: the offsets schema (DefaultPostgreSQLSchema
+// and DefaultPostgreSQLOffsetsAdapter: an append-only table per topic read past a consumer
+// group's offset) or the queue schema (PostgreSQLQueueSchema and PostgreSQLQueueOffsetsAdapter:
+// each row marked acked). The messages are published before the clock starts; one
+// message.Router consumer handler per topic POSTs each message. A topic's subscriber hands out
+// one message at a time and waits for its ack, so the topics are the concurrency: with keys,
+// topic = hash(key) % topics keeps a key in order.
 type watermillSystem struct {
 	settings WatermillSettings
 	pool     *pgtool.Pool
@@ -30,12 +34,28 @@ type watermillSystem struct {
 	cancel   context.CancelFunc
 }
 
+// The Watermill schema adapters, as -watermill-schemas names them.
+const (
+	watermillOffsets = "offsets"
+	watermillQueue   = "queue"
+)
+
 func watermillFactory(s WatermillSettings) factory {
 	return factory{
 		system: SystemWatermill, variant: variantPeer,
-		label: fmt.Sprintf("Watermill (%d topics)", s.Topics),
-		new:   func() system { return &watermillSystem{settings: s} },
+		label: fmt.Sprintf("Watermill %s (%d topics, batch %d)", s.Schema, s.Topics, s.BatchSize),
+		order: fmt.Sprintf("a topic per key shard (%d), one subscriber each", s.Topics), ordered: true,
+		new: func() system { return &watermillSystem{settings: s} },
 	}
+}
+
+// adapters are the schema and offsets adapters of s.Schema and the consumer group they take
+// (the queue schema has none).
+func (s WatermillSettings) adapters() (wsql.SchemaAdapter, wsql.OffsetsAdapter, string) {
+	if s.Schema == watermillQueue {
+		return wsql.PostgreSQLQueueSchema{SubscribeBatchSize: s.BatchSize}, wsql.PostgreSQLQueueOffsetsAdapter{}, ""
+	}
+	return wsql.DefaultPostgreSQLSchema{SubscribeBatchSize: s.BatchSize}, wsql.DefaultPostgreSQLOffsetsAdapter{}, "bench"
 }
 
 // watermillPoolSize leaves a connection for each topic's subscriber, which holds a transaction
@@ -57,7 +77,7 @@ func (w *watermillSystem) prepare(ctx context.Context, db *benchdb.Database, rec
 	}
 	logger := watermill.NopLogger{}
 	beginner := wsql.BeginnerFromPgx(w.pool)
-	schema := wsql.DefaultPostgreSQLSchema{SubscribeBatchSize: w.settings.BatchSize}
+	schema, offsets, group := w.settings.adapters()
 	w.pub, err = wsql.NewPublisher(beginner, wsql.PublisherConfig{SchemaAdapter: schema, AutoInitializeSchema: true}, logger)
 	if err != nil {
 		return fmt.Errorf("creating the Watermill publisher: %w", err)
@@ -65,10 +85,10 @@ func (w *watermillSystem) prepare(ctx context.Context, db *benchdb.Database, rec
 	// The tables are made here, before the clock; the router's subscriber then subscribes
 	// without initializing them again.
 	subConfig := wsql.SubscriberConfig{
-		ConsumerGroup:    "bench",
+		ConsumerGroup:    group,
 		PollInterval:     w.settings.PollInterval,
 		SchemaAdapter:    schema,
-		OffsetsAdapter:   wsql.DefaultPostgreSQLOffsetsAdapter{},
+		OffsetsAdapter:   offsets,
 		InitializeSchema: true,
 	}
 	setup, err := wsql.NewSubscriber(beginner, subConfig, logger)
@@ -107,6 +127,9 @@ func (w *watermillSystem) prepare(ctx context.Context, db *benchdb.Database, rec
 
 	w.poster = newPoster(receiver)
 	w.acks = newAcks(rows)
+	if !w.settings.Router {
+		return nil
+	}
 	w.router, err = message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, logger)
 	if err != nil {
 		return fmt.Errorf("creating the Watermill router: %w", err)
@@ -115,6 +138,18 @@ func (w *watermillSystem) prepare(ctx context.Context, db *benchdb.Database, rec
 		w.router.AddConsumerHandler("post_"+topicName(t), topicName(t), w.sub, w.handle)
 	}
 	return nil
+}
+
+// consume POSTs each message of one topic's channel and acks it, or nacks it (the subscriber
+// sends it again) when the POST failed, until the channel closes.
+func (w *watermillSystem) consume(msgs <-chan *message.Message) {
+	for m := range msgs {
+		if w.handle(m) != nil {
+			m.Nack()
+			continue
+		}
+		m.Ack()
+	}
 }
 
 // handle POSTs one message; an error nacks it and the subscriber sends it again.
@@ -131,11 +166,33 @@ func (w *watermillSystem) deliver(ctx context.Context) (int, error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	w.stopped = make(chan struct{})
-	go func() {
-		defer close(w.stopped)
-		if err := w.router.Run(runCtx); err != nil {
-			logf("Watermill router: %v", err)
+	if w.router != nil {
+		go func() {
+			defer close(w.stopped)
+			if err := w.router.Run(runCtx); err != nil {
+				logf("Watermill router: %v", err)
+			}
+		}()
+		return w.acks.wait(ctx)
+	}
+	var wg sync.WaitGroup
+	for t := range w.settings.Topics {
+		msgs, err := w.sub.Subscribe(runCtx, topicName(t))
+		if err != nil {
+			cancel()
+			wg.Wait()
+			close(w.stopped)
+			return 0, fmt.Errorf("subscribing to Watermill topic %s: %w", topicName(t), err)
 		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.consume(msgs)
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(w.stopped)
 	}()
 	return w.acks.wait(ctx)
 }
@@ -150,12 +207,12 @@ func (w *watermillSystem) close() {
 	if w.router != nil {
 		_ = w.router.Close()
 	}
+	if w.sub != nil {
+		_ = w.sub.Close() // closes the subscribers' channels
+	}
 	if w.cancel != nil {
 		w.cancel()
 		<-w.stopped
-	}
-	if w.sub != nil {
-		_ = w.sub.Close()
 	}
 	if w.pub != nil {
 		_ = w.pub.Close()
