@@ -105,16 +105,20 @@ func (n *planNode) cte(name string) *planNode {
 }
 
 // firstScan returns the first node, depth first, that scans the outbox table.
-func (n *planNode) firstScan() *planNode {
+func (n *planNode) firstScan() *planNode { return n.firstScanOf("outbox") }
+
+// firstScanOf returns the first node, depth first, that scans table.
+func (n *planNode) firstScanOf(table string) *planNode {
 	for _, c := range n.all() {
-		if c.Relation == "outbox" && strings.HasSuffix(c.Type, "Scan") {
+		if c.Relation == table && strings.HasSuffix(c.Type, "Scan") {
 			return c
 		}
 	}
 	return nil
 }
 
-// sorts reports whether n or a node below it, outside its init plans, is a Sort.
+// sorts reports whether n or a node below it, outside its init plans, is a Sort (an
+// Incremental Sort, which sorts each run of equal leading keys alone, is not).
 func (n *planNode) sorts() bool {
 	if n.Type == "Sort" {
 		return true
@@ -196,4 +200,67 @@ func TestQueryAfterSettingsEndWithTheirStatement(t *testing.T) {
 	rows, err = bp.Query(ctx, `SELECT current_setting('enable_seqscan')`)
 	require.NoError(t, err)
 	require.Equal(t, "on", show(rows), "the connection is sound after a failed statement")
+}
+
+// TestTheRelayClaimsPlanIgnoresStatistics: a burst of 100 000 pending push rows (a webhook
+// storm) lands in an inbox whose statistics predate it, autovacuum off for the table. The
+// relay's claim, run after its lock statement as InboxRelayClaim runs it, reads them in
+// created_at order through idx_inbox_state_created with no full sort, no bitmap or
+// sequential scan, and reads a bounded number of blocks.
+func TestTheRelayClaimsPlanIgnoresStatistics(t *testing.T) {
+	t.Parallel()
+	states := map[string]string{
+		"never analysed": ``,
+		"analysed small": `
+INSERT INTO inbox (source, idempotency_key, payload, state) SELECT 'old', 'o' || g, '{}'::jsonb, 'processed' FROM generate_series(1, 1000) AS g;
+ANALYZE inbox;`,
+	}
+	for name, before := range states {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s, _ := openStore(t, storetest.SchemaMigrated)
+			ps := s.(*Store)
+			dbtest.Exec(t, ps.pool.pool, `ALTER TABLE inbox SET (autovacuum_enabled = false)`)
+			if before != "" {
+				for _, stmt := range strings.Split(strings.TrimSpace(before), ";\n") {
+					dbtest.Exec(t, ps.pool.pool, strings.TrimSuffix(stmt, ";"))
+				}
+			}
+			dbtest.Exec(t, ps.pool.pool, `
+INSERT INTO inbox (source, idempotency_key, payload, created_at)
+SELECT 'storm', 'k' || g, jsonb_build_object('n', g), clock_timestamp()
+FROM generate_series(1, 100000) AS g`)
+
+			tx, err := ps.pool.pool.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(ctx) }()
+			_, err = tx.Exec(ctx, ps.sql.inboxRelayLock, ps.names.InboxTable)
+			require.NoError(t, err)
+			sql, args := ps.sql.inboxRelayClaim, []any{100, micros(time.Minute)}
+			if text, ok := ps.relayTexts.text(sql, 100, 0); ok {
+				sql, args = text, args[1:]
+			}
+			var text []byte
+			require.NoError(t, tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, args...).Scan(&text))
+			var out []struct {
+				Plan planNode `json:"Plan"`
+			}
+			require.NoError(t, json.Unmarshal(text, &out), "the plan: %s", text)
+			require.Len(t, out, 1)
+			plan := &out[0].Plan
+			for _, n := range plan.all() {
+				require.NotContains(t, []string{"Bitmap Heap Scan", "Seq Scan"}, n.Type,
+					"the relay claim's plan has a %s on %s", n.Type, n.Relation)
+			}
+			due := plan.cte("CTE qb_candidates")
+			require.NotNil(t, due, "no qb_candidates in the plan")
+			scan := due.firstScanOf("inbox")
+			require.NotNil(t, scan)
+			require.Equal(t, "Index Scan", scan.Type)
+			require.Equal(t, "idx_inbox_state_created", scan.Index, "the relay claim reads the pending rows through %s", scan.Index)
+			require.False(t, due.sorts(), "the relay claim sorts every pending row")
+			require.Less(t, due.Hit+due.Read, 600, "the relay claim read %d blocks to pick 100 of 100 000 pending rows", due.Hit+due.Read)
+		})
+	}
 }

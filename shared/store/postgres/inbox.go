@@ -186,8 +186,9 @@ func (s *Store) InboxInsertBatch(ctx context.Context, params []store.InboxInsert
 }
 
 // inboxRelayLockSQL serializes relay claims across every replica. The lock is keyed on the
-// inbox table name and released when the claim transaction ends.
-const inboxRelayLockSQL = `SELECT pg_advisory_xact_lock(hashtext($1::text))`
+// inbox table name and released when the claim transaction ends. The same statement sets the
+// planner settings of the claim for that transaction (relayClaimPlan).
+const inboxRelayLockSQL = `SELECT pg_advisory_xact_lock(hashtext($1::text)), ` + relayClaimPlan
 
 // inboxRelayClaimSQL runs after the relay lock, so its snapshot holds every earlier claim. It
 // takes pending push rows whose aggregate has no processing push row and no earlier pending
