@@ -15,11 +15,14 @@
 # machine's podman configuration.
 set -euo pipefail
 
+# slirp4netns gives the test's container a network of its own that still reaches the host's
+# loopback (PostgreSQL, the test's receiver); uidmap and fuse-overlayfs are what podman needs
+# beyond that for a user other than root or the overlay driver.
 packages=(podman runc uidmap slirp4netns fuse-overlayfs)
 
-if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; then
+if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1 || ! command -v slirp4netns >/dev/null 2>&1; then
   if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-    echo "ensure-podman: podman and runc are missing; install them with: apt-get install -y ${packages[*]}" >&2
+    echo "ensure-podman: podman, runc or slirp4netns is missing; install them with: apt-get install -y ${packages[*]}" >&2
     exit 1
   fi
   echo "ensure-podman: installing ${packages[*]} from Debian"
@@ -28,6 +31,11 @@ if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; the
     apt-get update
     apt-get install -y --no-install-recommends "${packages[@]}"
   fi
+fi
+
+if [ ! -c /dev/net/tun ]; then
+  echo "ensure-podman: /dev/net/tun is missing, so slirp4netns cannot give a container its network; run the machine (or its container) with /dev/net/tun" >&2
+  exit 1
 fi
 
 root="$(mktemp -d)"
