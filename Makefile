@@ -322,7 +322,7 @@ image:
 		for cmd in queuebox:./local capturenode:./capturenode healthprobe:./local/healthprobe; do \
 			CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "$(RELEASE_LDFLAGS)" -o $$bin/$${cmd%%:*} $${cmd#*:}; \
 		done; \
-		$(GO) -C deploy/image run . -arch $$arch -bin $(CURDIR)/$$bin -version '$(VERSION)' \
+		$(GO) -C deploy/image run . -arch $$arch -bin $(CURDIR)/$$bin -repo $(CURDIR) -version '$(VERSION)' \
 			-revision "$$(git rev-parse HEAD 2>/dev/null)" -created $(SOURCE_DATE_EPOCH) \
 			-out $(abspath $(IMAGE_OUT))/queuebox-image-$(VERSION)-linux-$$arch.tar; \
 	done

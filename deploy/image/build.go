@@ -22,6 +22,7 @@ type options struct {
 	Created  time.Time // the time of every file and of the image
 	CAFile   string    // the host's CA bundle (Debian's ca-certificates)
 	ZoneInfo string    // the host's time-zone database (Debian's tzdata)
+	RepoRoot string    // the repository, for the relative sources of Docs
 }
 
 // machines are the ELF machines of the architectures that the release builds.
@@ -104,6 +105,15 @@ func baseLayer(def Definition, o options) (v1.Layer, error) {
 	}
 	if err := l.copyTree(def.ZoneInfo, o.ZoneInfo); err != nil {
 		return nil, fmt.Errorf("the time zones (apt-get install -y tzdata): %w", err)
+	}
+	for _, d := range def.Docs {
+		src := d.Source
+		if !filepath.IsAbs(src) {
+			src = filepath.Join(o.RepoRoot, src)
+		}
+		if err := l.copyFile(d.Path, src, 0o644); err != nil {
+			return nil, err
+		}
 	}
 	if err := l.dir("/tmp", 0, 0, 0o1777); err != nil {
 		return nil, err

@@ -50,7 +50,21 @@ func fakeInputs(t *testing.T, arch string) options {
 	must(t, os.Symlink("Europe/Berlin", filepath.Join(zi, "CET-link")))
 	must(t, os.Symlink("/etc/localtime", filepath.Join(zi, "localtime")))
 	return options{Arch: arch, BinDir: bin, Version: "v1.2.3", Revision: "abc", Created: time.Unix(1700000000, 0),
-		CAFile: ca, ZoneInfo: zi}
+		CAFile: ca, ZoneInfo: zi, RepoRoot: "../.."}
+}
+
+// withHostDocs returns the release definition with the Debian copyright files taken from the
+// repository's LICENSE, so that the test needs neither package.
+func withHostDocs() Definition {
+	def := release
+	def.Docs = nil
+	for _, d := range release.Docs {
+		if filepath.IsAbs(d.Source) {
+			d.Source = "LICENSE"
+		}
+		def.Docs = append(def.Docs, d)
+	}
+	return def
 }
 
 func must(t *testing.T, err error) {
@@ -81,7 +95,7 @@ func entries(t *testing.T, img v1.Image) map[string]*tar.Header {
 // config, the files and their owners, and the same digest from the same inputs.
 func TestBuildImage(t *testing.T) {
 	o := fakeInputs(t, "arm64")
-	img, err := buildImage(release, o)
+	img, err := buildImage(withHostDocs(), o)
 	must(t, err)
 	var buf bytes.Buffer
 	tag, err := name.NewTag("queuebox:" + imageTag(o.Version))
@@ -126,7 +140,8 @@ func TestBuildImage(t *testing.T) {
 			t.Errorf("/usr/local/bin/%s: %+v, want root's, mode 0755", b, h)
 		}
 	}
-	for _, f := range []string{"/etc/passwd", "/etc/group", release.CABundle, "/usr/share/zoneinfo/Europe/Berlin"} {
+	for _, f := range []string{"/etc/passwd", "/etc/group", release.CABundle, "/usr/share/zoneinfo/Europe/Berlin",
+		"/usr/share/doc/queuebox/LICENSE", "/usr/share/doc/queuebox/THIRD_PARTY_NOTICES.md", "/usr/share/doc/ca-certificates/copyright"} {
 		if h := files[f]; h == nil || h.Typeflag != tar.TypeReg {
 			t.Errorf("%s is missing", f)
 		}
@@ -139,7 +154,7 @@ func TestBuildImage(t *testing.T) {
 	}
 
 	// The same inputs give the same image.
-	again, err := buildImage(release, o)
+	again, err := buildImage(withHostDocs(), o)
 	must(t, err)
 	d1, err := img.Digest()
 	must(t, err)
@@ -155,7 +170,7 @@ func TestBuildImage(t *testing.T) {
 func TestBuildRefusesAnotherArchitecture(t *testing.T) {
 	o := fakeInputs(t, "arm64")
 	o.Arch = "amd64"
-	_, err := buildImage(release, o)
+	_, err := buildImage(withHostDocs(), o)
 	if err == nil || !strings.Contains(err.Error(), "not for amd64") {
 		t.Errorf("err = %v, want the architecture named", err)
 	}

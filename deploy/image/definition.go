@@ -32,6 +32,16 @@ type Definition struct {
 	// CABundle is where the CA certificates are, the path that Go's crypto/x509 reads first
 	// on Linux; ZoneInfo is the time-zone database that Go's time package reads.
 	CABundle, ZoneInfo string
+	// Docs are the licence texts that the image carries beside what they cover: QueueBox's
+	// licence and third-party notices, and the Debian copyright files of the CA bundle and the
+	// time zones.
+	Docs []Doc
+}
+
+// Doc is a file copied into the image: Source is a path of the machine when absolute, else
+// a path of the repository.
+type Doc struct {
+	Path, Source string
 }
 
 // Health is a HEALTHCHECK of the image.
@@ -72,4 +82,10 @@ var release = Definition{
 	},
 	CABundle: "/etc/ssl/certs/ca-certificates.crt",
 	ZoneInfo: "/usr/share/zoneinfo",
+	Docs: []Doc{
+		{Path: "/usr/share/doc/queuebox/LICENSE", Source: "LICENSE"},
+		{Path: "/usr/share/doc/queuebox/THIRD_PARTY_NOTICES.md", Source: "THIRD_PARTY_NOTICES.md"},
+		{Path: "/usr/share/doc/ca-certificates/copyright", Source: "/usr/share/doc/ca-certificates/copyright"},
+		{Path: "/usr/share/doc/tzdata/copyright", Source: "/usr/share/doc/tzdata/copyright"},
+	},
 }

@@ -1,8 +1,8 @@
 // Command image assembles the QueueBox release image for one architecture from static
 // binaries that `make release` built, without a container daemon and without pulling a base
 // image: FROM scratch, with the user queuebox (10001), the capture state directory that it
-// owns, Debian's CA bundle and time-zone data, and the binaries queuebox, healthprobe and
-// capturenode. It writes the image as a docker-archive (the format of `docker save`, Docker
+// owns, Debian's CA bundle and time-zone data with their copyright files, QueueBox's licence
+// and third-party notices, and the binaries queuebox, healthprobe and capturenode. It writes the image as a docker-archive (the format of `docker save`, Docker
 // image manifest v2 schema 2), which keeps the HEALTHCHECK that an OCI image config drops;
 // `docker load` and `podman load` read it.
 //

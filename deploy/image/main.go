@@ -33,6 +33,7 @@ func run(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.Revision, "revision", "", "the commit of the build, for the label")
 	fs.StringVar(&o.CAFile, "ca", "/etc/ssl/certs/ca-certificates.crt", "the CA bundle to copy (Debian's ca-certificates)")
 	fs.StringVar(&o.ZoneInfo, "zoneinfo", "/usr/share/zoneinfo", "the time-zone database to copy (Debian's tzdata)")
+	fs.StringVar(&o.RepoRoot, "repo", "../..", "the repository, whose LICENSE and THIRD_PARTY_NOTICES.md the image carries")
 	repo := fs.String("repository", "queuebox", "the image name that the archive tags, with the version as its tag")
 	out := fs.String("out", "", "the docker-archive to write")
 	epoch := fs.String("created", os.Getenv("SOURCE_DATE_EPOCH"), "the time of the image and its files, in Unix seconds (default now)")

@@ -122,6 +122,10 @@ func checkFiles(t *testing.T, p *podman, ref string) {
 		_, err = time.LoadLocationFromTZData(zone, data)
 		assert.NoError(t, err, zone)
 	}
+	for _, doc := range []string{"queuebox/LICENSE", "queuebox/THIRD_PARTY_NOTICES.md", "ca-certificates/copyright", "tzdata/copyright"} {
+		_, err := os.Stat(filepath.Join(dir, "usr/share/doc", doc))
+		assert.NoError(t, err, "the image carries /usr/share/doc/%s", doc)
+	}
 	for _, bin := range []string{"queuebox", "healthprobe", "capturenode"} {
 		st, err := os.Stat(filepath.Join(dir, "usr/local/bin", bin))
 		require.NoError(t, err, "/usr/local/bin/%s", bin)
