@@ -5,11 +5,13 @@ PKGS     := ./...
 # VERSION is stamped into the queuebox command (queuebox version): git describe, or 0.1.0-dev
 # outside a git checkout.
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0-dev)
+# Expanded once, so that every file of `make release` carries the same version.
+VERSION  := $(VERSION)
 VERSION_LDFLAGS := -X github.com/alternayte/queuebox/shared/service.Version=$(VERSION)
 # Packages run in parallel, each test with its own database.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all help build run test test-go test-clients test-client-go test-client-ts test-bench-peers test-helm lint lint-openapi vet fmt docs services clean
+.PHONY: all help build run test test-go test-clients test-client-go test-client-ts test-bench-peers test-helm test-image release image lint lint-openapi vet fmt docs services clean
 
 all: build
 
@@ -32,9 +34,10 @@ services:
 	./scripts/ensure-services.sh
 
 ## test: every test, against the real services on loopback: the service, the Go pull client
-## (its own module) and the TypeScript pull client, and the lint of docs/openapi.yaml. Every
-## part runs even when one before it failed; the target fails at the end, naming the parts that failed.
-TEST_PARTS := vet lint-openapi test-go test-client-go test-client-ts test-bench-peers test-helm
+## (its own module) and the TypeScript pull client, the lint of docs/openapi.yaml, and the
+## release image of this machine's architecture run with podman. Every part runs even when
+## one before it failed; the target fails at the end, naming the parts that failed.
+TEST_PARTS := vet lint-openapi test-go test-client-go test-client-ts test-bench-peers test-helm test-image
 
 test: services
 	@failed=; \
@@ -69,6 +72,21 @@ test-bench-peers:
 ## and Kubernetes' packages alone took about ten minutes here.
 test-helm:
 	cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
+
+## test-image: the release image (docs/releasing.md) for this machine's architecture only:
+## scripts/ensure-podman.sh (installs podman and runc from Debian when they are missing), the
+## tests of deploy/image (its own module: the image matches local/Dockerfile's queuebox
+## stage), then `make image` into bin/test-image and test/image (build tag image), which loads
+## the archive into podman and runs it as its user against the test PostgreSQL.
+TEST_IMAGE_DIR := $(BIN)/test-image
+
+test-image:
+	./scripts/ensure-podman.sh
+	cd deploy/image && $(GO) vet ./... && $(GO) test -count=1 ./...
+	$(MAKE) --no-print-directory image VERSION='$(VERSION)' IMAGE_ARCHES=$(HOST_ARCH) IMAGE_OUT=$(TEST_IMAGE_DIR)
+	$(GO) vet -tags image ./test/image
+	QUEUEBOX_IMAGE_ARCHIVE=$(CURDIR)/$(TEST_IMAGE_DIR)/queuebox-image-$(VERSION)-linux-$(HOST_ARCH).tar \
+	QUEUEBOX_IMAGE_VERSION='$(VERSION)' $(GO) test -tags image -count=1 -timeout 15m ./test/image
 
 ## test-client-go: vet and the tests of the Go client (clients/go, its own module); the outbox
 ## tests build ./local and run queuebox serve (or QUEUEBOX_TEST_BINARY), the replace test builds a module offline
@@ -249,3 +267,64 @@ CHAOSFLAGS ?=
 .PHONY: chaos
 chaos:
 	$(GO) run ./test/chaos $(CHAOSFLAGS)
+
+## release: everything a release ships, in dist/ (ignored by git; docs/releasing.md), for
+## VERSION (git describe; VERSION=v1.2.3 overrides it): queuebox and capturenode for
+## linux/amd64 and linux/arm64 (static, -trimpath, the version stamped), the Lambda zips of
+## `make lambda`, the container image of each architecture as a docker-archive (`make image`),
+## a CycloneDX SBOM of every binary, the npm tarball of clients/typescript, and SHA256SUMS
+## over all of them. Publishes nothing. RELEASE_ARCHES="amd64" builds one architecture.
+DIST           := dist
+RELEASE_ARCHES ?= amd64 arm64
+RELEASE_BUILD  := $(BIN)/release
+RELEASE_LDFLAGS = -s -w $(VERSION_LDFLAGS)
+SBOM_TOOL      := github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
+SBOM           := $(BIN)/tools/cyclonedx-gomod
+# The time of the image and of its files: the last commit's, so one commit gives one image.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+HOST_ARCH      := $(shell $(GO) env GOARCH)
+
+release:
+	@case '$(VERSION)' in ''|*/*|*' '*) echo "make release: VERSION '$(VERSION)' cannot name files; give VERSION=v1.2.3" >&2; exit 1;; esac
+	@echo "make release: version $(VERSION), linux/{$(RELEASE_ARCHES)}, into $(DIST)/"
+	rm -rf $(DIST) $(RELEASE_BUILD)
+	mkdir -p $(DIST)
+	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install $(SBOM_TOOL)
+	$(MAKE) --no-print-directory image VERSION='$(VERSION)' IMAGE_ARCHES='$(RELEASE_ARCHES)' IMAGE_OUT=$(DIST)
+	@set -e; for arch in $(RELEASE_ARCHES); do \
+		for cmd in queuebox capturenode; do \
+			out=$(DIST)/$$cmd-$(VERSION)-linux-$$arch; \
+			cp $(RELEASE_BUILD)/linux-$$arch/$$cmd $$out; \
+			GOOS=linux GOARCH=$$arch $(SBOM) bin -json -std -version '$(VERSION)' -output $$out.cdx.json $$out; \
+		done; \
+	done
+	$(MAKE) --no-print-directory lambda VERSION='$(VERSION)' LAMBDA_DIR=$(RELEASE_BUILD)/lambda
+	@set -e; for fn in $(LAMBDA_FUNCTIONS); do \
+		out=$(DIST)/queuebox-lambda-$$fn-$(VERSION)-linux-arm64; \
+		cp $(RELEASE_BUILD)/lambda/$$fn.zip $$out.zip; \
+		GOOS=linux GOARCH=arm64 $(SBOM) bin -json -std -version '$(VERSION)' -output $$out.cdx.json $(RELEASE_BUILD)/lambda/$$fn/bootstrap; \
+	done
+	@command -v npm >/dev/null || { echo "make release needs Node.js 20 or later and npm for clients/typescript (apt-get install -y nodejs npm)"; exit 1; }
+	cd clients/typescript && npm ci --no-audit --no-fund && npm pack --pack-destination $(CURDIR)/$(DIST)
+	cd $(DIST) && find . -maxdepth 1 -type f ! -name SHA256SUMS -printf '%f\n' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS
+	@echo "make release: $$(wc -l < $(DIST)/SHA256SUMS) artefacts in $(DIST)/, listed with their SHA-256 in $(DIST)/SHA256SUMS"
+
+## image: the container image (deploy/image) of each of IMAGE_ARCHES (default: this machine's)
+## as a docker-archive, IMAGE_OUT/queuebox-image-VERSION-linux-ARCH.tar (default bin/image),
+## tagged queuebox:VERSION without the v: FROM scratch, no daemon and no base image to pull.
+## It builds the static queuebox, capturenode and healthprobe into bin/release/linux-ARCH and
+## copies this machine's CA bundle (Debian's ca-certificates) and /usr/share/zoneinfo (tzdata).
+IMAGE_ARCHES ?= $(HOST_ARCH)
+IMAGE_OUT    ?= $(BIN)/image
+
+image:
+	@set -e; for arch in $(IMAGE_ARCHES); do \
+		bin=$(RELEASE_BUILD)/linux-$$arch; \
+		echo "building queuebox, capturenode and healthprobe for linux/$$arch"; \
+		for cmd in queuebox:./local capturenode:./capturenode healthprobe:./local/healthprobe; do \
+			CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "$(RELEASE_LDFLAGS)" -o $$bin/$${cmd%%:*} $${cmd#*:}; \
+		done; \
+		$(GO) -C deploy/image run . -arch $$arch -bin $(CURDIR)/$$bin -repo $(CURDIR) -version '$(VERSION)' \
+			-revision "$$(git rev-parse HEAD 2>/dev/null)" -created $(SOURCE_DATE_EPOCH) \
+			-out $(abspath $(IMAGE_OUT))/queuebox-image-$(VERSION)-linux-$$arch.tar; \
+	done

@@ -252,6 +252,14 @@ func TestReleaseComposeRunsTheReleasedImage(t *testing.T) {
 	require.NotNil(t, build, "the release file removes the build")
 	assert.Equal(t, "!reset", build.Tag, "build: !reset null, so Compose pulls the image instead of building it")
 
+	// The comment names the archive that `make release` writes and the tag it carries, as the
+	// Makefile names them, so that a user can load it and set RELEASE_IMAGE with no registry.
+	text := string(readRepoFile(t, "docker-compose.release.yml"))
+	makefile := string(readRepoFile(t, "Makefile"))
+	assert.Contains(t, makefile, "/queuebox-image-$(VERSION)-linux-$$arch.tar", "the Makefile's image archive name")
+	assert.Contains(t, text, "dist/queuebox-image-<version>-linux-<arch>.tar")
+	assert.Contains(t, text, "RELEASE_IMAGE=queuebox:1.2.3")
+
 	// Only services of the base file, so the merge adds nothing by accident.
 	base := loadStack(t, "docker-compose.yml")
 	var rel struct{ Services map[string]any }
