@@ -11,7 +11,7 @@ VERSION_LDFLAGS := -X github.com/alternayte/queuebox/shared/service.Version=$(VE
 # Packages run in parallel, each test with its own database.
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all help build run test test-go test-clients test-client-go test-client-ts test-bench-peers test-helm test-image release image lint lint-openapi vet fmt docs services clean
+.PHONY: all help build run test test-go test-clients test-client-go test-client-ts test-bench-peers test-helm test-compose test-image release image lint lint-openapi vet fmt docs services clean
 
 all: build
 
@@ -37,7 +37,7 @@ services:
 ## (its own module) and the TypeScript pull client, the lint of docs/openapi.yaml, and the
 ## release image of this machine's architecture run with podman. Every part runs even when
 ## one before it failed; the target fails at the end, naming the parts that failed.
-TEST_PARTS := vet lint-openapi test-go test-client-go test-client-ts test-bench-peers test-helm test-image
+TEST_PARTS := vet lint-openapi test-go test-client-go test-client-ts test-bench-peers test-helm test-compose test-image
 
 test: services
 	@failed=; \
@@ -72,6 +72,13 @@ test-bench-peers:
 ## and Kubernetes' packages alone took about ten minutes here.
 test-helm:
 	cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
+
+## test-compose: vet and the test of the Docker Compose files (deploy/compose, its own module):
+## loads every Compose file of the repository with the Compose loader (compose-go), alone and
+## in the combinations that the files document (docker-compose.yml with the override or the
+## release file) and with each profile they declare; fails on an error or a warning.
+test-compose:
+	cd deploy/compose && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 ## test-image: the release image (docs/releasing.md) for this machine's architecture only:
 ## scripts/ensure-podman.sh (installs podman and runc from Debian when they are missing), the
