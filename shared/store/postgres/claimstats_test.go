@@ -33,14 +33,7 @@ ANALYZE outbox;`,
 	for name, before := range states {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			s, _ := openStore(t, storetest.SchemaMigrated)
-			ps := s.(*Store)
-			dbtest.Exec(t, ps.pool.pool, `ALTER TABLE outbox SET (autovacuum_enabled = false)`)
-			if before != "" {
-				for _, stmt := range strings.Split(strings.TrimSpace(before), ";\n") {
-					dbtest.Exec(t, ps.pool.pool, strings.TrimSuffix(stmt, ";"))
-				}
-			}
+			ps := storeBefore(t, "outbox", before)
 			dbtest.Exec(t, ps.pool.pool, `
 INSERT INTO outbox (topic, payload)
 SELECT 'burst', jsonb_build_object('orderId', g, 'amount', 1999, 'currency', 'EUR')
@@ -72,6 +65,21 @@ FROM generate_series(1, 100000) AS g`)
 			require.Equal(t, 1000, processing)
 		})
 	}
+}
+
+// storeBefore opens a store on a new migrated database, keeps autovacuum off table (so that
+// no analyse comes during the test) and runs the statements of before, separated by ";\n".
+func storeBefore(t *testing.T, table, before string) *Store {
+	t.Helper()
+	s, _ := openStore(t, storetest.SchemaMigrated)
+	ps := s.(*Store)
+	dbtest.Exec(t, ps.pool.pool, `ALTER TABLE `+table+` SET (autovacuum_enabled = false)`)
+	if before != "" {
+		for _, stmt := range strings.Split(strings.TrimSpace(before), ";\n") {
+			dbtest.Exec(t, ps.pool.pool, strings.TrimSuffix(stmt, ";"))
+		}
+	}
+	return ps
 }
 
 // planNode is a node of a plan in EXPLAIN's JSON format.
@@ -219,14 +227,7 @@ ANALYZE inbox;`,
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			s, _ := openStore(t, storetest.SchemaMigrated)
-			ps := s.(*Store)
-			dbtest.Exec(t, ps.pool.pool, `ALTER TABLE inbox SET (autovacuum_enabled = false)`)
-			if before != "" {
-				for _, stmt := range strings.Split(strings.TrimSpace(before), ";\n") {
-					dbtest.Exec(t, ps.pool.pool, strings.TrimSuffix(stmt, ";"))
-				}
-			}
+			ps := storeBefore(t, "inbox", before)
 			dbtest.Exec(t, ps.pool.pool, `
 INSERT INTO inbox (source, idempotency_key, payload, created_at)
 SELECT 'storm', 'k' || g, jsonb_build_object('n', g), clock_timestamp()
