@@ -27,9 +27,9 @@ if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1 || !
   fi
   echo "ensure-podman: installing ${packages[*]} from Debian"
   export DEBIAN_FRONTEND=noninteractive
-  if ! apt-get install -y --no-install-recommends "${packages[@]}"; then
-    apt-get update
-    apt-get install -y --no-install-recommends "${packages[@]}"
+  if ! apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends "${packages[@]}"; then
+    apt-get -o DPkg::Lock::Timeout=600 update
+    apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends "${packages[@]}"
   fi
 fi
 

@@ -72,13 +72,14 @@ if ! listening 4222; then
 fi
 
 # The console's browser test (shared/localserver) drives Debian's Chromium; install it when it is
-# missing (a fresh machine of this kind has apt and the Debian mirror, not the package).
+# missing (a fresh machine of this kind has apt and the Debian mirror, not the package). apt waits
+# up to ten minutes for another apt or dpkg that holds its lock (an install at boot, say).
 if [ -z "${QUEUEBOX_CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     echo "ensure-services: installing chromium for the console's browser test (apt-get)"
-    if ! (apt-get install -y -q chromium >/tmp/queuebox-chromium-install.log 2>&1 ||
-          { apt-get update -q >>/tmp/queuebox-chromium-install.log 2>&1 &&
-            apt-get install -y -q chromium >>/tmp/queuebox-chromium-install.log 2>&1; }); then
+    if ! (apt-get -o DPkg::Lock::Timeout=600 install -y -q chromium >/tmp/queuebox-chromium-install.log 2>&1 ||
+          { apt-get -o DPkg::Lock::Timeout=600 update -q >>/tmp/queuebox-chromium-install.log 2>&1 &&
+            apt-get -o DPkg::Lock::Timeout=600 install -y -q chromium >>/tmp/queuebox-chromium-install.log 2>&1; }); then
       echo "ensure-services: installing chromium failed; see /tmp/queuebox-chromium-install.log" >&2
       failed=1
     fi
