@@ -128,7 +128,7 @@ func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
 	if err := p.maybeReclaim(ctx, r); err != nil {
 		return 0, err
 	}
-	p.maybeRefreshGauges(ctx)
+	r.refreshGaugesApart(ctx)
 	p.ctl.refresh(ctx, p.plans)
 	var claimStart time.Time
 	if p.tracer != nil {
@@ -213,11 +213,27 @@ func (p *Poller) maybeReclaim(ctx context.Context, r *run) error {
 	return nil
 }
 
-// maybeRefreshGauges queries the pending figures at most once per PendingGaugeInterval.
-func (p *Poller) maybeRefreshGauges(ctx context.Context) {
-	if !p.gaugeGate.Take(p.cfg.PendingGaugeInterval) {
+// refreshGaugesApart queries the pending figures at most once per PendingGaugeInterval, on a
+// helper of the run beside the claims: the query reads every pending row (45-140 ms on a
+// backlog of 100 000 here) and used to hold up the claim that ran it, and with it every
+// publisher, once per interval. At most one such query runs at a time; the run's stop waits
+// for it.
+func (r *run) refreshGaugesApart(ctx context.Context) {
+	p := r.p
+	if r.gauging.Load() || !p.gaugeGate.Take(p.cfg.PendingGaugeInterval) {
 		return
 	}
+	r.gauging.Store(true)
+	r.helpers.Add(1)
+	go func() {
+		defer r.helpers.Done()
+		defer r.gauging.Store(false)
+		p.refreshGauges(ctx)
+	}()
+}
+
+// refreshGauges queries the pending figures and sets the gauges.
+func (p *Poller) refreshGauges(ctx context.Context) {
 	stats, err := p.store.OutboxStats(ctx)
 	if err != nil {
 		p.log.Warn("reading the outbox pending gauges failed", "error", redact.Error(err))

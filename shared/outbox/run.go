@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -55,6 +56,9 @@ type run struct {
 
 	// writer runs the finishing writes under the write-retry policy (finish.go).
 	writer *writeretry.Writer
+
+	// gauging is true while a query of the pending gauges runs (refreshGaugesApart).
+	gauging atomic.Bool
 
 	publishers sync.WaitGroup
 	helpers    sync.WaitGroup
