@@ -17,7 +17,8 @@ import (
 )
 
 // Claiming: the claim loop takes due rows ahead of the publishers and queues them, and the
-// maintenance steps (reclaim, pending gauges) run before a claim.
+// maintenance steps run before a claim: the reclaim, and the start of the pending gauges' query
+// (beside the claims).
 
 // claimLoop claims while slots are free, until ctx is done or the options end the run.
 func (r *run) claimLoop(ctx context.Context, opts RunOptions) {
