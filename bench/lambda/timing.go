@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/alternayte/queuebox/bench/machine"
 	"github.com/alternayte/queuebox/functions/rietest"
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/store/postgres/dbtest"
@@ -168,19 +169,9 @@ func timeColdStarts(ctx context.Context, rie, bootstrap, name string, env map[st
 		answers = append(answers, tm.StartToAnswerMs)
 	}
 	tm.ColdStarts, tm.InitRunsMs = cold, inits
-	tm.InitMs, tm.ColdInvokeMs, tm.StartToAnswerMs = median(inits), median(invokes), median(answers)
+	tm.InitMs, tm.ColdInvokeMs, tm.StartToAnswerMs = machine.Median(inits), machine.Median(invokes), machine.Median(answers)
 	tm.InitMinMs, tm.InitMaxMs = slices.Min(inits), slices.Max(inits)
 	return tm, nil
-}
-
-// median returns the median of xs (the mean of the middle two of an even count).
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 0 {
-		return (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return s[len(s)/2]
 }
 
 // timeFunction starts the emulator, invokes the function once cold and warm times more.

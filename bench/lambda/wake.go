@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/alternayte/queuebox/bench/benchdb"
+	"github.com/alternayte/queuebox/bench/machine"
 	"github.com/alternayte/queuebox/functions/rietest"
 	"github.com/alternayte/queuebox/shared/lambdafn"
 	"github.com/alternayte/queuebox/shared/store/postgres/logical/logicaltest"
@@ -180,7 +181,7 @@ func measureWake(ctx context.Context, work string, rows int, gap time.Duration) 
 		}
 	}
 	info.RowsMs = lat
-	info.P50Ms, info.MinMs, info.MaxMs = median(lat), slices.Min(lat), slices.Max(lat)
+	info.P50Ms, info.MinMs, info.MaxMs = machine.Median(lat), slices.Min(lat), slices.Max(lat)
 	rcv.mu.Lock()
 	info.Duplicates = rcv.dups
 	rcv.mu.Unlock()

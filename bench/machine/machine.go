@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -191,4 +192,17 @@ func writeAllocs(path string) {
 	}
 	defer f.Close()
 	_ = pprof.Lookup("allocs").WriteTo(f, 0)
+}
+
+// Median returns the median of vs (the mean of the middle two of an even count), 0 for none.
+func Median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"slices"
-
 	"github.com/alternayte/queuebox/bench/machine"
 )
 
@@ -66,19 +64,6 @@ type SystemSummary struct {
 	CPU CPUUse `json:"cpuOfMedianRun"`
 }
 
-// median is the median of vs (the mean of the middle two for an even count), 0 for none.
-func median(vs []float64) float64 {
-	if len(vs) == 0 {
-		return 0
-	}
-	s := slices.Clone(vs)
-	slices.Sort(s)
-	if n := len(s); n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 // summarize fills Systems, the best peer, the ceiling and the ratios from Runs.
 func (c *Comparison) summarize() {
 	c.Systems, c.RoundRatios = nil, nil
@@ -100,7 +85,7 @@ func (c *Comparison) summarize() {
 	}
 	for i := range c.Systems {
 		s := &c.Systems[i]
-		s.Median = machine.Round(median(s.Rates), 0)
+		s.Median = machine.Round(machine.Median(s.Rates), 0)
 		s.CPU = c.medianRun(s.Label, s.Median).CPU
 		switch {
 		case s.Variant == variantPeer && s.Median > c.BestPeerRate:
@@ -177,6 +162,6 @@ func (c *Comparison) roundRatios() {
 	for _, n := range order {
 		c.RoundRatios = append(c.RoundRatios, *rounds[n])
 	}
-	c.RatioDefaults = machine.Round(median(defaults), 2)
-	c.RatioTuned = machine.Round(median(tuned), 2)
+	c.RatioDefaults = machine.Round(machine.Median(defaults), 2)
+	c.RatioTuned = machine.Round(machine.Median(tuned), 2)
 }

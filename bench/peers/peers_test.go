@@ -113,17 +113,6 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
-func TestMedian(t *testing.T) {
-	for _, tc := range []struct {
-		in   []float64
-		want float64
-	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{9, 1, 5}, 5}, {[]float64{4, 1, 3, 2}, 2.5}} {
-		if got := median(tc.in); got != tc.want {
-			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
-		}
-	}
-}
-
 func TestReceiverClock(t *testing.T) {
 	start := time.Unix(100, 0)
 	arrivals := []outboxbench.Arrival{{ID: "a", At: time.Unix(101, 0).UnixNano()}, {ID: "b", At: time.Unix(103, 0).UnixNano()}}
