@@ -157,6 +157,47 @@ type OutboxStats struct {
 	PendingByTopic map[string]int64
 }
 
+// OutboxLocker is the claim mode lock (docs/claim-modes.md), which a dialect may offer: the
+// claim locks its rows in a transaction that stays open while they are delivered, and writes
+// nothing to them until their outcomes, so a row is written once instead of twice (processing,
+// then its outcome). The rows stay pending while they are locked, and the later rows of their
+// keys stay back as they do behind a processing row.
+type OutboxLocker interface {
+	// OutboxLockClaim claims like OutboxClaim, with the same rows qualifying, in the same
+	// order and skipping the same locked rows, but locks them (FOR UPDATE) in a transaction
+	// that it leaves open, on a connection of its own, instead of moving them to processing.
+	// The rows carry no claim token; LeaseExpiresAt is the end of Lease by the database
+	// clock, after which the database ends the transaction if it was left idle. It returns a
+	// nil OutboxLock with no rows.
+	OutboxLockClaim(ctx context.Context, params OutboxClaimParams) (OutboxLock, []OutboxMessage, error)
+}
+
+// OutboxLock is the open transaction of one OutboxLockClaim, which holds the locks of its rows.
+// Exactly one of Finish and Release must be called, once.
+type OutboxLock interface {
+	// Finish writes the outcomes of the claimed rows in the transaction and commits it, in
+	// one round trip, and returns the ids that each outcome changed; a row given no outcome
+	// stays pending as it was. With an error nothing was written: every row stays pending, and
+	// the delivered ones are delivered again.
+	Finish(ctx context.Context, outcomes OutboxOutcomes) (OutboxOutcomeIDs, error)
+	// Release rolls the transaction back: every row stays pending as it was.
+	Release()
+}
+
+// OutboxOutcomes are the outcomes of the rows of an OutboxLock. The Token of each Claim is
+// not read.
+type OutboxOutcomes struct {
+	Sent    []Claim
+	Retries []OutboxRetryParams
+	Deads   []OutboxDeadParams
+	Defers  []OutboxDeferParams
+}
+
+// OutboxOutcomeIDs are the ids that each kind of outcome changed.
+type OutboxOutcomeIDs struct {
+	Sent, Retried, Dead, Deferred []string
+}
+
 // OutboxStore holds the statements of the outbox.
 //
 // Every method is safe for concurrent use by many goroutines and many processes: the

@@ -309,22 +309,31 @@ func (s *Store) OutboxClaim(ctx context.Context, params store.OutboxClaimParams)
 	if err != nil {
 		return nil, wrapErr("claiming outbox batch", err)
 	}
-	msgs := make([]store.OutboxMessage, 0, params.Limit)
+	msgs, err := scanClaimed(rows, params.Limit)
+	if err != nil {
+		return nil, wrapErr("claiming outbox batch", err)
+	}
+	return msgs, nil
+}
+
+// scanClaimed reads the rows of a claim (the lease mode's or the lock mode's) and closes them.
+func scanClaimed(rows pgx.Rows, limit int) ([]store.OutboxMessage, error) {
+	defer rows.Close()
+	msgs := make([]store.OutboxMessage, 0, limit)
 	for rows.Next() {
 		var m store.OutboxMessage
 		var payload, headers []byte
 		if err := rows.Scan(&m.ID, &m.Topic, &m.Key, &m.AggregateType, &payload, &headers,
 			&m.Attempt, &m.MaxAttempts, &m.ScheduledAt, &m.CreatedAt, &m.Sequence,
 			&m.ClaimToken, &m.LeaseExpiresAt); err != nil {
-			rows.Close()
-			return nil, wrapErr("claiming outbox batch: reading row", err)
+			return nil, fmt.Errorf("reading row: %w", err)
 		}
 		m.Payload = payload
 		m.Headers = headers
 		msgs = append(msgs, m)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, wrapErr("claiming outbox batch", err)
+		return nil, err
 	}
 	return msgs, nil
 }

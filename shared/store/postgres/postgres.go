@@ -31,14 +31,18 @@ type Store struct {
 	names store.Names
 	sql   statements
 	// claimTexts, windowTexts and relayTexts are the outbox claims and the relay's claim with
-	// their limits in the text.
+	// their limits in the text; lockTexts and lockWindowTexts the claims of the lock mode.
 	claimTexts, windowTexts, relayTexts limitTexts
+	lockTexts, lockWindowTexts          limitTexts
 	// noGenerations and noSessions are set once at start (SetMissingTables) when the database
 	// lacks store.ReplayGenerationTable or store.RevokedSessionTable.
 	noGenerations, noSessions atomic.Bool
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store        = (*Store)(nil)
+	_ store.OutboxLocker = (*Store)(nil)
+)
 
 // statements holds the SQL text of every statement, built once from the names.
 type statements struct {
@@ -74,6 +78,7 @@ type statements struct {
 	columnExists string
 
 	replay replayStatements
+	lock   lockStatements // the claim mode lock (outboxlock.go)
 }
 
 // New returns a Store that runs its statements on pool against the tables and columns of
@@ -292,6 +297,8 @@ func buildStatements(n store.Names) (statements, error) {
 	st.columnExists = columnExistsSQL
 	var err2 error
 	st.replay, err2 = buildReplayStatements(n)
+	errs = append(errs, err2)
+	st.lock, err2 = buildLockStatements(n)
 	errs = append(errs, err2)
 	return st, errors.Join(errs...)
 }

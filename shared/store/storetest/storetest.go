@@ -174,7 +174,7 @@ func Run(t *testing.T, h Harness) {
 	if h.Open == nil || h.OpenEmpty == nil {
 		t.Fatal("storetest: Harness.Open or Harness.OpenEmpty is nil")
 	}
-	tests := slices.Concat(outboxTests(), inboxTests(), destinationTests(), sessionTests(), replayTests(), replayGenerationTests(), schemaTests())
+	tests := slices.Concat(outboxTests(), lockTests(), inboxTests(), destinationTests(), sessionTests(), replayTests(), replayGenerationTests(), schemaTests())
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
