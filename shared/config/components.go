@@ -38,6 +38,8 @@ type Dialect struct {
 	// CaptureMode is the outbox.capture.mode of the dialect's change data capture; empty when
 	// the dialect has none.
 	CaptureMode CaptureMode
+	// ClaimLock says that the dialect offers outbox.claimMode lock.
+	ClaimLock bool
 	// UnsupportedParams returns the names of the parameters of a URL of the dialect that its
 	// driver leaves out; each one is a warning.
 	UnsupportedParams func(u dburl.URL) []string

@@ -164,6 +164,10 @@ type Outbox struct {
 	// ShutdownTimeoutMs is the longest wait for the publishes in flight at shutdown.
 	// Default: 30000.
 	ShutdownTimeoutMs Milliseconds `yaml:"shutdownTimeoutMs"`
+	// ClaimMode is lease, the documented claim, or lock, which holds the claimed rows under
+	// row locks while they are delivered and writes each row once (PostgreSQL only). An
+	// extension (docs/claim-modes.md). Default: lease.
+	ClaimMode ClaimMode `yaml:"claimMode"`
 	// Capture is change data capture. Default: polling, off.
 	Capture Capture `yaml:"capture"`
 }
@@ -373,6 +377,7 @@ func Default() *Config {
 			ClaimTimeoutMs:         300000,
 			PendingGaugeIntervalMs: 5000,
 			ShutdownTimeoutMs:      30000,
+			ClaimMode:              ClaimModeLease,
 			Capture: Capture{
 				Mode:                     CapturePolling,
 				Identity:                 "queuebox",

@@ -28,7 +28,7 @@ func testComponents() *Components {
 	}
 	c.Connectors = testConnectors
 	for _, d := range dialect.All() {
-		c.Dialects = append(c.Dialects, Dialect{Name: DatabaseType(d.Name), CaptureMode: CaptureMode(d.CaptureMode),
+		c.Dialects = append(c.Dialects, Dialect{Name: DatabaseType(d.Name), CaptureMode: CaptureMode(d.CaptureMode), ClaimLock: d.ClaimLock,
 			UnsupportedParams: func(u dburl.URL) []string { _, dropped := d.Params(u); return dropped }})
 	}
 	return c

@@ -119,6 +119,19 @@ const (
 	CaptureSQLServerCDC    CaptureMode = "sqlserver-cdc"
 )
 
+// ClaimMode is outbox.claimMode, an extension (docs/claim-modes.md).
+type ClaimMode string
+
+// The values of outbox.claimMode.
+const (
+	// ClaimModeLease is the documented claim: a claimed row moves to processing under a lease.
+	ClaimModeLease ClaimMode = "lease"
+	// ClaimModeLock holds the claimed rows under row locks in an open transaction while they
+	// are delivered and writes each row once, with its outcome. Only a dialect that offers it
+	// (Dialect.ClaimLock) takes it.
+	ClaimModeLock ClaimMode = "lock"
+)
+
 // OnError is the error strategy of a transform: Fail, Skip or Dead, in this letter case.
 type OnError string
 

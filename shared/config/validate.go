@@ -230,6 +230,11 @@ func (v *validator) outbox(c *Config) {
 	v.nonNegative(p.child("pendingGaugeIntervalMs"), int64(o.PendingGaugeIntervalMs))
 	v.nonNegative(p.child("shutdownTimeoutMs"), int64(o.ShutdownTimeoutMs))
 	v.retry(p.child("retry"), &c.Outbox.Retry)
+	if v.oneOf(p.child("claimMode"), string(o.ClaimMode), string(ClaimModeLease), string(ClaimModeLock)) && o.ClaimMode == ClaimModeLock {
+		if d, ok := v.comps.dialect(c.Database.Type); ok && !d.ClaimLock {
+			v.add(p.child("claimMode"), "is lock, which database.type %s does not offer; use lease", d.Name)
+		}
+	}
 	v.capture(c)
 }
 

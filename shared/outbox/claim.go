@@ -41,9 +41,10 @@ func (r *run) claimLoop(ctx context.Context, opts RunOptions) {
 		r.mu.Lock()
 		inflight, queued := len(r.inflight), r.queued
 		unpublished := inflight - r.finishing
+		heldFull := r.heldFull()
 		r.mu.Unlock()
 		lowWater, maxInflight := r.lowWater, r.maxUnpublished
-		if queued >= lowWater || unpublished >= maxInflight || inflight >= maxInflight+finishBatch {
+		if queued >= lowWater || unpublished >= maxInflight || inflight >= maxInflight+finishBatch || heldFull {
 			select {
 			case <-ctx.Done():
 			case <-r.finished:
@@ -144,7 +145,14 @@ func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
 	// The lease that the database gives each row starts when the statement runs, after it was
 	// sent: the local deadline counts from the send.
 	sent := time.Now()
-	rows, err := p.store.OutboxClaim(ctx, params)
+	var rows []store.OutboxMessage
+	var hb *heldBatch
+	var err error
+	if r.held != nil {
+		rows, hb, err = r.claimHeld(ctx, params)
+	} else {
+		rows, err = p.store.OutboxClaim(ctx, params)
+	}
 	claimSpan := p.claimSpan(ctx, claimStart, limit, len(rows), err)
 	if err != nil {
 		return 0, fmt.Errorf("claiming outbox batch: %w", err)
@@ -159,7 +167,7 @@ func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
 		if debug {
 			p.rowLog(row, p.destinationOf(row), trace.SpanContext{}).Debug("outbox row claimed")
 		}
-		r.launch(row, claimSpan, sent)
+		r.launch(row, hb, claimSpan, sent)
 	}
 	return len(rows), nil
 }
@@ -182,11 +190,11 @@ func (p *Poller) claimSpan(ctx context.Context, start time.Time, limit, rows int
 	return span.SpanContext()
 }
 
-// launch queues a claimed row for a publisher. sent is when the claim statement was sent: the
-// row's local lease deadline counts from it.
-func (r *run) launch(row store.OutboxMessage, claimSpan trace.SpanContext, sent time.Time) {
+// launch queues a claimed row for a publisher; hb is its lock claim, nil in the lease mode.
+// sent is when the claim statement was sent: the row's local lease deadline counts from it.
+func (r *run) launch(row store.OutboxMessage, hb *heldBatch, claimSpan trace.SpanContext, sent time.Time) {
 	fctx, l := lease.Start(r.pubCtx, sent, r.p.cfg.ClaimTimeout)
-	f := &flight{row: row, ctx: fctx, lease: l, started: time.Now(), cancel: l.Stop, claimSpan: claimSpan}
+	f := &flight{row: row, ctx: fctx, lease: l, started: time.Now(), cancel: l.Stop, claimSpan: claimSpan, held: hb}
 	r.mu.Lock()
 	r.inflight[row.ID] = f
 	r.queued++

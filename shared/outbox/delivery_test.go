@@ -318,6 +318,13 @@ func TestRedirectAndTimeoutFail(t *testing.T) {
 // key in flight at a time.
 func TestOrderPerKeyWithThreePollers(t *testing.T) {
 	t.Parallel()
+	orderPerKeyWithThreePollers(t, outbox.ClaimModeLease)
+}
+
+// orderPerKeyWithThreePollers delivers 40 rows of each of 50 keys through three pollers of the
+// claim mode, with a few retries on the way: no two deliveries of a key overlap, and each key's
+// rows arrive in order.
+func orderPerKeyWithThreePollers(t *testing.T, claimMode string) {
 	fx := newFixture(t)
 	const keys, perKey = 50, 40
 	var inflight sync.Map // key -> *int32
@@ -352,7 +359,7 @@ func TestOrderPerKeyWithThreePollers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg := outbox.Config{Concurrency: 8, BatchSize: 20, PollInterval: 10 * time.Millisecond, RetryBaseDelay: 5 * time.Millisecond}
+	cfg := outbox.Config{Concurrency: 8, BatchSize: 20, PollInterval: 10 * time.Millisecond, RetryBaseDelay: 5 * time.Millisecond, ClaimMode: claimMode}
 	for range 3 {
 		runPoller(t, newPoller(t, fx.store, cfg, rc, nil))
 	}

@@ -84,46 +84,19 @@ func (r *run) finish(batch []result) {
 	r.mu.Lock()
 	abandon := r.abandon
 	r.mu.Unlock()
-	if !abandon {
-		// Nearly every row of a busy batch is sent: its slices are sized once.
-		sent := make([]store.Claim, 0, len(batch))
-		var retries []store.OutboxRetryParams
-		var deads []store.OutboxDeadParams
-		var defers []deferral
-		// The rows of sent, retries and deads, in their order, for the log lines.
-		sentRows := make([]rowLine, 0, len(batch))
-		var retryRows, deadRows []rowLine
-		var expired []result
-		for _, res := range batch {
-			row := &res.f.row
-			pl := res.plan
-			if pl == nil {
-				pl = p.defPlan
-			}
-			switch {
-			case res.expired:
-				expired = append(expired, res)
-			case res.deferBy > 0:
-				defers = append(defers, deferral{OutboxDeferParams: store.OutboxDeferParams{Claim: row.Claim(), Delay: res.deferBy}, dest: pl.name, reason: res.reason, row: row, sc: res.sc})
-			case res.err == nil:
-				sent = append(sent, row.Claim())
-				sentRows = append(sentRows, rowLine{row, pl.name, res.sc})
-			case res.dead || isTerminal(res.err) || pl.retry.exhausted(row.Attempt, row.MaxAttempts):
-				deads = append(deads, store.OutboxDeadParams{Claim: row.Claim(), LastError: redact.Error(res.err)})
-				deadRows = append(deadRows, rowLine{row, pl.name, res.sc})
-			default:
-				delay := pl.retry.delay(row.Attempt, res.err)
-				retries = append(retries, store.OutboxRetryParams{Claim: row.Claim(), Delay: delay, LastError: redact.Error(res.err)})
-				retryRows = append(retryRows, rowLine{row, pl.name, res.sc})
-			}
-		}
+	completed, leased := r.holdResults(batch)
+	if !abandon && len(leased) > 0 {
+		set := r.classify(leased)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		r.finishSent(ctx, sent, sentRows)
-		r.finishRetries(ctx, retries, retryRows)
-		r.finishDeads(ctx, deads, deadRows)
-		r.finishDefers(ctx, defers)
+		r.finishSent(ctx, set.sent, set.sentRows)
+		r.finishRetries(ctx, set.retries, set.retryRows)
+		r.finishDeads(ctx, set.deads, set.deadRows)
+		r.finishDefers(ctx, set.defers)
 		cancel()
-		r.finishExpired(expired)
+		r.finishExpired(set.expired)
+	}
+	for _, hb := range completed {
+		r.finishHeld(hb, abandon)
 	}
 	r.mu.Lock()
 	for _, res := range batch {
@@ -133,10 +106,59 @@ func (r *run) finish(batch []result) {
 		p.metrics.ProcessingDuration(time.Since(res.f.started))
 	}
 	r.mu.Unlock()
+	r.signalFinished()
+}
+
+// signalFinished tells the claim loop (and a stop) that rows were finished.
+func (r *run) signalFinished() {
 	select {
 	case r.finished <- struct{}{}:
 	default:
 	}
+}
+
+// outcomes are the results of a flush sorted by the write that finishes them.
+type outcomes struct {
+	// Nearly every row of a busy batch is sent: its slices are sized once.
+	sent    []store.Claim
+	retries []store.OutboxRetryParams
+	deads   []store.OutboxDeadParams
+	defers  []deferral
+	// The rows of sent, retries and deads, in their order, for the log lines.
+	sentRows            []rowLine
+	retryRows, deadRows []rowLine
+	// expired are the rows that get no write (leasedeadline.go).
+	expired []result
+}
+
+// classify sorts results by their outcome: sent, retried, dead, deferred or expired.
+func (r *run) classify(results []result) outcomes {
+	p := r.p
+	o := outcomes{sent: make([]store.Claim, 0, len(results)), sentRows: make([]rowLine, 0, len(results))}
+	for _, res := range results {
+		row := &res.f.row
+		pl := res.plan
+		if pl == nil {
+			pl = p.defPlan
+		}
+		switch {
+		case res.expired:
+			o.expired = append(o.expired, res)
+		case res.deferBy > 0:
+			o.defers = append(o.defers, deferral{OutboxDeferParams: store.OutboxDeferParams{Claim: row.Claim(), Delay: res.deferBy}, dest: pl.name, reason: res.reason, row: row, sc: res.sc})
+		case res.err == nil:
+			o.sent = append(o.sent, row.Claim())
+			o.sentRows = append(o.sentRows, rowLine{row, pl.name, res.sc})
+		case res.dead || isTerminal(res.err) || pl.retry.exhausted(row.Attempt, row.MaxAttempts):
+			o.deads = append(o.deads, store.OutboxDeadParams{Claim: row.Claim(), LastError: redact.Error(res.err)})
+			o.deadRows = append(o.deadRows, rowLine{row, pl.name, res.sc})
+		default:
+			delay := pl.retry.delay(row.Attempt, res.err)
+			o.retries = append(o.retries, store.OutboxRetryParams{Claim: row.Claim(), Delay: delay, LastError: redact.Error(res.err)})
+			o.retryRows = append(o.retryRows, rowLine{row, pl.name, res.sc})
+		}
+	}
+	return o
 }
 
 // withRetries runs a finishing write under the poller's write-retry policy (writeretry.Batch):
@@ -190,9 +212,15 @@ func (r *run) finishSent(ctx context.Context, claims []store.Claim, rows []rowLi
 	ids, ok := withRetries(ctx, r, "mark sent", len(claims), func(ctx context.Context) ([]string, error) {
 		return p.store.OutboxMarkSent(ctx, claims)
 	})
-	if !ok {
-		return
+	if ok {
+		r.accountSent(claims, rows, ids)
 	}
+}
+
+// accountSent counts and logs the rows of claims whose mark sent changed ids; the others lost
+// their claims.
+func (r *run) accountSent(claims []store.Claim, rows []rowLine, ids []string) {
+	p := r.p
 	changed := changedSet(ids)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -216,9 +244,14 @@ func (r *run) finishRetries(ctx context.Context, retries []store.OutboxRetryPara
 	ids, ok := withRetries(ctx, r, "retry", len(retries), func(ctx context.Context) ([]string, error) {
 		return p.store.OutboxRetry(ctx, retries)
 	})
-	if !ok {
-		return
+	if ok {
+		r.accountRetries(retries, rows, ids)
 	}
+}
+
+// accountRetries counts and logs the retries whose write changed ids.
+func (r *run) accountRetries(retries []store.OutboxRetryParams, rows []rowLine, ids []string) {
+	p := r.p
 	changed := changedSet(ids)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -245,9 +278,14 @@ func (r *run) finishDeads(ctx context.Context, deads []store.OutboxDeadParams, r
 	ids, ok := withRetries(ctx, r, "mark dead", len(deads), func(ctx context.Context) ([]string, error) {
 		return p.store.OutboxMarkDead(ctx, deads)
 	})
-	if !ok {
-		return
+	if ok {
+		r.accountDeads(deads, rows, ids)
 	}
+}
+
+// accountDeads counts and logs the dead letters whose write changed ids.
+func (r *run) accountDeads(deads []store.OutboxDeadParams, rows []rowLine, ids []string) {
+	p := r.p
 	changed := changedSet(ids)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -279,16 +317,27 @@ func (r *run) finishDefers(ctx context.Context, defers []deferral) {
 		return
 	}
 	p := r.p
+	params := deferParams(defers)
+	ids, ok := withRetries(ctx, r, "defer", len(defers), func(ctx context.Context) ([]string, error) {
+		return p.store.OutboxDefer(ctx, params)
+	})
+	if ok {
+		r.accountDefers(defers, ids)
+	}
+}
+
+// deferParams returns the store's parameters of defers.
+func deferParams(defers []deferral) []store.OutboxDeferParams {
 	params := make([]store.OutboxDeferParams, len(defers))
 	for i, d := range defers {
 		params[i] = d.OutboxDeferParams
 	}
-	ids, ok := withRetries(ctx, r, "defer", len(defers), func(ctx context.Context) ([]string, error) {
-		return p.store.OutboxDefer(ctx, params)
-	})
-	if !ok {
-		return
-	}
+	return params
+}
+
+// accountDefers counts the deferrals whose write changed ids.
+func (r *run) accountDefers(defers []deferral, ids []string) {
+	p := r.p
 	changed := changedSet(ids)
 	r.mu.Lock()
 	defer r.mu.Unlock()

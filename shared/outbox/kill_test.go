@@ -39,7 +39,7 @@ func init() {
 	}
 	p, err := outbox.New(outbox.Options{
 		Store:        st,
-		Config:       outbox.Config{ClaimTimeout: 500 * time.Millisecond, PollInterval: 10 * time.Millisecond},
+		Config:       outbox.Config{ClaimTimeout: 500 * time.Millisecond, PollInterval: 10 * time.Millisecond, ClaimMode: os.Getenv("QB_TEST_CHILD_CLAIM_MODE")},
 		Routes:       route.NewTable([]route.Route{{Pattern: route.MustCompile("**"), Destination: "receiver"}}),
 		Destinations: []outbox.Destination{{Name: "receiver", Publisher: pub}},
 	})

@@ -42,6 +42,12 @@ type Config struct {
 	// Retry is the retry policy of the destinations that set none (outbox.retry). Its zero
 	// value is the documented default.
 	Retry RetryPolicy
+	// ClaimMode is ClaimModeLease (the default) or ClaimModeLock (outbox.claimMode,
+	// docs/claim-modes.md).
+	ClaimMode string
+	// HeldBatches is the most lock claims held at once in the claim mode lock, each on a
+	// connection of the pool. Default 4.
+	HeldBatches int
 }
 
 // WithDefaults returns the config with every zero value replaced by its default.
@@ -69,6 +75,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxRetryDelay <= 0 {
 		c.MaxRetryDelay = 60 * time.Second
+	}
+	if c.ClaimMode == "" {
+		c.ClaimMode = ClaimModeLease
+	}
+	if c.HeldBatches <= 0 {
+		c.HeldBatches = 4
 	}
 	return c
 }

@@ -45,6 +45,7 @@ type Options struct {
 // again after it returns (a warm Lambda container), but not concurrently.
 type Poller struct {
 	store   store.OutboxStore
+	locker  store.OutboxLocker // the store's claim mode lock, set in that mode alone
 	cfg     Config
 	routes  *route.Table
 	routeTx map[int]*transform.Step
@@ -88,6 +89,17 @@ func New(opts Options) (*Poller, error) {
 		opts.Logger = slog.Default()
 	}
 	cfg := opts.Config.WithDefaults()
+	var locker store.OutboxLocker
+	switch cfg.ClaimMode {
+	case ClaimModeLease:
+	case ClaimModeLock:
+		var ok bool
+		if locker, ok = opts.Store.(store.OutboxLocker); !ok {
+			return nil, errors.New("outbox: the claim mode lock needs a store that offers it (PostgreSQL)")
+		}
+	default:
+		return nil, fmt.Errorf("outbox: unknown claim mode %q (lease or lock)", cfg.ClaimMode)
+	}
 	dests := make(map[string]Destination, len(opts.Destinations))
 	plans := make(map[string]*destPlan, len(opts.Destinations))
 	for _, d := range opts.Destinations {
@@ -109,6 +121,7 @@ func New(opts Options) (*Poller, error) {
 		leaseMetrics: leaseMetrics,
 
 		store:     opts.Store,
+		locker:    locker,
 		cfg:       cfg,
 		routes:    opts.Routes,
 		routeTx:   opts.RouteTransforms,

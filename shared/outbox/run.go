@@ -60,6 +60,9 @@ type run struct {
 	// gauging is true while a query of the pending gauges runs (refreshGaugesApart).
 	gauging atomic.Bool
 
+	// held is the lock claims that the run holds (held.go); nil in the lease mode.
+	held map[*heldBatch]bool
+
 	publishers sync.WaitGroup
 	helpers    sync.WaitGroup
 }
@@ -78,6 +81,8 @@ type flight struct {
 	cancel    context.CancelFunc
 	// finishing is true once the publish returned; renewals skip such rows.
 	finishing bool
+	// held is the lock claim that holds the row (held.go); nil in the lease mode.
+	held *heldBatch
 }
 
 type result struct {
@@ -107,7 +112,12 @@ func newRun(ctx context.Context, p *Poller) *run {
 	pubCtx, pubCancel := context.WithCancel(context.WithoutCancel(ctx))
 	lowWater := max(p.cfg.Concurrency, p.cfg.BatchSize)
 	maxUnpublished := lowWater + p.cfg.BatchSize + p.cfg.Concurrency
+	var held map[*heldBatch]bool
+	if p.locker != nil {
+		held = map[*heldBatch]bool{}
+	}
 	return &run{
+		held:           held,
 		p:              p,
 		pubCtx:         pubCtx,
 		pubCancel:      pubCancel,
@@ -124,9 +134,13 @@ func newRun(ctx context.Context, p *Poller) *run {
 }
 
 func (r *run) start() {
-	r.helpers.Add(2)
+	r.helpers.Add(1)
 	go r.finisher()
-	go r.renewer()
+	if r.held == nil {
+		// A lock claim's rows need no renewal: the transaction holds them.
+		r.helpers.Add(1)
+		go r.renewer()
+	}
 	for range r.p.cfg.Concurrency {
 		r.publishers.Add(1)
 		go r.publisher()
@@ -175,6 +189,9 @@ func (r *run) stop(ctx context.Context, release bool) {
 	r.pubCancel()
 	close(r.done)
 	r.helpers.Wait()
+	if r.held != nil {
+		r.releaseHeld()
+	}
 }
 
 // releaseQueued returns the claimed rows that no publisher has taken to pending at once,
@@ -193,6 +210,10 @@ func (r *run) releaseQueued(ctx context.Context, wait time.Duration) {
 		}
 	}
 	if len(left) == 0 {
+		return
+	}
+	if r.held != nil {
+		r.releaseHeldQueued(left)
 		return
 	}
 	p := r.p
@@ -230,4 +251,23 @@ func (r *run) inflightCount() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.inflight)
+}
+
+// releaseHeldQueued takes the claimed rows that no publisher took out of their lock claims
+// without a write: the commit of each claim leaves them pending, unattempted.
+func (r *run) releaseHeldQueued(left []*flight) {
+	r.mu.Lock()
+	r.queued -= len(left)
+	for _, f := range left {
+		f.cancel()
+		delete(r.inflight, f.row.ID)
+		r.sum.Released++
+	}
+	completed := r.dropHeld(left)
+	abandon := r.abandon
+	r.mu.Unlock()
+	for _, hb := range completed {
+		r.finishHeld(hb, abandon)
+	}
+	r.signalFinished()
 }

@@ -32,6 +32,7 @@ var components = sync.OnceValue(func() *config.Components {
 		c.Dialects = append(c.Dialects, config.Dialect{
 			Name:        config.DatabaseType(d.Name),
 			CaptureMode: config.CaptureMode(d.CaptureMode),
+			ClaimLock:   d.ClaimLock,
 			UnsupportedParams: func(u dburl.URL) []string {
 				_, dropped := d.Params(u)
 				return dropped

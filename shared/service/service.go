@@ -343,7 +343,15 @@ func OutboxConfig(cfg *config.Config) outbox.Config {
 		PendingGaugeInterval: o.PendingGaugeIntervalMs.Duration(),
 		ShutdownTimeout:      o.ShutdownTimeoutMs.Duration(),
 		Retry:                RetryPolicy(cfg.EffectiveRetry(nil)),
+		ClaimMode:            string(o.ClaimMode),
+		HeldBatches:          heldBatches(cfg.Database.PoolSize),
 	}.WithDefaults()
+}
+
+// heldBatches is how many lock claims a poller holds at once in the claim mode lock, each on a
+// connection of the pool: up to 4, leaving two connections for the other statements.
+func heldBatches(poolSize int) int {
+	return min(max(poolSize-2, 1), 4)
 }
 
 // RetryPolicy maps a resolved retry block (outbox.retry, or a destination's over it) to the

@@ -37,6 +37,9 @@ type Dialect struct {
 	// CaptureMode is the outbox.capture.mode of the dialect's change data capture; empty when
 	// the dialect has none.
 	CaptureMode string
+	// ClaimLock says that the dialect's store offers the claim mode lock
+	// (store.OutboxLocker, outbox.claimMode lock).
+	ClaimLock bool
 	// UTF16Keys says that the key columns (idempotency key, aggregate id, event type) count
 	// UTF-16 code units, as NVARCHAR does, rather than code points, as VARCHAR does.
 	UTF16Keys bool

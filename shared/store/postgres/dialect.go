@@ -20,6 +20,7 @@ var Dialect = store.Dialect{
 	OpenHealth:         OpenHealth,
 	DefaultSchema:      "public",
 	CaptureMode:        "postgres-logical",
+	ClaimLock:          true,
 }
 
 // EndpointConnString returns the pgx connection string of an endpoint:
