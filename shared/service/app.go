@@ -229,6 +229,18 @@ func (a *App) Tracing() *tracing.Provider { return a.tracing }
 // a call would panic on the nil interface.
 type boundStore struct{ store.Store }
 
+// errNoClaimLock is the error of a lock claim on a store whose dialect does not offer the claim
+// mode lock; the validation refuses outbox.claimMode lock for such a dialect first.
+var errNoClaimLock = errors.New("the store does not offer outbox.claimMode lock")
+
+// OutboxLockClaim forwards to the bound store (store.OutboxLocker).
+func (b *boundStore) OutboxLockClaim(ctx context.Context, params store.OutboxClaimParams) (store.OutboxLock, []store.OutboxMessage, error) {
+	if l, ok := b.Store.(store.OutboxLocker); ok {
+		return l.OutboxLockClaim(ctx, params)
+	}
+	return nil, nil, errNoClaimLock
+}
+
 // errNoReplayStatements is the error of a replay statement on a store without them.
 var errNoReplayStatements = errors.New("the store has no replay statements")
 

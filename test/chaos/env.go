@@ -79,7 +79,7 @@ func (s *suite) newEnv(ctx context.Context, name string, f faults) (*env, error)
 		return e, err
 	}
 	e.cfg = filepath.Join(s.dir, name+".yml")
-	if err := os.WriteFile(e.cfg, fmt.Appendf(nil, configYAML, s.cl.jdbc(e.db), e.rcv.url, destinationTimeout.Milliseconds()), 0o644); err != nil {
+	if err := os.WriteFile(e.cfg, fmt.Appendf(nil, configYAML, s.cl.jdbc(e.db), s.o.claimMode, e.rcv.url, destinationTimeout.Milliseconds()), 0o644); err != nil {
 		return e, fmt.Errorf("writing %s: %w", e.cfg, err)
 	}
 	if e.pool, err = pgtool.OpenPool(ctx, s.cl.url(e.db)+"&pool_max_conns=4", pgtool.PoolOptions{}); err != nil {

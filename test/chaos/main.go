@@ -41,6 +41,8 @@ type options struct {
 	short     bool
 	// partitions is the number of network partitions of the partition scenario.
 	partitions int
+	// claimMode is the replicas' outbox.claimMode: lease or lock.
+	claimMode string
 }
 
 var allScenarios = []string{"migrate", "kill", "pgrestart", "faults", "relay", "pull", "partition"}
@@ -65,6 +67,7 @@ func run() int {
 	flag.StringVar(&o.pgbin, "pgbin", "/usr/lib/postgresql/15/bin", "the folder of initdb and pg_ctl")
 	flag.StringVar(&o.out, "out", "", "also write the report (Markdown) to this file")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work folder (logs, cluster files) at the end")
+	flag.StringVar(&o.claimMode, "claim-mode", "lease", "the replicas' outbox.claimMode: lease or lock")
 	flag.BoolVar(&o.short, "short", false, "the short mode: 1,000 rows over 100 keys, 5 kills (about a minute)")
 	flag.Parse()
 	if o.short {

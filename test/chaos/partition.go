@@ -45,7 +45,7 @@ func (s *suite) partitionScenario(ctx context.Context, res *result) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(e.cfg, fmt.Appendf(nil, configYAML, s.cl.jdbc(e.db), e.rcv.url, partitionDestinationTimeout.Milliseconds()), 0o644); err != nil {
+	if err := os.WriteFile(e.cfg, fmt.Appendf(nil, configYAML, s.cl.jdbc(e.db), s.o.claimMode, e.rcv.url, partitionDestinationTimeout.Milliseconds()), 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", e.cfg, err)
 	}
 	proxies := make([]*connecttest.Proxy, s.o.replicas)

@@ -32,8 +32,8 @@ func (r *report) markdown() string {
 	}
 	fmt.Fprintf(&b, "\n## Chaos run of %s UTC (%s mode, %s)\n\n", r.started.Format("2006-01-02 15:04"), mode, r.ended.Sub(r.started).Round(time.Second))
 	fmt.Fprintf(&b, "Machine: %s. Load average (1/5/15 min) at the start %s, at the end %s.\n", machine(), r.load0, r.load1)
-	fmt.Fprintf(&b, "Settings: %d rows over %d keys per scenario, %d kills, %d replicas, %d pull workers, %d PostgreSQL restarts, %d partitions.\n",
-		r.opts.rows, r.opts.keys, r.opts.kills, r.opts.replicas, r.opts.workers, r.opts.restarts, r.opts.partitions)
+	fmt.Fprintf(&b, "Settings: %d rows over %d keys per scenario, %d kills, %d replicas, %d pull workers, %d PostgreSQL restarts, %d partitions, outbox.claimMode %s.\n",
+		r.opts.rows, r.opts.keys, r.opts.kills, r.opts.replicas, r.opts.workers, r.opts.restarts, r.opts.partitions, r.opts.claimMode)
 	for _, res := range r.results {
 		fmt.Fprintf(&b, "\n### %s: %s\n\n", res.name, res.title)
 		b.WriteString("| figure | value |\n| --- | --- |\n")

@@ -59,6 +59,7 @@ outbox:
   maxAttempts: 5
   claimTimeoutMs: 3000
   shutdownTimeoutMs: 5000
+  claimMode: %s
 inbox:
   relay:
     enabled: true

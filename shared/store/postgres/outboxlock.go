@@ -105,8 +105,9 @@ const lockBeginSQL = `SELECT set_config('enable_bitmapscan', 'off', true), set_c
 	`set_config('jit', 'off', true), set_config('idle_in_transaction_session_timeout', $1, true)`
 
 // lockIdleGrace is how much longer than the lease the database lets a lock claim's transaction
-// sit idle: the poller's finishing write comes after the lease's local deadline.
-const lockIdleGrace = time.Minute
+// sit idle: the poller's finishing write comes just after the lease's local deadline at the
+// latest.
+const lockIdleGrace = 10 * time.Second
 
 // OutboxLockClaim claims like OutboxClaim and holds the rows under lock (store.OutboxLocker).
 func (s *Store) OutboxLockClaim(ctx context.Context, params store.OutboxClaimParams) (store.OutboxLock, []store.OutboxMessage, error) {
