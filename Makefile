@@ -161,13 +161,14 @@ bench:
 	$(GO) run ./bench/lambda -out $(BENCH_OUT)/lambda.json
 	cd clients/go && $(GO) run ./internal/pullbench -out $(abspath $(BENCH_OUT))/pull.json -settings 10x1,50x8 $(PULLBENCHFLAGS)
 
-## bench-peers: QueueBox's outbox delivery beside River and Watermill (both schema adapters)
-## doing the same job to the same loopback receiver, and beside a stateless ceiling at 64 and
-## 128 requests (bench/README.md, "Side by side"): 100,000 messages, no keys and 1,000 keys,
-## three interleaved rounds, medians; prints a table and writes bench/results/peers.json. The
-## peers live in their own module, bench/peers, so the service never depends on them. Not part
-## of `make test` nor of `make bench` (about 14 minutes); writes to BENCH_OUT as `make bench`
-## does. Flags: PEERSFLAGS="-rows 5000 -rounds 1".
+## bench-peers: QueueBox's outbox delivery (defaults, tuned, and tuned in the claim mode lock)
+## beside River and Watermill (both schema adapters) doing the same job to the same loopback
+## receiver, and beside a stateless ceiling at 64 and 128 requests (bench/README.md, "Side by
+## side"): 100,000 messages, no keys and 1,000 keys, three interleaved rounds, medians; prints a
+## table and writes bench/results/peers.json. The peers live in their own module, bench/peers,
+## so the service never depends on them. Not part of `make test` nor of `make bench` (about 14
+## minutes before the lock variant came in; -lock=false leaves it out); writes to BENCH_OUT as
+## `make bench` does. Flags: PEERSFLAGS="-rows 5000 -rounds 1".
 PEERSFLAGS ?=
 
 .PHONY: bench-peers

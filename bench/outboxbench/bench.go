@@ -12,7 +12,6 @@ package outboxbench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +19,6 @@ import (
 	"net/http"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -39,45 +37,6 @@ import (
 	"github.com/alternayte/queuebox/shared/store/postgres"
 	"github.com/alternayte/queuebox/shared/store/postgres/pgtool"
 )
-
-// Settings are the outbox settings a run uses.
-type Settings struct {
-	BatchSize    int           `json:"batchSize"`
-	Concurrency  int           `json:"concurrency"`
-	PollInterval time.Duration `json:"-"`
-}
-
-// MarshalJSON writes the poll interval in milliseconds, as the configuration names it.
-func (s Settings) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		BatchSize      int   `json:"batchSize"`
-		Concurrency    int   `json:"concurrency"`
-		PollIntervalMs int64 `json:"pollIntervalMs"`
-	}{s.BatchSize, s.Concurrency, s.PollInterval.Milliseconds()})
-}
-
-// String prints the settings with their configuration names.
-func (s Settings) String() string {
-	return fmt.Sprintf("batchSize %d, concurrency %d, pollIntervalMs %d", s.BatchSize, s.Concurrency, s.PollInterval.Milliseconds())
-}
-
-// DefaultSettings are the documented defaults of outbox.*.
-func DefaultSettings() Settings {
-	d := outbox.Config{}.WithDefaults()
-	return Settings{BatchSize: d.BatchSize, Concurrency: d.Concurrency, PollInterval: d.PollInterval}
-}
-
-// ParseSettings reads "BATCHxCONCURRENCY" (for example 500x64) with the default poll interval.
-func ParseSettings(s string) (Settings, error) {
-	b, c, ok := strings.Cut(strings.TrimSpace(s), "x")
-	bs, err1 := strconv.Atoi(b)
-	cs, err2 := strconv.Atoi(c)
-	if !ok || err1 != nil || err2 != nil || bs <= 0 || cs <= 0 {
-		return Settings{}, fmt.Errorf("settings %q: want BATCHxCONCURRENCY, for example 500x64", s)
-	}
-	d := DefaultSettings()
-	return Settings{BatchSize: bs, Concurrency: cs, PollInterval: d.PollInterval}, nil
-}
 
 // Options are the sizes and switches of a bench run. The zero value of a field is not its
 // default: main fills the documented defaults from its flags.
@@ -446,11 +405,16 @@ func keysLabel(keys int) string {
 	return fmt.Sprintf("%d keys", keys)
 }
 
-func runName(keys int, tuned bool) string {
+// runName names a backlog run by its keys and settings; a run of the claim mode lock says so.
+func runName(keys int, tuned bool, s Settings) string {
+	name := keysLabel(keys) + ", default"
 	if tuned {
-		return keysLabel(keys) + ", tuned"
+		name = keysLabel(keys) + ", tuned"
 	}
-	return keysLabel(keys) + ", default"
+	if s.Lock() {
+		name += " lock"
+	}
+	return name
 }
 
 // QueueBox is QueueBox's outbox delivery wired as production wires it: a pgx pool of
@@ -516,7 +480,7 @@ func NewQueueBox(ctx context.Context, o QueueBoxOptions) (*QueueBox, error) {
 	s := o.Settings
 	qb.Poller, err = outbox.New(outbox.Options{
 		Store:        st,
-		Config:       outbox.Config{BatchSize: s.BatchSize, Concurrency: s.Concurrency, PollInterval: s.PollInterval},
+		Config:       outbox.Config{BatchSize: s.BatchSize, Concurrency: s.Concurrency, PollInterval: s.PollInterval, ClaimMode: s.ClaimMode},
 		Routes:       route.NewTable([]route.Route{{Pattern: route.MustCompile("**"), Destination: "receiver"}}),
 		Destinations: []outbox.Destination{{Name: "receiver", Publisher: qb.pub}},
 		Metrics:      reg,
@@ -605,7 +569,7 @@ func (b *bench) backlog(ctx context.Context, spec backlogSpec) (BacklogRun, erro
 	keys, rows, s, profile := spec.Keys, spec.Rows, spec.Settings, spec.Profile
 	r := BacklogRun{Name: spec.Name, Keys: keys, Settings: s, Tuned: spec.Tuned, PoolSize: b.opts.PoolSize, Rows: rows, Burst: spec.Burst}
 	if r.Name == "" {
-		r.Name = runName(keys, spec.Tuned)
+		r.Name = runName(keys, spec.Tuned, s)
 		if spec.Burst {
 			r.Name += ", burst"
 		}
@@ -897,7 +861,7 @@ func printTable(w io.Writer, rep *Report) {
 		p("\n")
 	}
 	if len(rep.Backlog) > 0 {
-		p("%-22s %6s %5s %7s %8s %8s %8s %7s %6s %s\n", "backlog run", "batch", "conc", "rows", "seconds", "rows/s", "/ceiling", "target", "load1", "cpu poller/pg/rcv/other s (busy %)")
+		p("%-28s %6s %5s %7s %8s %8s %8s %7s %6s %s\n", "backlog run", "batch", "conc", "rows", "seconds", "rows/s", "/ceiling", "target", "load1", "cpu poller/pg/rcv/other s (busy %)")
 		for _, r := range rep.Backlog {
 			goal := TargetNoKeys
 			if r.Keys > 0 {
@@ -907,13 +871,13 @@ func printTable(w io.Writer, rep *Report) {
 			if r.RowsPerSecond >= goal {
 				mark = "met"
 			}
-			p("%-22s %6d %5d %7d %8.2f %8.0f %8.2f %7s %6.2f %.1f/%.1f/%.1f/%.1f (%.0f%%)\n", r.Name, r.Settings.BatchSize, r.Settings.Concurrency,
+			p("%-28s %6d %5d %7d %8.2f %8.0f %8.2f %7s %6.2f %.1f/%.1f/%.1f/%.1f (%.0f%%)\n", r.Name, r.Settings.BatchSize, r.Settings.Concurrency,
 				r.Rows, r.Seconds, r.RowsPerSecond, r.RatioToCeiling, fmt.Sprintf("%.0f %s", goal, mark), r.Load1,
 				r.CPU.PollerProcess, r.CPU.PostgresOurs, r.CPU.Receiver, r.CPU.OtherMachine, r.CPU.MachineBusyPct)
 		}
 		p("\n")
 		for _, r := range rep.Backlog {
-			p("%-22s statements: %s\n", r.Name, statementLine(r.Statements))
+			p("%-28s statements: %s\n", r.Name, statementLine(r.Statements))
 		}
 		p("\n")
 	}

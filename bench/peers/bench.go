@@ -13,6 +13,7 @@ import (
 	"github.com/alternayte/queuebox/bench/machine"
 	"github.com/alternayte/queuebox/bench/outboxbench"
 	"github.com/alternayte/queuebox/bench/report"
+	"github.com/alternayte/queuebox/shared/outbox"
 )
 
 // The systems of the bench, as -systems names them.
@@ -43,8 +44,12 @@ type Options struct {
 	// PoolSize is QueueBox's database.poolSize at the defaults, TunedPoolSize tuned.
 	PoolSize      int
 	TunedPoolSize int
-	River         RiverSettings
-	Watermill     WatermillSettings
+	// Lock measures QueueBox a third time in every round: the tuned settings in the claim mode
+	// lock (outbox.claimMode), with the tuned pool size. It is left out when the tuned settings
+	// claim in the lock mode already.
+	Lock      bool
+	River     RiverSettings
+	Watermill WatermillSettings
 	// WatermillSchemas are the Watermill schema adapters to run (offsets, queue), each one
 	// system of its own with the Watermill settings.
 	WatermillSchemas []string
@@ -112,6 +117,7 @@ type ReportOptions struct {
 	ExploreRows   int                    `json:"exploreRows"`
 	PoolSize      int                    `json:"poolSize"`
 	TunedPoolSize int                    `json:"tunedPoolSize"`
+	Lock          bool                   `json:"tunedLock"`
 	Ceilings      []int                  `json:"ceilingRequests"`
 	Payload       string                 `json:"payload"`
 	// PeersGoDefaultGC is set when the peers ran at Go's default garbage collector settings
@@ -210,14 +216,14 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		Machine: machine.Describe(),
 		Options: ReportOptions{
 			Rows: opts.Rows, Keys: opts.Keys, Systems: opts.Systems, Rounds: opts.Rounds, Tuned: opts.Tuned,
-			ExploreRows: opts.ExploreRows, PoolSize: opts.PoolSize, TunedPoolSize: opts.TunedPoolSize,
+			ExploreRows: opts.ExploreRows, PoolSize: opts.PoolSize, TunedPoolSize: opts.TunedPoolSize, Lock: opts.Lock,
 			Ceilings: opts.Ceilings, Payload: opts.Payload, PeersGoDefaultGC: opts.PeersGoDefaultGC, RunTimeout: opts.RunTimeout.String(),
 		},
 		PayloadSize: len(payload(1, "k1")),
 		Versions:    moduleVersions(),
 		Settings: map[string]SystemSettings{
 			SystemQueueBox: {"defaults": outboxbench.DefaultSettings(), "tunedCandidates": opts.Tuned, "poolSize": opts.PoolSize,
-				"tunedPoolSize": opts.TunedPoolSize, "insert": "INSERT ... SELECT unnest, one transaction, then VACUUM ANALYZE outbox"},
+				"tunedPoolSize": opts.TunedPoolSize, "tunedLock": opts.Lock, "insert": "INSERT ... SELECT unnest, one transaction, then VACUUM ANALYZE outbox"},
 			SystemRiver: {"maxWorkers": opts.River.MaxWorkers, "fetchCooldown": opts.River.FetchCooldown.String(),
 				"fetchPollInterval": opts.River.FetchPollInterval.String(), "poolSize": opts.River.PoolSize,
 				"insert": "InsertManyTx, one transaction"},
@@ -260,7 +266,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 					tuned, best = cand, r.RowsPerSecond
 				}
 			}
-			logf("%s: best tuned candidate %dx%d", keysLabel(keys), tuned.BatchSize, tuned.Concurrency)
+			logf("%s: best tuned candidate %s", keysLabel(keys), tuned)
 		}
 		for _, rows := range opts.Rows {
 			c := Comparison{Rows: rows, Keys: keys}
@@ -296,6 +302,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 
 // factories are the measured systems of one round, a peer and a QueueBox variant in turn
 // (so that a change of the machine's load falls on both), the ceilings first and last.
+// QueueBox's variants are its defaults, the tuned settings and, with Options.Lock, the tuned
+// settings in the claim mode lock.
 func (b *bench) factories(tuned outboxbench.Settings) []factory {
 	var peers, queueBox, ceilings []factory
 	for _, s := range b.opts.Systems {
@@ -303,6 +311,11 @@ func (b *bench) factories(tuned outboxbench.Settings) []factory {
 		case SystemQueueBox:
 			queueBox = append(queueBox, queueBoxFactory(outboxbench.DefaultSettings(), variantDefaults, b.opts.PoolSize),
 				queueBoxFactory(tuned, variantTuned, b.opts.TunedPoolSize))
+			if b.opts.Lock && !tuned.Lock() {
+				lock := tuned
+				lock.ClaimMode = outbox.ClaimModeLock
+				queueBox = append(queueBox, queueBoxFactory(lock, variantTunedLock, b.opts.TunedPoolSize))
+			}
 		case SystemRiver:
 			peers = append(peers, riverFactory(b.opts.River))
 		case SystemWatermill:

@@ -8,8 +8,10 @@ import (
 const (
 	variantDefaults = "defaults"
 	variantTuned    = "tuned"
-	variantPeer     = "peer"
-	variantCeiling  = "ceiling"
+	// variantTunedLock is the tuned settings in the claim mode lock (outbox.claimMode).
+	variantTunedLock = "tuned lock"
+	variantPeer      = "peer"
+	variantCeiling   = "ceiling"
 )
 
 // Comparison is every system over one size and key mode, each run Rounds times interleaved,
@@ -27,19 +29,22 @@ type Comparison struct {
 	BestPeerRate float64 `json:"bestPeerRowsPerSecond,omitempty"`
 	Ceiling      string  `json:"ceiling,omitempty"`
 	CeilingRate  float64 `json:"ceilingRowsPerSecond,omitempty"`
-	// RatioDefaults and RatioTuned are the medians over the rounds of QueueBox's rate ÷ the
-	// best peer's rate of the same round; RoundRatios are those of each round.
-	RatioDefaults float64      `json:"ratioDefaultsToBestPeer,omitempty"`
-	RatioTuned    float64      `json:"ratioTunedToBestPeer,omitempty"`
-	RoundRatios   []RoundRatio `json:"roundRatios,omitempty"`
+	// RatioDefaults, RatioTuned and RatioTunedLock are the medians over the rounds of
+	// QueueBox's rate ÷ the best peer's rate of the same round; RoundRatios are those of each
+	// round. RatioTunedLock is 0 when the tuned settings did not run in the claim mode lock.
+	RatioDefaults  float64      `json:"ratioDefaultsToBestPeer,omitempty"`
+	RatioTuned     float64      `json:"ratioTunedToBestPeer,omitempty"`
+	RatioTunedLock float64      `json:"ratioTunedLockToBestPeer,omitempty"`
+	RoundRatios    []RoundRatio `json:"roundRatios,omitempty"`
 }
 
 // RoundRatio is QueueBox's ratios to the best peer of one round.
 type RoundRatio struct {
-	Round    int     `json:"round"`
-	BestPeer string  `json:"bestPeer"`
-	Defaults float64 `json:"defaults,omitempty"`
-	Tuned    float64 `json:"tuned,omitempty"`
+	Round     int     `json:"round"`
+	BestPeer  string  `json:"bestPeer"`
+	Defaults  float64 `json:"defaults,omitempty"`
+	Tuned     float64 `json:"tuned,omitempty"`
+	TunedLock float64 `json:"tunedLock,omitempty"`
 }
 
 // SystemSummary is one system's runs of a comparison.
@@ -67,7 +72,8 @@ type SystemSummary struct {
 // summarize fills Systems, the best peer, the ceiling and the ratios from Runs.
 func (c *Comparison) summarize() {
 	c.Systems, c.RoundRatios = nil, nil
-	c.BestPeer, c.BestPeerRate, c.Ceiling, c.CeilingRate, c.RatioDefaults, c.RatioTuned = "", 0, "", 0, 0, 0
+	c.BestPeer, c.BestPeerRate, c.Ceiling, c.CeilingRate = "", 0, "", 0
+	c.RatioDefaults, c.RatioTuned, c.RatioTunedLock = 0, 0, 0
 	index := map[string]int{}
 	for _, r := range c.Runs {
 		i, ok := index[r.Label]
@@ -125,7 +131,7 @@ func abs(v float64) float64 {
 	return v
 }
 
-// roundRatios divides QueueBox's rate of each round by the best peer's rate of that round and
+// roundRatios divides QueueBox's rate of each round (each variant: defaults, tuned, tuned lock) by the best peer's rate of that round and
 // takes the medians over the rounds.
 func (c *Comparison) roundRatios() {
 	rounds := map[int]*RoundRatio{}
@@ -140,7 +146,7 @@ func (c *Comparison) roundRatios() {
 			best[r.Round], rounds[r.Round].BestPeer = r.RowsPerSecond, r.Label
 		}
 	}
-	var defaults, tuned []float64
+	var defaults, tuned, tunedLock []float64
 	for _, r := range c.Runs {
 		b := best[r.Round]
 		if b <= 0 {
@@ -154,9 +160,12 @@ func (c *Comparison) roundRatios() {
 		case variantTuned:
 			rounds[r.Round].Tuned = ratio
 			tuned = append(tuned, ratio)
+		case variantTunedLock:
+			rounds[r.Round].TunedLock = ratio
+			tunedLock = append(tunedLock, ratio)
 		}
 	}
-	if len(defaults)+len(tuned) == 0 {
+	if len(defaults)+len(tuned)+len(tunedLock) == 0 {
 		return
 	}
 	for _, n := range order {
@@ -164,4 +173,5 @@ func (c *Comparison) roundRatios() {
 	}
 	c.RatioDefaults = machine.Round(machine.Median(defaults), 2)
 	c.RatioTuned = machine.Round(machine.Median(tuned), 2)
+	c.RatioTunedLock = machine.Round(machine.Median(tunedLock), 2)
 }

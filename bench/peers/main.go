@@ -4,7 +4,8 @@
 // the rows with one query and POSTs them with no state kept. Each system drains the same
 // number of messages from PostgreSQL as HTTP POSTs to one loopback receiver (outboxbench's
 // receiver process), timed by the receiver's clock, with no keys and with 1,000 keys, three
-// interleaved rounds each; QueueBox runs at its documented defaults and at tuned settings.
+// interleaved rounds each; QueueBox runs at its documented defaults, at tuned settings, and at
+// the tuned settings in the claim mode lock (outbox.claimMode lock; -lock=false leaves it out).
 // The bench prints the median rows/s, the CPU of each party, the ratio QueueBox / best peer
 // and each system's fraction of the ceiling, and writes bench/results/peers.json. A run that
 // loses a message, duplicates one with no failed delivery, or delivers a key out of order in
@@ -65,10 +66,11 @@ func parseArgs(args []string, errOut io.Writer) (opts Options, sink bool, err er
 	keys := fs.Int("keys", 1000, "distinct keys of the keyed mode (0 runs no keys only)")
 	systems := fs.String("systems", "queuebox,river,watermill,ceiling", "systems to run, comma separated")
 	rounds := fs.Int("rounds", 3, "interleaved runs of each system per size and key mode; the figures are their medians")
-	tuned := fs.String("tuned", "500x128", "QueueBox tuned candidates, BATCHxCONCURRENCY, comma separated")
+	tuned := fs.String("tuned", "500x128", "QueueBox tuned candidates, BATCHxCONCURRENCY with an optional claim mode (500x128:lock), comma separated")
 	exploreRows := fs.Int("explore-rows", 0, "messages of the runs that choose the tuned candidate, per key mode (0 takes the first)")
 	poolSize := fs.Int("pool-size", 10, "QueueBox's database pool size at the defaults")
 	tunedPoolSize := fs.Int("tuned-pool-size", 24, "QueueBox's database pool size tuned")
+	lock := fs.Bool("lock", true, "measure QueueBox's tuned settings in the claim mode lock too (outbox.claimMode lock, the tuned pool size)")
 	riverPoolSize := fs.Int("river-pool-size", 24, "River's database pool size")
 	riverWorkers := fs.Int("river-workers", 128, "River MaxWorkers of the default queue")
 	riverCooldown := fs.Duration("river-fetch-cooldown", time.Millisecond, "River FetchCooldown")
@@ -93,7 +95,7 @@ func parseArgs(args []string, errOut io.Writer) (opts Options, sink bool, err er
 		return opts, true, nil
 	}
 	opts = Options{
-		Keys: *keys, Rounds: *rounds, ExploreRows: *exploreRows, PoolSize: *poolSize, TunedPoolSize: *tunedPoolSize,
+		Keys: *keys, Rounds: *rounds, ExploreRows: *exploreRows, PoolSize: *poolSize, TunedPoolSize: *tunedPoolSize, Lock: *lock,
 		River: RiverSettings{PoolSize: *riverPoolSize, MaxWorkers: *riverWorkers, FetchCooldown: *riverCooldown,
 			FetchPollInterval: *riverPoll},
 		Watermill: WatermillSettings{Topics: *wmTopics, BatchSize: *wmBatch, PollInterval: *wmPoll, Router: *wmRouter},

@@ -20,14 +20,14 @@ func TestParseArgsDefaults(t *testing.T) {
 	if got := opts.Rows; len(got) != 1 || got[0] != 100000 {
 		t.Errorf("Rows = %v, want [100000]", got)
 	}
-	if opts.Keys != 1000 || opts.PoolSize != 10 || opts.TunedPoolSize != 24 || opts.Rounds != 3 || opts.ExploreRows != 0 {
-		t.Errorf("Keys %d, PoolSize %d, TunedPoolSize %d, Rounds %d, ExploreRows %d; want 1000, 10, 24, 3, 0",
-			opts.Keys, opts.PoolSize, opts.TunedPoolSize, opts.Rounds, opts.ExploreRows)
+	if opts.Keys != 1000 || opts.PoolSize != 10 || opts.TunedPoolSize != 24 || opts.Rounds != 3 || opts.ExploreRows != 0 || !opts.Lock {
+		t.Errorf("Keys %d, PoolSize %d, TunedPoolSize %d, Rounds %d, ExploreRows %d, Lock %v; want 1000, 10, 24, 3, 0, true",
+			opts.Keys, opts.PoolSize, opts.TunedPoolSize, opts.Rounds, opts.ExploreRows, opts.Lock)
 	}
 	if got := strings.Join(opts.Systems, ","); got != "queuebox,river,watermill,ceiling" {
 		t.Errorf("Systems = %s", got)
 	}
-	if len(opts.Tuned) != 1 || opts.Tuned[0].BatchSize != 500 || opts.Tuned[0].Concurrency != 128 {
+	if len(opts.Tuned) != 1 || opts.Tuned[0].BatchSize != 500 || opts.Tuned[0].Concurrency != 128 || opts.Tuned[0].Lock() {
 		t.Errorf("Tuned = %+v, want 500x128", opts.Tuned)
 	}
 	if opts.River != (RiverSettings{PoolSize: 24, MaxWorkers: 128, FetchCooldown: time.Millisecond, FetchPollInterval: 5 * time.Millisecond}) {
@@ -43,17 +43,21 @@ func TestParseArgsDefaults(t *testing.T) {
 
 func TestParseArgsValues(t *testing.T) {
 	opts, _, err := parseArgs([]string{"-rows", "2000, 5000", "-systems", "river,queuebox", "-tuned", "500x32", "-keys", "0",
-		"-watermill-router", "-peers-go-default-gc", "-watermill-schemas", "queue", "-ceiling", "8", "-payload", "large"}, io.Discard)
+		"-watermill-router", "-peers-go-default-gc", "-watermill-schemas", "queue", "-ceiling", "8", "-payload", "large", "-lock=false"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !opts.Watermill.Router || !opts.PeersGoDefaultGC || strings.Join(opts.WatermillSchemas, ",") != "queue" ||
-		len(opts.Ceilings) != 1 || opts.Ceilings[0] != 8 || opts.Payload != "large" {
+		len(opts.Ceilings) != 1 || opts.Ceilings[0] != 8 || opts.Payload != "large" || opts.Lock {
 		t.Errorf("opts = %+v", opts)
 	}
 	if len(opts.Rows) != 2 || opts.Rows[1] != 5000 || strings.Join(opts.Systems, ",") != "river,queuebox" ||
 		len(opts.Tuned) != 1 || opts.Tuned[0].Concurrency != 32 || opts.Keys != 0 {
 		t.Errorf("opts = %+v", opts)
+	}
+	opts, _, err = parseArgs([]string{"-tuned", "500x64:lock, 500x128:lease"}, io.Discard)
+	if err != nil || len(opts.Tuned) != 2 || !opts.Tuned[0].Lock() || opts.Tuned[1].Lock() || opts.Tuned[1].Concurrency != 128 {
+		t.Errorf("-tuned 500x64:lock,500x128:lease: %+v, %v", opts.Tuned, err)
 	}
 	if _, sink, err := parseArgs([]string{"-sink"}, io.Discard); err != nil || !sink {
 		t.Errorf("-sink: sink %v, err %v", sink, err)
@@ -62,7 +66,7 @@ func TestParseArgsValues(t *testing.T) {
 
 func TestParseArgsRejects(t *testing.T) {
 	for _, args := range [][]string{
-		{"-rows", "0"}, {"-rows", "x"}, {"-systems", "kafka"}, {"-tuned", "500"}, {"-river-fetch-cooldown", "0s"},
+		{"-rows", "0"}, {"-rows", "x"}, {"-systems", "kafka"}, {"-tuned", "500"}, {"-tuned", "500x128:fast"}, {"-river-fetch-cooldown", "0s"},
 		{"-river-fetch-poll", "500us"}, {"-watermill-topics", "0"}, {"-keys", "-1"}, {"extra"},
 		{"-watermill-schemas", "mysql"}, {"-ceiling", "0"}, {"-rounds", "0"}, {"-payload", "huge"}, {"-tuned-pool-size", "0"},
 	} {
@@ -79,17 +83,23 @@ func TestSummarize(t *testing.T) {
 	c := Comparison{Runs: []RunResult{
 		run(1, "ceiling 64", variantCeiling, 20000), run(1, "Watermill", variantPeer, 5000),
 		run(1, "QueueBox defaults", variantDefaults, 6000), run(1, "River", variantPeer, 4000),
-		run(1, "QueueBox tuned", variantTuned, 9000), run(1, "ceiling 128", variantCeiling, 18000),
+		run(1, "QueueBox tuned", variantTuned, 9000), run(1, "QueueBox tuned lock", variantTunedLock, 11000),
+		run(1, "ceiling 128", variantCeiling, 18000),
 		run(2, "ceiling 64", variantCeiling, 16000), run(2, "Watermill", variantPeer, 10000),
 		run(2, "QueueBox defaults", variantDefaults, 8000), run(2, "River", variantPeer, 4000),
-		run(2, "QueueBox tuned", variantTuned, 12000), run(2, "ceiling 128", variantCeiling, 21000),
+		run(2, "QueueBox tuned", variantTuned, 12000), run(2, "QueueBox tuned lock", variantTunedLock, 13000),
+		run(2, "ceiling 128", variantCeiling, 21000),
 		run(3, "ceiling 64", variantCeiling, 17000), run(3, "Watermill", variantPeer, 4000),
 		run(3, "QueueBox defaults", variantDefaults, 5000), run(3, "River", variantPeer, 5000),
-		run(3, "QueueBox tuned", variantTuned, 7500), run(3, "ceiling 128", variantCeiling, 19000),
+		run(3, "QueueBox tuned", variantTuned, 7500), run(3, "QueueBox tuned lock", variantTunedLock, 9000),
+		run(3, "ceiling 128", variantCeiling, 19000),
 	}}
 	c.summarize()
-	if len(c.Systems) != 6 || c.Systems[1].Label != "Watermill" || c.Systems[1].Median != 5000 {
-		t.Fatalf("Systems = %+v, want 6 in order with Watermill's median 5000", c.Systems)
+	if len(c.Systems) != 7 || c.Systems[1].Label != "Watermill" || c.Systems[1].Median != 5000 {
+		t.Fatalf("Systems = %+v, want 7 in order with Watermill's median 5000", c.Systems)
+	}
+	if s := c.Systems[5]; s.Label != "QueueBox tuned lock" || s.Median != 11000 || s.ToBestPeer != 2.2 {
+		t.Errorf("QueueBox tuned lock: %+v, want the median 11000, 2.20 of the best peer", s)
 	}
 	if got := joinFloats(c.Systems[1].Loads, 0); got != "1/2/3" {
 		t.Errorf("Watermill's loads = %s, want 1/2/3", got)
@@ -102,14 +112,29 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("QueueBox defaults: of ceiling %.2f, to best peer %.2f; want 0.32, 1.20", s.OfCeiling, s.ToBestPeer)
 	}
 	// Per round, defaults / best peer of the round: 6000/5000, 8000/10000, 5000/5000.
-	if c.RatioDefaults != 1.0 || c.RatioTuned != 1.5 || len(c.RoundRatios) != 3 || c.RoundRatios[1].Defaults != 0.8 {
-		t.Errorf("ratios %.2f %.2f, rounds %+v; want 1.00 1.50 with round 2 at 0.80", c.RatioDefaults, c.RatioTuned, c.RoundRatios)
+	// Tuned lock / best peer of the round: 11000/5000, 13000/10000, 9000/5000.
+	if c.RatioDefaults != 1.0 || c.RatioTuned != 1.5 || c.RatioTunedLock != 1.8 || len(c.RoundRatios) != 3 ||
+		c.RoundRatios[1].Defaults != 0.8 || c.RoundRatios[1].TunedLock != 1.3 {
+		t.Errorf("ratios %.2f %.2f %.2f, rounds %+v; want 1.00 1.50 1.80 with round 2 at 0.80 and 1.30",
+			c.RatioDefaults, c.RatioTuned, c.RatioTunedLock, c.RoundRatios)
+	}
+	withoutLock := Comparison{}
+	for _, r := range c.Runs {
+		if r.Variant != variantTunedLock {
+			withoutLock.Runs = append(withoutLock.Runs, r)
+		}
+	}
+	withoutLock.summarize()
+	if withoutLock.RatioTuned != 1.5 || withoutLock.RatioTunedLock != 0 || withoutLock.RoundRatios[0].TunedLock != 0 {
+		t.Errorf("without the lock variant: ratios %.2f %.2f, rounds %+v; want 1.50 and none", withoutLock.RatioTuned,
+			withoutLock.RatioTunedLock, withoutLock.RoundRatios)
 	}
 	c.Runs = c.Runs[:3]
 	c.Runs[1].Variant = variantCeiling
 	c.summarize()
-	if c.BestPeer != "" || c.RatioDefaults != 0 || c.RatioTuned != 0 || c.RoundRatios != nil {
-		t.Errorf("without peers: best %q, ratios %.2f %.2f %v; want none", c.BestPeer, c.RatioDefaults, c.RatioTuned, c.RoundRatios)
+	if c.BestPeer != "" || c.RatioDefaults != 0 || c.RatioTuned != 0 || c.RatioTunedLock != 0 || c.RoundRatios != nil {
+		t.Errorf("without peers: best %q, ratios %.2f %.2f %.2f %v; want none", c.BestPeer, c.RatioDefaults, c.RatioTuned,
+			c.RatioTunedLock, c.RoundRatios)
 	}
 }
 
@@ -200,15 +225,58 @@ func TestPrintTable(t *testing.T) {
 		{Round: 1, Label: "QueueBox defaults (100x8, pool 10)", Variant: variantDefaults, RowsPerSecond: 6000, Delivery: Delivery{OrderChecked: true}},
 		{Round: 1, Label: "River (64 workers, pool 10)", Variant: variantPeer, RowsPerSecond: 5000, Order: "no per-key order",
 			Delivery: Delivery{OrderChecked: true, OrderViolations: 3}},
+		{Round: 1, Label: "QueueBox tuned, claim mode lock (500x128, pool 24)", Variant: variantTunedLock, RowsPerSecond: 8000,
+			Delivery: Delivery{OrderChecked: true}},
 	}}
 	c.summarize()
 	var buf bytes.Buffer
 	printTable(&buf, &Report{Comparisons: []Comparison{c}, Problems: []string{"lost one"}})
 	out := buf.String()
 	for _, want := range []string{"20000 rows, 1000 keys", "QueueBox defaults (100x8, pool 10)", "1.20x", "0.60",
-		"River (64 workers, pool 10), 5000", "ceiling (64 requests), 10000", "no per-key order", "2.5", "PROBLEMS", "lost one"} {
+		"River (64 workers, pool 10), 5000", "ceiling (64 requests), 10000", "no per-key order", "2.5", "PROBLEMS", "lost one",
+		"QueueBox tuned, claim mode lock (500x128, pool 24)", "tuned lock", "1.60x"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+	// The summary row: defaults 1.20x, no tuned run, tuned lock 1.60x.
+	var row string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "20000 rows, 1000 keys") && strings.Contains(line, "1.20x") {
+			row = line
+		}
+	}
+	if f := strings.Fields(row); len(f) < 7 || f[4] != "1.20x" || f[5] != "-" || f[6] != "1.60x" {
+		t.Errorf("summary row %q, want defaults 1.20x, tuned -, tuned lock 1.60x", row)
+	}
+}
+
+func TestQueueBoxVariants(t *testing.T) {
+	tuned, err := outboxbench.ParseSettings("500x128")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{opts: Options{Systems: []string{SystemQueueBox}, PoolSize: 10, TunedPoolSize: 24, Lock: true}}
+	fs := b.factories(tuned)
+	if len(fs) != 3 {
+		t.Fatalf("%d factories, want defaults, tuned and tuned lock", len(fs))
+	}
+	lock := fs[2]
+	if lock.variant != variantTunedLock || lock.label != "QueueBox tuned, claim mode lock (500x128, pool 24)" || !lock.ordered ||
+		!strings.Contains(lock.order, "as in the lease mode") {
+		t.Errorf("tuned lock: variant %q, label %q, order %q, ordered %v", lock.variant, lock.label, lock.order, lock.ordered)
+	}
+	if q := lock.new().(*queueBox); !q.settings.Lock() || q.poolSize != 24 || q.settings.BatchSize != 500 {
+		t.Errorf("tuned lock runs at %+v, pool %d", q.settings, q.poolSize)
+	}
+	if fs[1].label != "QueueBox tuned (500x128, pool 24)" || fs[1].new().(*queueBox).settings.Lock() {
+		t.Errorf("tuned: label %q", fs[1].label)
+	}
+	if fs := b.factories(outboxbench.Settings{BatchSize: 500, Concurrency: 128, ClaimMode: "lock"}); len(fs) != 2 {
+		t.Errorf("tuned already in the lock mode: %d factories, want 2", len(fs))
+	}
+	b.opts.Lock = false
+	if fs := b.factories(tuned); len(fs) != 2 || fs[1].variant != variantTuned {
+		t.Errorf("-lock=false: %d factories, want defaults and tuned", len(fs))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/alternayte/queuebox/bench/benchdb"
 	"github.com/alternayte/queuebox/bench/outboxbench"
@@ -24,11 +25,18 @@ type queueBox struct {
 	states   map[string]int
 }
 
+// queueBoxFactory measures QueueBox at s with a pool of poolSize; the label of a variant that
+// claims in the lock mode names the claim mode.
 func queueBoxFactory(s outboxbench.Settings, variant string, poolSize int) factory {
+	name, order := variant, "per key: a key's next row waits for its previous one"
+	if s.Lock() {
+		name = strings.TrimSuffix(variant, " lock") + ", claim mode lock"
+		order = "per key, as in the lease mode: a key's next row waits for its previous one"
+	}
 	return factory{
 		system: SystemQueueBox, variant: variant,
-		label: fmt.Sprintf("QueueBox %s (%dx%d, pool %d)", variant, s.BatchSize, s.Concurrency, poolSize),
-		order: "per key: a key's next row waits for its previous one", ordered: true,
+		label: fmt.Sprintf("QueueBox %s (%dx%d, pool %d)", name, s.BatchSize, s.Concurrency, poolSize),
+		order: order, ordered: true,
 		new: func() system { return &queueBox{settings: s, poolSize: poolSize} },
 	}
 }

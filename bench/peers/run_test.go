@@ -26,8 +26,9 @@ func TestMain(m *testing.M) {
 // TestRunEverySystem runs the whole bench on a few hundred messages against the real
 // PostgreSQL server (QUEUEBOX_TEST_DATABASE_URL or the local default): every system, both
 // Watermill schemas and two ceilings, two interleaved rounds, no keys and keys. Every run
-// must deliver every message, the ordered systems every key in order, and the report must
-// hold a median, a ratio and a fraction of the ceiling per system.
+// must deliver every message, the ordered systems every key in order (QueueBox in the claim
+// mode lock too), and the report must hold a median, a ratio and a fraction of the ceiling per
+// system.
 func TestRunEverySystem(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs PostgreSQL")
@@ -44,7 +45,7 @@ func TestRunEverySystem(t *testing.T) {
 	rep, err := Run(ctx, Options{
 		ServerURL: benchcmd.ServerURL(), Rows: []int{rows}, Keys: keys, Rounds: 2,
 		Systems: []string{SystemQueueBox, SystemRiver, SystemWatermill, SystemCeiling},
-		Tuned:   []outboxbench.Settings{tuned}, PoolSize: 4, TunedPoolSize: 6,
+		Tuned:   []outboxbench.Settings{tuned}, PoolSize: 4, TunedPoolSize: 6, Lock: true,
 		River:            RiverSettings{PoolSize: 4, MaxWorkers: 16, FetchCooldown: time.Millisecond, FetchPollInterval: 5 * time.Millisecond},
 		Watermill:        WatermillSettings{Topics: 4, BatchSize: 1000, PollInterval: 10 * time.Millisecond},
 		WatermillSchemas: []string{watermillOffsets, watermillQueue},
@@ -58,8 +59,8 @@ func TestRunEverySystem(t *testing.T) {
 		t.Fatalf("%d comparisons, want no keys and %d keys", len(rep.Comparisons), keys)
 	}
 	for _, c := range rep.Comparisons {
-		if len(c.Runs) != 2*7 || len(c.Systems) != 7 {
-			t.Fatalf("%d keys: %d runs of %d systems, want 14 of 7", c.Keys, len(c.Runs), len(c.Systems))
+		if len(c.Runs) != 2*8 || len(c.Systems) != 8 {
+			t.Fatalf("%d keys: %d runs of %d systems, want 16 of 8", c.Keys, len(c.Runs), len(c.Systems))
 		}
 		for _, r := range c.Runs {
 			d := r.Delivery
@@ -76,9 +77,10 @@ func TestRunEverySystem(t *testing.T) {
 				t.Errorf("%d keys, %s: %+v", c.Keys, s.Label, s)
 			}
 		}
-		if c.CeilingRate <= 0 || !strings.HasPrefix(c.Ceiling, "ceiling") || c.BestPeerRate <= 0 || c.RatioDefaults <= 0 || c.RatioTuned <= 0 {
-			t.Errorf("%d keys: ceiling %q %.0f, best peer %q %.0f, ratios %.2f %.2f", c.Keys, c.Ceiling, c.CeilingRate,
-				c.BestPeer, c.BestPeerRate, c.RatioDefaults, c.RatioTuned)
+		if c.CeilingRate <= 0 || !strings.HasPrefix(c.Ceiling, "ceiling") || c.BestPeerRate <= 0 || c.RatioDefaults <= 0 || c.RatioTuned <= 0 ||
+			c.RatioTunedLock <= 0 {
+			t.Errorf("%d keys: ceiling %q %.0f, best peer %q %.0f, ratios %.2f %.2f %.2f", c.Keys, c.Ceiling, c.CeilingRate,
+				c.BestPeer, c.BestPeerRate, c.RatioDefaults, c.RatioTuned, c.RatioTunedLock)
 		}
 	}
 	var saved Report
@@ -86,7 +88,7 @@ func TestRunEverySystem(t *testing.T) {
 		t.Errorf("the JSON report at %s does not read back: %v", out, err)
 	}
 	for _, want := range []string{"Watermill offsets (4 topics, batch 1000)", "Watermill queue (4 topics, batch 1000)",
-		"ceiling (16 requests)", "QueueBox tuned (50x16, pool 6)", "no per-key order"} {
+		"ceiling (16 requests)", "QueueBox tuned (50x16, pool 6)", "QueueBox tuned, claim mode lock (50x16, pool 6)", "no per-key order"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, table.String())
 		}

@@ -24,7 +24,7 @@ func printTable(w io.Writer, rep *Report) {
 		p("\n")
 	}
 	for _, c := range rep.Comparisons {
-		p("\n%-44s %8s %-23s %-17s %6s %6s %-14s %4s %5s  %s\n", fmt.Sprintf("%d rows, %s", c.Rows, keysLabel(c.Keys)),
+		p("\n%-50s %8s %-23s %-17s %6s %6s %-14s %4s %5s  %s\n", fmt.Sprintf("%d rows, %s", c.Rows, keysLabel(c.Keys)),
 			"median", "rows/s of each round", "load1 of each", "/ceil", "/peer", "us/row p/pg/r", "dup", "order", "per-key order")
 		for _, s := range c.Systems {
 			order := "-"
@@ -32,15 +32,17 @@ func printTable(w io.Writer, rep *Report) {
 				order = strconv.Itoa(s.OrderViolations)
 			}
 			u := s.CPU
-			p("%-44s %8.0f %-23s %-17s %6s %6s %-14s %4d %5s  %s\n", s.Label, s.Median, joinFloats(s.Rates, 0), joinFloats(s.Loads, 1),
+			p("%-50s %8.0f %-23s %-17s %6s %6s %-14s %4d %5s  %s\n", s.Label, s.Median, joinFloats(s.Rates, 0), joinFloats(s.Loads, 1),
 				fraction(s.OfCeiling), fraction(s.ToBestPeer), fmt.Sprintf("%.0f/%.0f/%.0f", u.ProcessUsRow, u.PostgresUsRow, u.ReceiverUsRow),
 				s.Duplicates, order, s.Order)
 		}
 	}
-	p("\n%-30s %9s %7s  %-44s %s\n", "QueueBox / best peer (median)", "defaults", "tuned", "best peer (median rows/s)", "ceiling (median rows/s)")
+	p("\n%-30s %9s %7s %11s  %-44s %s\n", "QueueBox / best peer (median)", "defaults", "tuned", "tuned lock",
+		"best peer (median rows/s)", "ceiling (median rows/s)")
 	for _, c := range rep.Comparisons {
-		p("%-30s %8.2fx %6.2fx  %-44s %s\n", fmt.Sprintf("%d rows, %s", c.Rows, keysLabel(c.Keys)),
-			c.RatioDefaults, c.RatioTuned, fmt.Sprintf("%s, %.0f", c.BestPeer, c.BestPeerRate), fmt.Sprintf("%s, %.0f", c.Ceiling, c.CeilingRate))
+		p("%-30s %9s %7s %11s  %-44s %s\n", fmt.Sprintf("%d rows, %s", c.Rows, keysLabel(c.Keys)),
+			times(c.RatioDefaults), times(c.RatioTuned), times(c.RatioTunedLock),
+			fmt.Sprintf("%s, %.0f", c.BestPeer, c.BestPeerRate), fmt.Sprintf("%s, %.0f", c.Ceiling, c.CeilingRate))
 	}
 	if len(rep.Problems) > 0 {
 		p("\nPROBLEMS:\n")
@@ -66,4 +68,13 @@ func fraction(v float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", v)
+}
+
+// times writes a ratio with an x ("1.20x"), or "-" when there is none (a variant that did not
+// run).
+func times(v float64) string {
+	if v <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", v)
 }

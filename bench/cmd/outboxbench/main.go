@@ -25,7 +25,7 @@ func run(ctx context.Context, args []string) int {
 	sink := fs.Bool(outboxbench.SinkFlag, false, "run as the helper process (receiver and producer); used by the bench itself")
 	rows := fs.Int("rows", 50000, "backlog rows of each measured backlog run")
 	keys := fs.Int("keys", 1000, "distinct keys of the keyed runs (0 skips them)")
-	tuned := fs.String("tuned", "500x64,500x128", "tuned candidates, BATCHxCONCURRENCY, comma separated")
+	tuned := fs.String("tuned", "500x64,500x128", "tuned candidates, BATCHxCONCURRENCY with an optional claim mode (500x128:lock, outbox.claimMode), comma separated")
 	exploreRows := fs.Int("explore-rows", 20000, "backlog rows of the runs that choose the tuned candidate (0 takes the first)")
 	poolSize := fs.Int("pool-size", 10, "the poller's database pool size (database.poolSize)")
 	rate := fs.Float64("latency-rate", 200, "rows per second inserted during the latency run")
