@@ -37,7 +37,8 @@ func (r *run) claimLoop(ctx context.Context, opts RunOptions) {
 		// Concurrency claimed rows (lowWater + BatchSize + Concurrency) wait for or run
 		// their publish; the rows whose publish returned wait for the finisher apart from
 		// them (at most finishBatch more), so a slow finishing write does not stop the
-		// claims: the finisher's next statement simply takes more rows.
+		// claims: the finisher's next statement simply takes more rows. In the claim mode
+		// lock, a claim also waits while the run holds Config.HeldBatches claims.
 		r.mu.Lock()
 		inflight, queued := len(r.inflight), r.queued
 		unpublished := inflight - r.finishing

@@ -1,7 +1,9 @@
 // Package outbox delivers outbox rows: it claims due rows through the store, routes each by
 // its topic, publishes it with a bounded number in flight, renews the leases of publishes that
 // run long, and finishes every row through the claim fence (sent, retry with backoff, or
-// dead). Finishing writes are grouped so that one statement fences many rows.
+// dead). Finishing writes are grouped so that one statement fences many rows. In the opt-in
+// claim mode lock (Config.ClaimMode, held.go) a claim holds its rows under row locks instead,
+// and writes each row once, with its outcome, when the whole claim is done.
 //
 // The Poller is driven by the local process (a loop until shutdown) and by the poll Lambda
 // function (a loop until the invocation deadline); both call Run with different options.
