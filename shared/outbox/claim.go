@@ -102,12 +102,13 @@ func (r *run) claimOnce(ctx context.Context) {
 	}
 }
 
-// sleep waits for d, a wake, ctx, and (when onFinish) the next flush of finishing writes.
+// sleep waits for d, a wake, ctx, and (when onFinish) the next flush of finishing writes that
+// may have freed a key (r.freed).
 func (r *run) sleep(ctx context.Context, t *time.Timer, d time.Duration, onFinish bool) {
 	t.Reset(d)
 	var finished <-chan struct{}
 	if onFinish {
-		finished = r.finished
+		finished = r.freed
 	}
 	select {
 	case <-ctx.Done():
@@ -141,6 +142,11 @@ func (r *run) claimBatch(ctx context.Context, limit int) (int, error) {
 	r.mu.Lock()
 	if r.window {
 		params.Window = claimWindow * limit
+		if r.held != nil {
+			// The rows that the run's other lock claims hold are still pending, first in
+			// the window: the claim's window passes over them.
+			params.Skip = r.heldIDs()
+		}
 	}
 	r.mu.Unlock()
 	// The lease that the database gives each row starts when the statement runs, after it was

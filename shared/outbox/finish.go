@@ -98,6 +98,9 @@ func (r *run) finish(batch []result) {
 	for _, hb := range completed {
 		r.finishHeld(hb, abandon)
 	}
+	if r.held == nil || len(completed) > 0 {
+		r.signalFreed()
+	}
 	r.mu.Lock()
 	for _, res := range batch {
 		res.f.cancel()
@@ -113,6 +116,18 @@ func (r *run) finish(batch []result) {
 func (r *run) signalFinished() {
 	select {
 	case r.finished <- struct{}{}:
+	default:
+	}
+}
+
+// signalFreed tells a claim loop that waits after a short claim that finishing writes may have
+// freed the next rows of their keys: after every flush in the lease mode, and in the claim mode
+// lock only after a commit, since a key stays held until its claim commits. A claim after each
+// flush of a lock claim's rows found nothing new, and with every key in flight each such claim
+// walked the keys of its window in vain.
+func (r *run) signalFreed() {
+	select {
+	case r.freed <- struct{}{}:
 	default:
 	}
 }

@@ -28,6 +28,8 @@ const (
 // heldBatch is the rows of one lock claim. Its fields are guarded by the run's mutex.
 type heldBatch struct {
 	lock store.OutboxLock
+	// ids are the rows that the claim holds.
+	ids []string
 	// left counts the rows of the claim without a result yet.
 	left int
 	// results are the results of its rows that came so far; a row released at a stop has
@@ -113,11 +115,24 @@ func (r *run) claimHeld(ctx context.Context, params store.OutboxClaimParams) ([]
 	if err != nil || len(rows) == 0 {
 		return nil, nil, err
 	}
-	hb := &heldBatch{lock: lock, left: len(rows)}
+	hb := &heldBatch{lock: lock, left: len(rows), ids: make([]string, len(rows))}
+	for i := range rows {
+		hb.ids[i] = rows[i].ID
+	}
 	r.mu.Lock()
 	r.held[hb] = true
 	r.mu.Unlock()
 	return rows, hb, nil
+}
+
+// heldIDs returns the ids of the rows that the run's lock claims hold, which the window of
+// its next lock claim passes over (store.OutboxClaimParams.Skip). The caller holds r.mu.
+func (r *run) heldIDs() []string {
+	var ids []string
+	for hb := range r.held {
+		ids = append(ids, hb.ids...)
+	}
+	return ids
 }
 
 // heldFull tells whether the run holds as many lock claims as it may. The caller holds r.mu.

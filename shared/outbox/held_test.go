@@ -76,24 +76,27 @@ func TestLockModeWritesEachOutcomeOnce(t *testing.T) {
 }
 
 // TestLockModeStopLeavesQueuedRowsPending: at a stop, the rows that no publisher took get no
-// write and no request, and the row in flight is finished when its publish returns.
+// request, and when the publish in flight outlives the shutdown timeout the claim is rolled
+// back: every row is pending, unattempted, as soon as Run returns.
 func TestLockModeStopLeavesQueuedRowsPending(t *testing.T) {
 	t.Parallel()
 	fx := newFixture(t)
 	gate := make(chan struct{})
 	started := make(chan struct{}, 10)
-	rc := newReceiver(t, func(*http.Request, int) int {
+	rc := newReceiver(t, func(r *http.Request, _ int) int {
 		started <- struct{}{}
-		<-gate
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+		}
 		return http.StatusOK
 	})
 	var openGate sync.Once
-	release := func() { openGate.Do(func() { close(gate) }) }
-	t.Cleanup(release)
+	t.Cleanup(func() { openGate.Do(func() { close(gate) }) })
 	for range 10 {
 		insert(t, fx.store, store.OutboxInsertParams{Topic: "order.stop", Payload: json.RawMessage(`{}`)})
 	}
-	p := newPoller(t, fx.store, outbox.Config{BatchSize: 10, Concurrency: 1, PollInterval: time.Hour, ShutdownTimeout: 30 * time.Second, ClaimMode: outbox.ClaimModeLock}, rc, nil)
+	p := newPoller(t, fx.store, outbox.Config{BatchSize: 10, Concurrency: 1, PollInterval: time.Hour, ShutdownTimeout: 200 * time.Millisecond, ClaimMode: outbox.ClaimModeLock}, rc, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan outbox.Summary, 1)
 	go func() { done <- p.Run(ctx, outbox.RunOptions{}) }()
@@ -103,26 +106,30 @@ func TestLockModeStopLeavesQueuedRowsPending(t *testing.T) {
 		t.Fatal("no publish began within 30 s")
 	}
 	cancel()
-	release()
 	var sum outbox.Summary
 	select {
 	case sum = <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return within 30 s of the stop")
 	}
-	if sum.Released != 9 || sum.Sent != 1 || sum.Claimed != 10 {
-		t.Errorf("summary = %+v; want 10 claimed, 1 sent, 9 released", sum)
+	if sum.Released != 9 || sum.Sent != 0 || sum.Claimed != 10 {
+		t.Errorf("summary = %+v; want 10 claimed, 0 sent, 9 released", sum)
 	}
-	var sent, pending int
+	var pending int
 	if err := fx.pool.QueryRow(context.Background(),
-		`SELECT count(*) FILTER (WHERE state = 'sent'), count(*) FILTER (WHERE state = 'pending' AND attempt = 0) FROM outbox`).Scan(&sent, &pending); err != nil {
+		`SELECT count(*) FROM outbox WHERE state = 'pending' AND attempt = 0 AND claim_token IS NULL`).Scan(&pending); err != nil {
 		t.Fatal(err)
 	}
-	if sent != 1 || pending != 9 {
-		t.Errorf("%d rows sent and %d pending unattempted, want 1 and 9", sent, pending)
+	if pending != 10 {
+		t.Errorf("%d rows pending unattempted after the stop, want 10", pending)
 	}
 	if n := rc.count(); n != 1 {
 		t.Errorf("%d requests, want 1: a released row is not published", n)
+	}
+	// The rows are free at once: a claim takes all ten.
+	q := newPoller(t, fx.store, outbox.Config{BatchSize: 10, PollInterval: 10 * time.Millisecond, ClaimMode: outbox.ClaimModeLock}, newReceiver(t, nil), nil)
+	if got := q.RunOnce(context.Background()); got.Claimed != 10 || got.Sent != 10 {
+		t.Errorf("a run after the stop: %+v, want 10 claimed and sent", got)
 	}
 }
 

@@ -29,6 +29,7 @@ type run struct {
 	queue    chan *flight  // claimed rows waiting for a publisher
 	hungry   chan struct{} // signalled when fewer than lowWater rows wait
 	finished chan struct{} // signalled after every flush of finishing writes
+	freed    chan struct{} // signalled after a flush that may have freed keys (signalFreed)
 	done     chan struct{} // closed when the run stops its helpers
 
 	mu       sync.Mutex
@@ -127,6 +128,7 @@ func newRun(ctx context.Context, p *Poller) *run {
 		queue:          make(chan *flight, maxUnpublished),
 		hungry:         make(chan struct{}, 1),
 		finished:       make(chan struct{}, 1),
+		freed:          make(chan struct{}, 1),
 		done:           make(chan struct{}),
 		inflight:       map[string]*flight{},
 		writer:         writeretry.New(writeretry.Batch),
@@ -268,6 +270,9 @@ func (r *run) releaseHeldQueued(left []*flight) {
 	r.mu.Unlock()
 	for _, hb := range completed {
 		r.finishHeld(hb, abandon)
+	}
+	if len(completed) > 0 {
+		r.signalFreed()
 	}
 	r.signalFinished()
 }

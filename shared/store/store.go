@@ -96,6 +96,10 @@ type OutboxClaimParams struct {
 	// or took a row with a key, when the rows ahead may be held by their keys. A store may
 	// ignore it: the rows claimed qualify either way.
 	Window int
+	// Skip lists the ids of rows that the caller holds under lock claims of its own: the
+	// window of OutboxLockClaim passes over them, as they are still pending. OutboxClaim
+	// does not read it.
+	Skip []string
 }
 
 // OutboxRenewParams are the parameters of OutboxRenew.

@@ -33,8 +33,8 @@ type limitTexts struct {
 const maxLimitTexts = 32
 
 // claimParams finds the parameters of a claim: $1 the limit, $2 the lease, $3 the window (if
-// any).
-var claimParams = regexp.MustCompile(`\$[123]\b`)
+// any) and $4 the rows that a lock claim's window passes over (if any).
+var claimParams = regexp.MustCompile(`\$[1234]\b`)
 
 // text returns sql with $1 written as limit, $3 as window and $2 renumbered $1, and whether it
 // did; false when the bound of texts is reached.
@@ -57,7 +57,8 @@ func (l *limitTexts) text(sql string, limit, window int) (string, bool) {
 }
 
 // inlineLimits writes limit for $1 and window for $3 into a claim statement and renumbers its
-// lease parameter $2 as $1, the statement's only parameter then.
+// lease parameter $2 as $1, the statement's only parameter then, or its first with the rows to
+// pass over, $4, renumbered $2.
 func inlineLimits(sql string, limit, window int) string {
 	return claimParams.ReplaceAllStringFunc(sql, func(m string) string {
 		switch m {
@@ -65,6 +66,8 @@ func inlineLimits(sql string, limit, window int) string {
 			return strconv.Itoa(limit)
 		case "$2":
 			return "$1"
+		case "$4":
+			return "$2"
 		}
 		return strconv.Itoa(window)
 	})

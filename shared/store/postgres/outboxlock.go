@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -59,12 +60,35 @@ ORDER BY scheduled_at, seq`
 const lockFence = `
   AND o.{state} IS NOT DISTINCT FROM 'pending'`
 
-// lockClaimSQL rewrites a claim of the lease mode as a claim of the lock mode.
+// freeLimit ends the windowed claim's qb_free, which the lock claim leaves unlimited.
+const freeLimit = "\n    LIMIT $1\n),\nqb_gate AS ("
+
+// windowOrder ends the windowed claim's qb_window; the lock claim passes over the rows of $4
+// before it (skipHeld).
+const windowOrder = "\n    ORDER BY o.{scheduled_at}\n    LIMIT $3\n),\nqb_free AS ("
+
+// skipHeld leaves out of a lock claim's window the rows that the caller's other lock claims
+// hold ($4, store.OutboxClaimParams.Skip): they are still pending and would fill the window,
+// which then held no free row while free rows wait behind it (every row its own key, and the
+// poller holding a few claims of 500). NOT IN is a filter on the ordered index scan through a
+// hashed subplan of their ids; written NOT EXISTS, it became a hash anti-join that read every
+// due row and sorted them, 60 ms on 100 000 rows against the window's few.
+const skipHeld = "\n      AND o.{id} NOT IN (SELECT qb_held.id FROM unnest($4::uuid[]) AS qb_held(id))"
+
+// lockClaimSQL rewrites a claim of the lease mode as a claim of the lock mode. The windowed
+// claim's qb_free keeps every free row of the window instead of the first $1: the rows that
+// other lock claims hold are still pending and free there, and they come first in the window,
+// so the first $1 could all be held while the rows after them are free. The candidates' lock
+// (SKIP LOCKED, then the limit) passes over the held ones, and the window leaves out the rows
+// that the caller holds itself (skipHeld).
 func lockClaimSQL(claim string) (string, error) {
 	head, ok := strings.CutSuffix(claim, "),"+outboxClaimTail)
-	if !ok || strings.Count(head, candidatesSelect) != 1 {
+	if !ok || strings.Count(head, candidatesSelect) != 1 || strings.Count(head, freeLimit) != strings.Count(head, windowOrder) ||
+		strings.Count(head, freeLimit) > 1 {
 		return "", errors.New("building the lock claim: the claim has not the expected shape")
 	}
+	head = strings.Replace(head, freeLimit, "\n),\nqb_gate AS (", 1)
+	head = strings.Replace(head, windowOrder, skipHeld+windowOrder, 1)
 	return strings.Replace(head, candidatesSelect, lockColumns, 1) + lockTail, nil
 }
 
@@ -117,14 +141,19 @@ func (s *Store) OutboxLockClaim(ctx context.Context, params store.OutboxClaimPar
 	if params.Lease <= 0 {
 		return nil, nil, fmt.Errorf("lock-claiming outbox batch: lease %s is not above 0", params.Lease)
 	}
+	// The parameters: $1 the limit, $2 the lease; with a window, $3 the window and $4 the
+	// rows to pass over. With the limits in the text (limitTexts), the lease and those rows.
 	sql, texts, args := s.sql.lock.claim, &s.lockTexts, []any{params.Limit, micros(params.Lease)}
+	inlined := []any{micros(params.Lease)}
 	window := 0
 	if params.Window > 0 {
 		window = max(params.Window, params.Limit)
-		sql, texts, args = s.sql.lock.claimWindow, &s.lockWindowTexts, append(args, window)
+		skip := skipIDs(params.Skip)
+		sql, texts, args = s.sql.lock.claimWindow, &s.lockWindowTexts, append(args, window, skip)
+		inlined = append(inlined, skip)
 	}
 	if text, ok := texts.text(sql, params.Limit, window); ok {
-		sql, args = text, args[1:2]
+		sql, args = text, inlined
 	}
 	c, err := s.pool.acquire(ctx)
 	if err != nil {
@@ -302,4 +331,15 @@ func delaysAndErrors(fs []fenced) (delays []int64, errs []string) {
 		errs[i] = cleanText(f.lastError)
 	}
 	return delays, errs
+}
+
+// skipIDs returns the ids of skip that are UUIDs (no other can match a row) as 16-byte UUIDs.
+func skipIDs(skip []string) [][16]byte {
+	out := make([][16]byte, 0, len(skip))
+	for _, id := range skip {
+		if u, err := uuid.Parse(id); err == nil {
+			out = append(out, [16]byte(u))
+		}
+	}
+	return out
 }

@@ -21,6 +21,7 @@ func lockTests() []testCase {
 		{name: "OutboxLockReleaseLeavesRowsAsTheyWere", run: testOutboxLockReleaseLeavesRowsAsTheyWere},
 		{name: "OutboxLockFailedFinishWritesNothing", run: testOutboxLockFailedFinishWritesNothing},
 		{name: "OutboxLockKeyOrderUnderConcurrency", run: testOutboxLockKeyOrderUnderConcurrency},
+		{name: "OutboxLockWindowPassesHeldRows", custom: true, run: testOutboxLockWindowPassesHeldRows},
 		{name: "OutboxLockKeyOrderUnderConcurrencyWindowed", run: windowed(testOutboxLockKeyOrderUnderConcurrency)},
 	}
 }
@@ -260,5 +261,32 @@ func testOutboxLockKeyOrderUnderConcurrency(t *testing.T, e *env) {
 		if !slices.Equal(claimSeq[k], want) {
 			t.Errorf("key %s: claimed in the order %v, want %v", k, claimSeq[k], want)
 		}
+	}
+}
+
+// testOutboxLockWindowPassesHeldRows: the rows that a lock claim holds are still pending and
+// come first in the next claim's window; a windowed lock claim whose window also spans them
+// passes over them and takes the free rows behind them.
+func testOutboxLockWindowPassesHeldRows(t *testing.T, e *env) {
+	l := e.locker(t)
+	var rows []store.OutboxInsertParams
+	for i := range 8 {
+		rows = append(rows, store.OutboxInsertParams{Topic: "t", Key: fmt.Sprintf("k%d", i), Payload: payloadN(i)})
+	}
+	ids := e.insert(t, rows...)
+	held, first := e.lockClaim(t, l, 4)
+	defer held.Release()
+	if !slices.Equal(msgIDs(first), ids[:4]) {
+		t.Fatalf("first lock claim: got %v, want %v", msgIDs(first), ids[:4])
+	}
+	lk, next, err := l.OutboxLockClaim(e.ctx, store.OutboxClaimParams{Limit: 4, Lease: lease, Window: 8})
+	if err != nil {
+		t.Fatalf("windowed lock claim: %v", err)
+	}
+	if lk != nil {
+		defer lk.Release()
+	}
+	if !slices.Equal(msgIDs(next), ids[4:]) {
+		t.Fatalf("windowed lock claim past 4 held rows: got %v, want %v", msgIDs(next), ids[4:])
 	}
 }
