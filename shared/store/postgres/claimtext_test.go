@@ -25,6 +25,25 @@ func TestInlineLimitsWritesTheLimitsAndRenumbersTheLease(t *testing.T) {
 	}
 }
 
+// TestInlineLimitsOfTheLockClaims: the lock claims keep the lease as $1, and the windowed one
+// the rows to pass over, its $4, as $2; no limit is left a parameter, and the windowed claim's
+// qb_free has no limit of its own.
+func TestInlineLimitsOfTheLockClaims(t *testing.T) {
+	st, err := buildLockStatements(store.DefaultNames())
+	require.NoError(t, err)
+	plain := inlineLimits(st.claim, 7, 0)
+	require.NotContains(t, plain, "$2")
+	require.Contains(t, plain, "LIMIT 7")
+	require.Equal(t, 1, strings.Count(plain, "$1::bigint"), "the lease is the only parameter")
+	windowed := inlineLimits(st.claimWindow, 7, 23)
+	require.NotContains(t, windowed, "$3")
+	require.NotContains(t, windowed, "$4")
+	require.Equal(t, 1, strings.Count(windowed, "$1::bigint"), "the lease")
+	require.Equal(t, 1, strings.Count(windowed, "unnest($2::uuid[])"), "the rows to pass over")
+	require.Contains(t, windowed, "LIMIT 23")
+	require.NotContains(t, windowed, "LIMIT 7\n),\nqb_gate", "qb_free keeps every free row")
+}
+
 func TestLimitTextsAreBounded(t *testing.T) {
 	var l limitTexts
 	for i := range maxLimitTexts {
