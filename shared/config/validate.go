@@ -218,6 +218,10 @@ func (v *validator) columns(p keyPath, keys, names []string) {
 	}
 }
 
+// minLockPoolSize is the smallest database.poolSize of outbox.claimMode lock: a connection for
+// a held claim and two for the other statements.
+const minLockPoolSize = 3
+
 func (v *validator) outbox(c *Config) {
 	o := c.Outbox
 	p := keyPath{"outbox"}
@@ -233,6 +237,10 @@ func (v *validator) outbox(c *Config) {
 	if v.oneOf(p.child("claimMode"), string(o.ClaimMode), string(ClaimModeLease), string(ClaimModeLock)) && o.ClaimMode == ClaimModeLock {
 		if d, ok := v.comps.dialect(c.Database.Type); ok && !d.ClaimLock {
 			v.add(p.child("claimMode"), "is lock, which database.type %s does not offer; use lease", d.Name)
+		}
+		if c.Database.PoolSize > 0 && c.Database.PoolSize < minLockPoolSize {
+			v.add(p.child("claimMode"), "is lock, which holds a connection per claim and needs database.poolSize %d or more, not %d",
+				minLockPoolSize, c.Database.PoolSize)
 		}
 	}
 	v.capture(c)
