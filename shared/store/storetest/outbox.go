@@ -251,17 +251,8 @@ func testOutboxClaimNeverTakesARowTwice(t *testing.T, e *env) {
 // rows on 50 keys. No two rows of one key may be in flight at once, and every key must be
 // delivered in sequence order.
 func testOutboxKeyOrderUnderConcurrency(t *testing.T, e *env) {
-	const rows, keys, perTx, workers = 2000, 50, 8, 8
-	for i := 0; i < rows; i += perTx {
-		batch := make([]store.OutboxInsertParams, perTx)
-		for j := range batch {
-			n := i + j
-			// Pairs of consecutive rows share a key, so a key has two rows in one transaction
-			// with the same created_at: only sequence orders them.
-			batch[j] = store.OutboxInsertParams{Topic: "t", Key: fmt.Sprintf("k%02d", (n/2)%keys), Payload: payloadN(n)}
-		}
-		e.insert(t, batch...)
-	}
+	const rows, keys, workers = 2000, 50, 8
+	insertKeyPairs(t, e, rows, keys)
 
 	var (
 		mu       sync.Mutex
@@ -322,6 +313,29 @@ func testOutboxKeyOrderUnderConcurrency(t *testing.T, e *env) {
 		return
 	}
 
+	checkSentInKeyOrder(t, e, keys, claimSeq)
+}
+
+// insertKeyPairs inserts rows rows over keys keys, 8 to a transaction. Pairs of consecutive
+// rows share a key, so a key has two rows in one transaction with the same created_at: only
+// sequence orders them.
+func insertKeyPairs(t *testing.T, e *env, rows, keys int) {
+	t.Helper()
+	const perTx = 8
+	for i := 0; i < rows; i += perTx {
+		batch := make([]store.OutboxInsertParams, perTx)
+		for j := range batch {
+			n := i + j
+			batch[j] = store.OutboxInsertParams{Topic: "t", Key: fmt.Sprintf("k%02d", (n/2)%keys), Payload: payloadN(n)}
+		}
+		e.insert(t, batch...)
+	}
+}
+
+// checkSentInKeyOrder checks that every row is sent, that the rows of each of the keys keys were
+// claimed in sequence order (claimSeq), and that the database marked them sent in that order.
+func checkSentInKeyOrder(t *testing.T, e *env, keys int, claimSeq map[string][]int64) {
+	t.Helper()
 	wantSeq := map[string][]int64{}
 	type stamp struct {
 		seq     int64

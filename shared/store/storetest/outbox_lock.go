@@ -180,18 +180,11 @@ func testOutboxLockFailedFinishWritesNothing(t *testing.T, e *env) {
 
 // testOutboxLockKeyOrderUnderConcurrency: eight workers lock-claim and finish 2 000 rows of 50
 // keys; no row of a key is claimed while another row of that key is held, every row is sent
-// once, and each key's rows were claimed in sequence order.
+// once, and each key's rows were claimed and marked sent in sequence order.
 func testOutboxLockKeyOrderUnderConcurrency(t *testing.T, e *env) {
 	l := e.locker(t)
-	const rows, keys, perTx, workers = 2000, 50, 8, 8
-	for i := 0; i < rows; i += perTx {
-		batch := make([]store.OutboxInsertParams, perTx)
-		for j := range batch {
-			n := i + j
-			batch[j] = store.OutboxInsertParams{Topic: "t", Key: fmt.Sprintf("k%02d", (n/2)%keys), Payload: payloadN(n)}
-		}
-		e.insert(t, batch...)
-	}
+	const rows, keys, workers = 2000, 50, 8
+	insertKeyPairs(t, e, rows, keys)
 	var (
 		mu       sync.Mutex
 		inFlight = map[string]string{}  // key → id of the row held
@@ -247,21 +240,7 @@ func testOutboxLockKeyOrderUnderConcurrency(t *testing.T, e *env) {
 	if t.Failed() {
 		return
 	}
-	wantSeq := map[string][]int64{}
-	for _, r := range e.outboxRows(t) {
-		if r.State != store.OutboxSent {
-			t.Fatalf("row %s is %s, want sent", r.ID, r.State)
-		}
-		wantSeq[*r.Key] = append(wantSeq[*r.Key], r.Sequence)
-	}
-	if len(wantSeq) != keys {
-		t.Fatalf("got %d keys, want %d", len(wantSeq), keys)
-	}
-	for k, want := range wantSeq {
-		if !slices.Equal(claimSeq[k], want) {
-			t.Errorf("key %s: claimed in the order %v, want %v", k, claimSeq[k], want)
-		}
-	}
+	checkSentInKeyOrder(t, e, keys, claimSeq)
 }
 
 // testOutboxLockWindowPassesHeldRows: the rows that a lock claim holds are still pending and
