@@ -39,7 +39,7 @@ func TestInlineLimitsOfTheLockClaims(t *testing.T) {
 	require.NotContains(t, windowed, "$3")
 	require.NotContains(t, windowed, "$4")
 	require.Equal(t, 1, strings.Count(windowed, "$1::bigint"), "the lease")
-	require.Equal(t, 1, strings.Count(windowed, "unnest($2::uuid[])"), "the rows to pass over")
+	require.Equal(t, 2, strings.Count(windowed, "unnest($2::uuid[])"), "the rows to pass over, in the window and the candidates")
 	require.Contains(t, windowed, "LIMIT 23")
 	require.NotContains(t, windowed, "LIMIT 7\n),\nqb_gate", "qb_free keeps every free row")
 }

@@ -67,6 +67,9 @@ const freeLimit = "\n    LIMIT $1\n),\nqb_gate AS ("
 // before it (skipHeld).
 const windowOrder = "\n    ORDER BY o.{scheduled_at}\n    LIMIT $3\n),\nqb_free AS ("
 
+// candidatesPending is the state test of the windowed claim's candidates.
+const candidatesPending = "\n      AND o.{state} IS NOT DISTINCT FROM 'pending'"
+
 // skipHeld leaves out of a lock claim's window the rows that the caller's other lock claims
 // hold ($4, store.OutboxClaimParams.Skip): they are still pending and would fill the window,
 // which then held no free row while free rows wait behind it (every row its own key, and the
@@ -89,6 +92,11 @@ func lockClaimSQL(claim string) (string, error) {
 	}
 	head = strings.Replace(head, freeLimit, "\n),\nqb_gate AS (", 1)
 	head = strings.Replace(head, windowOrder, skipHeld+windowOrder, 1)
+	if strings.Contains(head, windowOrder) {
+		// The keys' heads past the window can be held rows too: the candidates leave them
+		// out before the lock tries them.
+		head = strings.Replace(head, candidatesPending, candidatesPending+skipHeld, 1)
+	}
 	return strings.Replace(head, candidatesSelect, lockColumns, 1) + lockTail, nil
 }
 
