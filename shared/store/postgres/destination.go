@@ -28,19 +28,12 @@ RETURNING o.{id}::text`
 // OutboxDefer returns the fenced claims to pending after their delays, attempt and last_error
 // unchanged, and returns the ids it changed.
 func (s *Store) OutboxDefer(ctx context.Context, defers []store.OutboxDeferParams) ([]string, error) {
-	in := make([]fenced, len(defers))
-	for i, d := range defers {
-		in[i] = fenced{Claim: d.Claim, delay: max(d.Delay, 0)}
-	}
-	fs := prepareFenced(in)
+	fs := prepareFenced(defersOf(defers))
 	if len(fs) == 0 {
 		return nil, nil
 	}
 	ids, tokens := idsAndTokens(fs)
-	delays := make([]int64, len(fs))
-	for i, f := range fs {
-		delays[i] = micros(f.delay)
-	}
+	delays, _ := delaysAndErrors(fs)
 	return s.collectIDs(ctx, "deferring outbox rows", s.sql.outboxDefer, ids, tokens, delays)
 }
 

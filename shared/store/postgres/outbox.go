@@ -445,6 +445,43 @@ func claimsOf(in []store.Claim) []fenced {
 	return out
 }
 
+// retriesOf, deadsOf and defersOf turn the outcomes of both claim modes into fenced claims
+// with their values; a negative delay is 0.
+func retriesOf(in []store.OutboxRetryParams) []fenced {
+	out := make([]fenced, len(in))
+	for i, r := range in {
+		out[i] = fenced{Claim: r.Claim, delay: max(r.Delay, 0), lastError: r.LastError}
+	}
+	return out
+}
+
+func deadsOf(in []store.OutboxDeadParams) []fenced {
+	out := make([]fenced, len(in))
+	for i, d := range in {
+		out[i] = fenced{Claim: d.Claim, lastError: d.LastError}
+	}
+	return out
+}
+
+func defersOf(in []store.OutboxDeferParams) []fenced {
+	out := make([]fenced, len(in))
+	for i, d := range in {
+		out[i] = fenced{Claim: d.Claim, delay: max(d.Delay, 0)}
+	}
+	return out
+}
+
+// delaysAndErrors returns the delays (in microseconds) and the cleaned last errors of fs.
+func delaysAndErrors(fs []fenced) (delays []int64, errs []string) {
+	delays = make([]int64, len(fs))
+	errs = make([]string, len(fs))
+	for i, f := range fs {
+		delays[i] = micros(f.delay)
+		errs[i] = cleanText(f.lastError)
+	}
+	return delays, errs
+}
+
 // idsAndTokens returns the ids and tokens of fs as 16-byte UUIDs, which pgx sends in the
 // binary format (the text form costs an encoding attempt and a parse per element). The
 // claims passed prepareFenced, so every id and token parses.
@@ -494,42 +531,23 @@ func (s *Store) OutboxMarkSent(ctx context.Context, claims []store.Claim) ([]str
 
 // OutboxRetry schedules the fenced retries and returns the ids it changed.
 func (s *Store) OutboxRetry(ctx context.Context, retries []store.OutboxRetryParams) ([]string, error) {
-	in := make([]fenced, len(retries))
-	for i, r := range retries {
-		if r.Delay < 0 {
-			r.Delay = 0
-		}
-		in[i] = fenced{Claim: r.Claim, delay: r.Delay, lastError: r.LastError}
-	}
-	fs := prepareFenced(in)
+	fs := prepareFenced(retriesOf(retries))
 	if len(fs) == 0 {
 		return nil, nil
 	}
 	ids, tokens := idsAndTokens(fs)
-	delays := make([]int64, len(fs))
-	errs := make([]string, len(fs))
-	for i, f := range fs {
-		delays[i] = micros(f.delay)
-		errs[i] = cleanText(f.lastError)
-	}
+	delays, errs := delaysAndErrors(fs)
 	return s.collectIDs(ctx, "scheduling outbox retries", s.sql.outboxRetry, ids, tokens, delays, errs)
 }
 
 // OutboxMarkDead marks the fenced claims dead and returns the ids it changed.
 func (s *Store) OutboxMarkDead(ctx context.Context, deads []store.OutboxDeadParams) ([]string, error) {
-	in := make([]fenced, len(deads))
-	for i, d := range deads {
-		in[i] = fenced{Claim: d.Claim, lastError: d.LastError}
-	}
-	fs := prepareFenced(in)
+	fs := prepareFenced(deadsOf(deads))
 	if len(fs) == 0 {
 		return nil, nil
 	}
 	ids, tokens := idsAndTokens(fs)
-	errs := make([]string, len(fs))
-	for i, f := range fs {
-		errs[i] = cleanText(f.lastError)
-	}
+	_, errs := delaysAndErrors(fs)
 	return s.collectIDs(ctx, "marking outbox rows dead", s.sql.outboxMarkDead, ids, tokens, errs)
 }
 

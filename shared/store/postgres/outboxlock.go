@@ -306,41 +306,6 @@ func lockClaims(in []fenced) []fenced {
 	return prepareFenced(in)
 }
 
-func retriesOf(in []store.OutboxRetryParams) []fenced {
-	out := make([]fenced, len(in))
-	for i, r := range in {
-		out[i] = fenced{Claim: r.Claim, delay: max(r.Delay, 0), lastError: r.LastError}
-	}
-	return out
-}
-
-func deadsOf(in []store.OutboxDeadParams) []fenced {
-	out := make([]fenced, len(in))
-	for i, d := range in {
-		out[i] = fenced{Claim: d.Claim, lastError: d.LastError}
-	}
-	return out
-}
-
-func defersOf(in []store.OutboxDeferParams) []fenced {
-	out := make([]fenced, len(in))
-	for i, d := range in {
-		out[i] = fenced{Claim: d.Claim, delay: max(d.Delay, 0)}
-	}
-	return out
-}
-
-// delaysAndErrors returns the delays (in microseconds) and the cleaned last errors of fs.
-func delaysAndErrors(fs []fenced) (delays []int64, errs []string) {
-	delays = make([]int64, len(fs))
-	errs = make([]string, len(fs))
-	for i, f := range fs {
-		delays[i] = micros(f.delay)
-		errs[i] = cleanText(f.lastError)
-	}
-	return delays, errs
-}
-
 // skipIDs returns the ids of skip that are UUIDs (no other can match a row) as 16-byte UUIDs.
 func skipIDs(skip []string) [][16]byte {
 	out := make([][16]byte, 0, len(skip))
