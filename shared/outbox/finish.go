@@ -98,9 +98,6 @@ func (r *run) finish(batch []result) {
 	for _, hb := range completed {
 		r.finishHeld(hb, abandon)
 	}
-	if r.held == nil || len(completed) > 0 {
-		r.signalFreed()
-	}
 	r.mu.Lock()
 	for _, res := range batch {
 		res.f.cancel()
@@ -109,6 +106,11 @@ func (r *run) finish(batch []result) {
 		p.metrics.ProcessingDuration(time.Since(res.f.started))
 	}
 	r.mu.Unlock()
+	// After the rows left r.inflight: a claim loop woken before would still count them in
+	// flight and sleep again, its wake spent.
+	if r.held == nil || len(completed) > 0 {
+		r.signalFreed()
+	}
 	r.signalFinished()
 }
 
